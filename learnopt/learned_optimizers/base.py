@@ -1,0 +1,160 @@
+"""Learned optimizers: optimizers parameterized by meta-parameters ``theta``.
+
+``lopt.init(key) -> theta`` and ``lopt.opt_fn(theta) -> Optimizer``. ``theta`` is a
+pytree of strongly typed float32 arrays, so a jitted meta-step that takes and
+returns ``theta`` compiles once. Hyperparameters that must stay in a range are
+stored in an unconstrained form (``log_lr``; ``one_minus_beta1`` is ``log(1 - beta1)``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from learnopt.optimizers import base as opt_base
+
+MetaParams = Any
+
+__all__ = [
+    "LearnedOptimizer",
+    "LearnableSGD",
+    "LearnableSGDM",
+    "LearnableAdam",
+    "register_learned_optimizer",
+    "get_learned_optimizer",
+    "registered_learned_optimizers",
+]
+
+
+def _f32(value: float) -> jax.Array:
+    """A strongly typed float32 scalar (``jnp.asarray(python_float)`` would be weak)."""
+    return jnp.asarray(np.float32(value), dtype=jnp.float32)
+
+
+class LearnedOptimizer:
+    """Base class: ``init(key) -> theta`` and ``opt_fn(theta, is_training) -> Optimizer``."""
+
+    def init(self, key: jax.Array) -> MetaParams:
+        raise NotImplementedError
+
+    def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
+        raise NotImplementedError
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def as_optax(self, theta: MetaParams) -> optax.GradientTransformationExtraArgs:
+        """This learned optimizer, with ``theta`` fixed, as an optax transformation."""
+        return self.opt_fn(theta).as_optax()
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
+
+
+class LearnableSGD(LearnedOptimizer):
+    """SGD with a learnable learning rate; ``theta = {"log_lr"}``."""
+
+    def __init__(self, initial_lr: float = 1e-3):
+        self.initial_lr = initial_lr
+
+    def init(self, key: jax.Array) -> MetaParams:
+        return {"log_lr": _f32(np.log(self.initial_lr))}
+
+    def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
+        return opt_base.SGD(learning_rate=jnp.exp(theta["log_lr"]))
+
+
+class LearnableSGDM(LearnedOptimizer):
+    """SGD with momentum, learnable ``log_lr`` and ``one_minus_momentum = log(1 - mu)``."""
+
+    def __init__(self, initial_lr: float = 1e-3, initial_momentum: float = 0.9):
+        self.initial_lr = initial_lr
+        self.initial_momentum = initial_momentum
+
+    def init(self, key: jax.Array) -> MetaParams:
+        return {
+            "log_lr": _f32(np.log(self.initial_lr)),
+            "one_minus_momentum": _f32(np.log(1 - self.initial_momentum)),
+        }
+
+    def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
+        return opt_base.SGDM(
+            learning_rate=jnp.exp(theta["log_lr"]),
+            momentum=1 - jnp.exp(theta["one_minus_momentum"]),
+        )
+
+
+class LearnableAdam(LearnedOptimizer):
+    """Adam with learnable hyperparameters (learned_optimization's ``LearnableAdam``).
+
+    ``theta = {"log_lr", "log_epsilon", "one_minus_beta1", "one_minus_beta2"}`` with
+    ``one_minus_beta = log(1 - beta)``; defaults lr 1e-3, epsilon 1e-8, betas 0.9, 0.999.
+    """
+
+    def __init__(
+        self,
+        initial_lr: float = 1e-3,
+        initial_epsilon: float = 1e-8,
+        initial_beta1: float = 0.9,
+        initial_beta2: float = 0.999,
+    ):
+        self.initial_lr = initial_lr
+        self.initial_epsilon = initial_epsilon
+        self.initial_beta1 = initial_beta1
+        self.initial_beta2 = initial_beta2
+
+    def init(self, key: jax.Array) -> MetaParams:
+        return {
+            "log_epsilon": _f32(np.log(self.initial_epsilon)),
+            "log_lr": _f32(np.log(self.initial_lr)),
+            "one_minus_beta1": _f32(np.log(1 - self.initial_beta1)),
+            "one_minus_beta2": _f32(np.log(1 - self.initial_beta2)),
+        }
+
+    def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
+        return opt_base.Adam(
+            learning_rate=jnp.exp(theta["log_lr"]),
+            beta1=1 - jnp.exp(theta["one_minus_beta1"]),
+            beta2=1 - jnp.exp(theta["one_minus_beta2"]),
+            epsilon=jnp.exp(theta["log_epsilon"]),
+        )
+
+
+_LOPTS: dict[str, Callable[..., LearnedOptimizer]] = {
+    "LearnableSGD": LearnableSGD,
+    "LearnableSGDM": LearnableSGDM,
+    "LearnableAdam": LearnableAdam,
+}
+
+
+def register_learned_optimizer(name: str, fn: Callable[..., LearnedOptimizer]) -> None:
+    """Adds a learned optimizer constructor to the registry (CLI, conformance tests)."""
+    _LOPTS[name] = fn
+
+
+def registered_learned_optimizers() -> list[str]:
+    _import_builtin()
+    return sorted(_LOPTS)
+
+
+def _import_builtin() -> None:
+    from learnopt.learned_optimizers import mlp_lopt  # noqa: F401
+
+
+def get_learned_optimizer(name: str, **kwargs: Any) -> LearnedOptimizer:
+    """Builds a registered learned optimizer by name, e.g. ``"LearnableAdam"``."""
+    _import_builtin()
+    if name not in _LOPTS:
+        close = difflib.get_close_matches(name, _LOPTS, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(
+            f"Unknown learned optimizer {name!r}.{hint} Known: {', '.join(sorted(_LOPTS))}."
+        )
+    return _LOPTS[name](**kwargs)

@@ -1,0 +1,177 @@
+"""Tasks and task families: the inner optimization problems that optimizers train.
+
+A :class:`Task` bundles parameter initialization, a loss and the data it is trained on.
+A :class:`TaskFamily` is a distribution over tasks: ``family.sample(key)`` draws a
+(traceable) configuration and ``family.task_fn(cfg)`` builds the task for it, so a
+population of different tasks can be ``vmap``-ed inside one jitted meta-step.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+PyTree = Any
+Params = Any
+ModelState = Any
+Batch = Any
+TaskCfg = Any
+
+__all__ = [
+    "Task",
+    "TaskFamily",
+    "SingleTaskFamily",
+    "single_task_to_family",
+    "register_task",
+    "get_task",
+    "registered_tasks",
+]
+
+
+class Task:
+    """An optimization problem: ``init(key) -> params`` and ``loss(params, key, batch)``.
+
+    Subclasses implement ``init`` and ``loss`` (stateless models) or
+    ``init_with_state`` and ``loss_with_state`` (models with e.g. batch-norm
+    statistics); the other pair is derived. ``datasets`` is a
+    :class:`learnopt.tasks.datasets.base.Datasets` or ``None`` for data-free tasks.
+    """
+
+    datasets: Any = None
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def init(self, key: jax.Array) -> Params:
+        if type(self).init_with_state is Task.init_with_state:
+            raise NotImplementedError(f"{self.name} implements neither init nor init_with_state")
+        return self.init_with_state(key)[0]
+
+    def loss(self, params: Params, key: jax.Array, data: Batch) -> jax.Array:
+        if type(self).loss_with_state is Task.loss_with_state:
+            raise NotImplementedError(f"{self.name} implements neither loss nor loss_with_state")
+        return self.loss_with_state(params, None, key, data)[0]
+
+    def init_with_state(self, key: jax.Array) -> tuple[Params, ModelState]:
+        return self.init(key), None
+
+    def loss_with_state(
+        self, params: Params, state: ModelState, key: jax.Array, data: Batch
+    ) -> tuple[jax.Array, ModelState]:
+        return self.loss(params, key, data), state
+
+    def loss_with_state_and_aux(
+        self, params: Params, state: ModelState, key: jax.Array, data: Batch
+    ) -> tuple[jax.Array, ModelState, dict[str, jax.Array]]:
+        loss, state = self.loss_with_state(params, state, key, data)
+        return loss, state, {}
+
+    def normalizer(self, loss: jax.Array) -> jax.Array:
+        """Maps a raw loss onto the scale used for meta-losses (identity by default)."""
+        return loss
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
+
+
+class TaskFamily:
+    """A distribution over tasks.
+
+    ``sample(key)`` must be traceable (it is called inside ``jit`` and ``vmap``) and
+    returns a pytree ``cfg``; ``task_fn(cfg)`` returns a :class:`Task` whose ``init``
+    and ``loss`` may close over ``cfg``'s (traced) arrays. All tasks of a family share
+    ``datasets`` so one batch of data can feed the whole population.
+    """
+
+    datasets: Any = None
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def sample(self, key: jax.Array) -> TaskCfg:
+        raise NotImplementedError
+
+    def task_fn(self, cfg: TaskCfg) -> Task:
+        raise NotImplementedError
+
+    def eval_task_fn(self, cfg: TaskCfg) -> Task:
+        return self.task_fn(cfg)
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
+
+
+class SingleTaskFamily(TaskFamily):
+    """The family that always returns one fixed task (see :func:`single_task_to_family`)."""
+
+    def __init__(self, task: Task):
+        self.task = task
+        self.datasets = task.datasets
+
+    @property
+    def name(self) -> str:
+        return self.task.name
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        # A strongly typed dummy so that states holding it never change type.
+        return jnp.zeros((), jnp.int32)
+
+    def task_fn(self, cfg: TaskCfg) -> Task:
+        return self.task
+
+
+def single_task_to_family(task: Task) -> TaskFamily:
+    """Wraps a single task as a family (``sample`` returns a dummy, ``task_fn`` the task)."""
+    if isinstance(task, TaskFamily):
+        return task
+    if not isinstance(task, Task):
+        raise TypeError(f"single_task_to_family expects a Task, got {type(task).__name__}")
+    return SingleTaskFamily(task)
+
+
+_TASKS: dict[str, Callable[[], Task]] = {}
+
+
+def register_task(fn_or_name: Any = None, *, name: str | None = None):
+    """Registers a task constructor under its ``__name__`` (usable as a decorator)."""
+
+    def _register(fn):
+        key = name or fn.__name__
+        _TASKS[key] = fn
+        return fn
+
+    if callable(fn_or_name):
+        return _register(fn_or_name)
+    if isinstance(fn_or_name, str):
+        name = fn_or_name
+    return _register
+
+
+def _import_builtin_tasks() -> None:
+    # Imported lazily so that ``import learnopt.tasks.base`` stays light.
+    from learnopt.tasks import quadratics  # noqa: F401
+    from learnopt.tasks.fixed import image_mlp  # noqa: F401
+
+
+def registered_tasks() -> list[str]:
+    """Names accepted by :func:`get_task`, sorted."""
+    _import_builtin_tasks()
+    return sorted(_TASKS)
+
+
+def get_task(name: str) -> Task:
+    """Builds a registered task by name, e.g. ``get_task("ImageMLP_Digits8_Relu32")``."""
+    _import_builtin_tasks()
+    if name not in _TASKS:
+        close = difflib.get_close_matches(name, _TASKS, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(
+            f"Unknown task {name!r}.{hint} Known tasks: {', '.join(sorted(_TASKS))}."
+        )
+    return _TASKS[name]()

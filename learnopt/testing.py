@@ -1,0 +1,119 @@
+"""Testing helpers: count how often a function is traced (compiled) by ``jax.jit``.
+
+A jitted step that compiles twice usually means a state leaf changed dtype or weak
+type between calls (see ``DESIGN.md``, principle 1). These helpers make that a
+one-line assertion::
+
+    step = jax.jit(counter.wrap(step_fn))
+    for _ in range(10):
+        state = step(state)
+    counter.assert_count(1)
+
+or, as a context manager around any number of calls of an already-jitted function::
+
+    with assert_max_compiles(1):
+        for _ in range(10):
+            state = step(state)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+
+__all__ = ["TraceCounter", "assert_max_compiles", "count_compiles"]
+
+
+class TraceCounter:
+    """Counts Python traces of the functions it wraps (one trace = one compilation)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def wrap(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    def assert_count(self, expected: int, what: str = "function") -> None:
+        if self.count != expected:
+            raise AssertionError(
+                f"{what} was traced {self.count} times, expected {expected}: some argument "
+                "changed shape, dtype or weak type between calls"
+            )
+
+
+_COMPILING = re.compile(r"Compiling jit\((.+?)\) with global shapes")
+
+
+_COMPILE_LOGGERS = ("interpreters.pxla", "dispatch", "compiler", "pjit", "compilation_cache")
+
+
+class _CompileLogHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.names: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        match = _COMPILING.match(record.getMessage())
+        if match:
+            self.names.append(match.group(1))
+
+
+@contextlib.contextmanager
+def count_compiles() -> Iterator[list[str]]:
+    """Yields a list that collects the name of every function XLA compiles in the block.
+
+    Uses JAX's compile logging (``jax_log_compiles``); a cache hit logs nothing, so
+    ``len(names)`` is the number of compilations. Eager ``jnp`` calls on new shapes
+    compile tiny programs too: filter by name when counting one step function.
+    """
+    handler = _CompileLogHandler()
+    # With jax_log_compiles these loggers print at WARNING; keep them quiet here.
+    loggers = [logging.getLogger(f"jax._src.{n}") for n in _COMPILE_LOGGERS]
+    old = [(lg.level, lg.propagate) for lg in loggers]
+    null = logging.NullHandler()
+    for lg in loggers:
+        lg.propagate = False
+        lg.setLevel(logging.DEBUG)
+        lg.addHandler(null)
+    loggers[0].addHandler(handler)
+    prev = jax.config.jax_log_compiles
+    jax.config.update("jax_log_compiles", True)
+    try:
+        yield handler.names
+    finally:
+        jax.config.update("jax_log_compiles", prev)
+        loggers[0].removeHandler(handler)
+        for lg, (level, propagate) in zip(loggers, old, strict=True):
+            lg.removeHandler(null)
+            lg.setLevel(level)
+            lg.propagate = propagate
+
+
+@contextlib.contextmanager
+def assert_max_compiles(n: int, name: str | None = None) -> Iterator[list[str]]:
+    """Fails if the block compiles jitted functions more than ``n`` times.
+
+    Args:
+      n: the largest number of compilations allowed.
+      name: if given, only compilations of functions with this ``__name__`` count.
+    """
+    with count_compiles() as names:
+        yield names
+    counted = [x for x in names if name is None or x == name]
+    if len(counted) > n:
+        raise AssertionError(
+            f"expected at most {n} compilation(s){' of ' + name if name else ''}, got "
+            f"{len(counted)}: {counted}. A state leaf probably changed dtype or weak type "
+            "between calls."
+        )

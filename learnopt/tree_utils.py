@@ -1,0 +1,111 @@
+"""Small pytree helpers used across learnopt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+PyTree = Any
+
+__all__ = [
+    "tree_map_multi",
+    "tree_add",
+    "tree_sub",
+    "tree_scale",
+    "tree_zeros_like",
+    "tree_vdot",
+    "tree_norm",
+    "tree_all_finite",
+    "tree_cast_like",
+    "tree_path_str",
+]
+
+
+def tree_map_multi(fn: Callable[..., tuple], tree: PyTree, *rest: PyTree) -> tuple[PyTree, ...]:
+    """Maps ``fn`` returning a tuple over trees and returns one tree per output.
+
+    ``jax.tree_util.tree_map`` returns a single tree; mapping a function that
+    returns ``(next_p, next_m)`` gives a tree of tuples, not a tuple of trees (the
+    "caution" of the notes). This helper transposes the result:
+
+    >>> p, m = tree_map_multi(lambda p, g: (p - g, g), {"a": 1.0}, {"a": 0.5})
+    >>> p, m
+    ({'a': 0.5}, {'a': 0.5})
+    """
+    treedef = jax.tree_util.tree_structure(tree)
+    leaves = treedef.flatten_up_to(tree)
+    rest_leaves = [treedef.flatten_up_to(r) for r in rest]
+    outs = [fn(*args) for args in zip(leaves, *rest_leaves, strict=True)]
+    if not outs:
+        return ()
+    n = len(outs[0])
+    return tuple(treedef.unflatten([o[i] for o in outs]) for i in range(n))
+
+
+def tree_add(a: PyTree, b: PyTree) -> PyTree:
+    return jax.tree_util.tree_map(jnp.add, a, b)
+
+
+def tree_sub(a: PyTree, b: PyTree) -> PyTree:
+    return jax.tree_util.tree_map(jnp.subtract, a, b)
+
+
+def tree_scale(s: Any, a: PyTree) -> PyTree:
+    return jax.tree_util.tree_map(lambda x: (s * x).astype(x.dtype), a)
+
+
+def tree_zeros_like(a: PyTree) -> PyTree:
+    return jax.tree_util.tree_map(jnp.zeros_like, a)
+
+
+def tree_vdot(a: PyTree, b: PyTree) -> jax.Array:
+    """Sum of elementwise products over all leaves, accumulated in float32 or wider."""
+    prods = [
+        jnp.vdot(x.astype(jnp.promote_types(x.dtype, jnp.float32)), y)
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True)
+    ]
+    return sum(prods, jnp.zeros((), jnp.float32))
+
+
+def tree_norm(a: PyTree) -> jax.Array:
+    return jnp.sqrt(tree_vdot(a, a))
+
+
+def tree_all_finite(a: PyTree) -> jax.Array:
+    leaves = jax.tree_util.tree_leaves(a)
+    if not leaves:
+        return jnp.asarray(True)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def _weak(x: Any) -> bool:
+    return bool(getattr(x, "weak_type", False))
+
+
+def cast_leaf_like(x: Any, ref: Any) -> Any:
+    """Casts ``x`` to the dtype *and weak-typedness* of ``ref`` (an array or ShapeDtypeStruct)."""
+    if not hasattr(ref, "dtype"):
+        return x
+    dtype = np.dtype(ref.dtype)
+    x = jnp.asarray(x)
+    if x.dtype == dtype and _weak(x) == _weak(ref):
+        return x
+    if _weak(ref):
+        from jax._src.lax import lax as lax_internal  # no public API creates weak arrays
+
+        return lax_internal._convert_element_type(x, dtype, weak_type=True)
+    return jnp.asarray(x, dtype=dtype)
+
+
+def tree_cast_like(tree: PyTree, ref: PyTree) -> PyTree:
+    """Casts every leaf of ``tree`` to the dtype and weak type of the matching leaf of ``ref``."""
+    return jax.tree_util.tree_map(cast_leaf_like, tree, ref)
+
+
+def tree_path_str(path: tuple) -> str:
+    """A readable name for a key path, e.g. ``['linear_0']['w']``."""
+    return jax.tree_util.keystr(path) or "<root>"
