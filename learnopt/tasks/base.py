@@ -171,7 +171,5 @@ def get_task(name: str) -> Task:
     if name not in _TASKS:
         close = difflib.get_close_matches(name, _TASKS, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(
-            f"Unknown task {name!r}.{hint} Known tasks: {', '.join(sorted(_TASKS))}."
-        )
+        raise KeyError(f"Unknown task {name!r}.{hint} Known tasks: {', '.join(sorted(_TASKS))}.")
     return _TASKS[name]()
