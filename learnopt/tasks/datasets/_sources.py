@@ -1,0 +1,341 @@
+"""Dataset specifications and readers for the original source files (no TFDS, no TF).
+
+Everything here is plain numpy + the standard library so it can be imported cheaply
+and tested on its own. :mod:`learnopt.tasks.datasets._builders` feeds these readers'
+output into TFDS builders; :mod:`learnopt.tasks.datasets.base` is the public API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import os
+import pickle
+import tarfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+ENV_DATA_DIR = "LEARNOPT_DATA_DIR"
+ENV_MANUAL_DIR = "LEARNOPT_MANUAL_DIR"
+#: Version of learnopt's TFDS builders (bump when the generated data changes).
+BUILDER_VERSION = "1.0.0"
+
+
+class DatasetNotFoundError(RuntimeError):
+    """A dataset is neither prepared in the data dir nor available to be prepared."""
+
+    def __init__(self, message: str, *, dataset: str, data_dir: Path, manual_dir: Path | None):
+        super().__init__(message)
+        self.dataset = dataset
+        self.data_dir = data_dir
+        self.manual_dir = manual_dir
+
+
+class ChecksumMismatchError(RuntimeError):
+    """A source file's sha256 differs from the published one."""
+
+    def __init__(self, message: str, *, path: Path, expected: str, actual: str):
+        super().__init__(message)
+        self.path = path
+        self.expected = expected
+        self.actual = actual
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    """Static facts about a dataset: known without touching the disk."""
+
+    name: str
+    builder_name: str
+    image_shape: tuple[int, int, int]
+    num_classes: int
+    # Source file name -> published sha256. Empty for the embedded dataset.
+    sha256: Mapping[str, str]
+    homepage: str
+    description: str
+    num_train: int
+    num_test: int
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(self.sha256)
+
+    @property
+    def embedded(self) -> bool:
+        return not self.sha256
+
+
+_IDX_FILES = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
+
+# sha256 sums as published in TFDS's url_checksums (mnist, fashion_mnist) and by
+# keras.datasets.cifar10 (the python-pickle CIFAR-10 archive).
+SHA256: dict[str, dict[str, str]] = {
+    "mnist": dict(
+        zip(
+            _IDX_FILES,
+            (
+                "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+                "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+                "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+                "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+            ),
+            strict=True,
+        )
+    ),
+    "fashion_mnist": dict(
+        zip(
+            _IDX_FILES,
+            (
+                "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
+                "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
+                "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
+                "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
+            ),
+            strict=True,
+        )
+    ),
+    "cifar10": {
+        "cifar-10-python.tar.gz": (
+            "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce"
+        ),
+    },
+}
+
+DIGITS8_NUM_TRAIN = 1500
+DIGITS8_SPLIT_SEED = 0
+
+SPECS: dict[str, DatasetSpec] = {
+    "digits8": DatasetSpec(
+        name="digits8",
+        builder_name="learnopt_digits8",
+        image_shape=(8, 8, 1),
+        num_classes=10,
+        sha256={},
+        homepage="https://scikit-learn.org/stable/modules/generated/sklearn.datasets.load_digits.html",
+        description=(
+            "UCI optical handwritten digits, 8x8 grayscale, as bundled with scikit-learn "
+            "(pixel counts 0..16 stored as round(v * 255 / 16)). 1500 train / 297 test, "
+            f"split by a fixed permutation (seed {DIGITS8_SPLIT_SEED})."
+        ),
+        num_train=DIGITS8_NUM_TRAIN,
+        num_test=1797 - DIGITS8_NUM_TRAIN,
+    ),
+    "mnist": DatasetSpec(
+        name="mnist",
+        builder_name="learnopt_mnist",
+        image_shape=(28, 28, 1),
+        num_classes=10,
+        sha256=SHA256["mnist"],
+        homepage="https://storage.googleapis.com/cvdf-datasets/mnist/",
+        description="MNIST handwritten digits, 28x28 grayscale, from the original IDX files.",
+        num_train=60000,
+        num_test=10000,
+    ),
+    "fashion_mnist": DatasetSpec(
+        name="fashion_mnist",
+        builder_name="learnopt_fashion_mnist",
+        image_shape=(28, 28, 1),
+        num_classes=10,
+        sha256=SHA256["fashion_mnist"],
+        homepage="https://github.com/zalandoresearch/fashion-mnist",
+        description="Fashion-MNIST, 28x28 grayscale, from the original IDX files.",
+        num_train=60000,
+        num_test=10000,
+    ),
+    "cifar10": DatasetSpec(
+        name="cifar10",
+        builder_name="learnopt_cifar10",
+        image_shape=(32, 32, 3),
+        num_classes=10,
+        sha256=SHA256["cifar10"],
+        homepage="https://www.cs.toronto.edu/~kriz/cifar.html",
+        description="CIFAR-10, 32x32 RGB, from the original cifar-10-python.tar.gz.",
+        num_train=50000,
+        num_test=10000,
+    ),
+}
+
+_ALIASES = {
+    "digits": "digits8",
+    "fashionmnist": "fashion_mnist",
+    "fashion-mnist": "fashion_mnist",
+    "cifar-10": "cifar10",
+    "cifar_10": "cifar10",
+}
+_ALIASES.update({spec.builder_name: key for key, spec in SPECS.items()})
+
+
+def get_spec(name: str) -> DatasetSpec:
+    key = name.lower()
+    key = _ALIASES.get(key, key)
+    if key not in SPECS:
+        raise ValueError(f"Unknown dataset {name!r}; known datasets: {', '.join(sorted(SPECS))}.")
+    return SPECS[key]
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
+    """``data_dir``, else ``$LEARNOPT_DATA_DIR``, else ``~/tensorflow_datasets``."""
+    if data_dir is None:
+        data_dir = os.environ.get(ENV_DATA_DIR) or "~/tensorflow_datasets"
+    return Path(data_dir).expanduser().absolute()
+
+
+def resolve_manual_dir(
+    manual_dir: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None
+) -> Path:
+    """``manual_dir``, else ``$LEARNOPT_MANUAL_DIR``, else ``<data_dir>/downloads/manual``."""
+    if manual_dir is None:
+        manual_dir = os.environ.get(ENV_MANUAL_DIR)
+    if manual_dir is None:
+        return resolve_data_dir(data_dir) / "downloads" / "manual"
+    return Path(manual_dir).expanduser().absolute()
+
+
+def prepared_dir(spec: DatasetSpec, data_dir: Path) -> Path:
+    return data_dir / spec.builder_name / BUILDER_VERSION
+
+
+def is_prepared_on_disk(spec: DatasetSpec, data_dir: Path) -> bool:
+    """Cheap check (two stats, no TFDS import) for a finished TFDS preparation."""
+    d = prepared_dir(spec, data_dir)
+    return (d / "dataset_info.json").is_file() and (d / "features.json").is_file()
+
+
+def find_source_dir(spec: DatasetSpec, manual_dir: Path) -> Path | None:
+    """The folder holding all of ``spec``'s files: ``<manual>/<name>/`` or ``<manual>/``."""
+    for candidate in (manual_dir / spec.name, manual_dir):
+        if all((candidate / f).is_file() for f in spec.files):
+            return candidate
+    return None
+
+
+def instructions(spec: DatasetSpec, data_dir: Path, manual_dir: Path) -> str:
+    """What a user must do to make ``spec`` available (used in error messages)."""
+    if spec.embedded:
+        return f"{spec.name} is embedded (scikit-learn); it is prepared on first use."
+    files = ", ".join(spec.files)
+    return (
+        f"To use {spec.name}, download {files} (from {spec.homepage}) and put them in "
+        f"{manual_dir / spec.name} (or directly in {manual_dir}); the manual dir is set by "
+        f"the manual_dir= argument or ${ENV_MANUAL_DIR} (default <data_dir>/downloads/manual). "
+        f"They are checked against their published sha256 and prepared once into "
+        f"{data_dir / spec.builder_name} (data dir: data_dir= argument or ${ENV_DATA_DIR}, "
+        "default ~/tensorflow_datasets). Alternatively point the data dir at a directory "
+        f"where {spec.builder_name} is already prepared. Nothing is downloaded automatically. "
+        "The embedded offline dataset is 'digits8' (task ImageMLP_Digits8_Relu32)."
+    )
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify_sha256(spec: DatasetSpec, path: Path) -> None:
+    """Raises :class:`ChecksumMismatchError` unless ``path`` has its published sha256."""
+    expected = spec.sha256[path.name]
+    actual = sha256_of(path)
+    if actual == expected:
+        return
+    hint = ""
+    for other, table in SHA256.items():
+        for fname, digest in table.items():
+            if digest == actual:
+                hint = f" (this is {other}'s {fname}: is the file in the wrong folder?)"
+    raise ChecksumMismatchError(
+        f"sha256 mismatch for {spec.name} source file {path}: expected {expected}, got "
+        f"{actual}{hint}. The file is corrupt, truncated or not the original; re-download it "
+        f"from {spec.homepage}.",
+        path=path,
+        expected=expected,
+        actual=actual,
+    )
+
+
+# ----------------------------------------------------------------------------- readers
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Reads a (gzipped) IDX file of unsigned bytes, as used by MNIST and Fashion-MNIST."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise ValueError(f"{path} is not an IDX file of unsigned bytes (bad magic number).")
+    ndim = data[3]
+    header = 4 + 4 * ndim
+    shape = tuple(int(d) for d in np.frombuffer(data, ">u4", count=ndim, offset=4))
+    expected = int(np.prod(shape))
+    if len(data) - header != expected:
+        raise ValueError(
+            f"{path}: IDX header says shape {shape} ({expected} bytes) but the file holds "
+            f"{len(data) - header} bytes."
+        )
+    return np.frombuffer(data, np.uint8, offset=header).reshape(shape)
+
+
+def read_idx_splits(source_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{"train": (images [N, 28, 28, 1] uint8, labels [N] int64), "test": ...}``."""
+    out = {}
+    for split, prefix in (("train", "train"), ("test", "t10k")):
+        images = read_idx(source_dir / f"{prefix}-images-idx3-ubyte.gz")
+        labels = read_idx(source_dir / f"{prefix}-labels-idx1-ubyte.gz")
+        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+            raise ValueError(
+                f"{source_dir}: {split} images {images.shape} and labels {labels.shape} "
+                "do not match."
+            )
+        out[split] = (images[..., None], labels.astype(np.int64))
+    return out
+
+
+def read_cifar10_splits(archive: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Reads ``cifar-10-python.tar.gz``: images [N, 32, 32, 3] uint8, labels [N] int64.
+
+    The archive's batches are Python pickles; only unpickle an archive whose sha256
+    has been checked (:func:`verify_sha256`) or that you produced yourself.
+    """
+    members = {
+        "train": [f"cifar-10-batches-py/data_batch_{i}" for i in range(1, 6)],
+        "test": ["cifar-10-batches-py/test_batch"],
+    }
+    out = {}
+    with tarfile.open(archive, "r:gz") as tar:
+        for split, names in members.items():
+            images, labels = [], []
+            for name in names:
+                f = tar.extractfile(name)
+                if f is None:
+                    raise ValueError(f"{archive}: member {name} is not a file.")
+                batch = pickle.load(f, encoding="bytes")
+                images.append(np.asarray(batch[b"data"], np.uint8).reshape(-1, 3, 32, 32))
+                labels.append(np.asarray(batch[b"labels"], np.int64))
+            out[split] = (
+                np.concatenate(images).transpose(0, 2, 3, 1),
+                np.concatenate(labels),
+            )
+    return out
+
+
+def read_digits8_splits() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """scikit-learn's bundled 8x8 digits, split 1500 train / 297 test by a fixed permutation."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    # Pixel values are counts in 0..16; map them onto the usual 0..255 uint8 range.
+    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)[..., None]
+    labels = digits.target.astype(np.int64)
+    order = np.random.default_rng(DIGITS8_SPLIT_SEED).permutation(len(images))
+    train, test = order[:DIGITS8_NUM_TRAIN], order[DIGITS8_NUM_TRAIN:]
+    return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}
