@@ -18,6 +18,7 @@ import numpy as np
 import optax
 
 from learnopt.optimizers import base as opt_base
+from learnopt.tasks import base as tasks_base
 
 MetaParams = Any
 
@@ -154,7 +155,7 @@ def get_learned_optimizer(name: str, **kwargs: Any) -> LearnedOptimizer:
     if name not in _LOPTS:
         close = difflib.get_close_matches(name, _LOPTS, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(
+        raise tasks_base.UnknownNameError(
             f"Unknown learned optimizer {name!r}.{hint} Known: {', '.join(sorted(_LOPTS))}."
         )
     return _LOPTS[name](**kwargs)

@@ -29,6 +29,7 @@ __all__ = [
     "register_task",
     "get_task",
     "registered_tasks",
+    "UnknownNameError",
 ]
 
 
@@ -133,6 +134,13 @@ def single_task_to_family(task: Task) -> TaskFamily:
     if not isinstance(task, Task):
         raise TypeError(f"single_task_to_family expects a Task, got {type(task).__name__}")
     return SingleTaskFamily(task)
+
+
+class UnknownNameError(KeyError):
+    """An unknown registry name; the message lists close matches and the known names."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 _TASKS: dict[str, Callable[[], Task]] = {}

@@ -6,6 +6,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from learnopt.tasks import base as tasks_base
 
@@ -72,4 +73,66 @@ class FixedDimQuadraticFamily(tasks_base.TaskFamily):
         return f"FixedDimQuadraticFamily_{self.dim}"
 
 
+class _RegressionSplit:
+    """Infinite iterator of ``{"x": [B, dim], "y": [B]}`` with ``y = x @ w_true + noise``."""
+
+    def __init__(self, w_true: np.ndarray, batch_size: int, noise: float, seed: int):
+        self.w_true = w_true
+        self.batch_size = batch_size
+        self.noise = noise
+        self._rng = np.random.default_rng(seed)
+
+    def __iter__(self) -> _RegressionSplit:
+        return self
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        return self.take()
+
+    def take(self, *shape: int) -> dict[str, np.ndarray]:
+        """Batches stacked ``[*shape, B, ...]`` (same process as repeated ``next``)."""
+        dim = self.w_true.shape[0]
+        x = self._rng.standard_normal((*shape, self.batch_size, dim), dtype=np.float32)
+        eps = self._rng.standard_normal((*shape, self.batch_size), dtype=np.float32)
+        return {"x": x, "y": (x @ self.w_true + self.noise * eps).astype(np.float32)}
+
+
+class _RegressionDatasets:
+    def __init__(self, dim: int, batch_size: int, noise: float, seed: int):
+        w_true = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+        for i, split in enumerate(("train", "inner_valid", "outer_valid", "test")):
+            setattr(self, split, _RegressionSplit(w_true, batch_size, noise, seed + 1 + i))
+        self.extra_info = {"name": "linear_regression", "dim": dim, "batch_size": batch_size}
+        self.abstract_batch = {
+            "x": jax.ShapeDtypeStruct((batch_size, dim), jnp.float32),
+            "y": jax.ShapeDtypeStruct((batch_size,), jnp.float32),
+        }
+
+
+class BatchQuadraticTask(tasks_base.Task):
+    """Least squares on batches: ``loss(w) = mean((x @ w - y)^2)``, ``y = x @ w_true + noise``.
+
+    A stochastic quadratic: the data (synthetic, generated on the host per batch) make
+    the gradient noisy, like a real training problem, at negligible cost.
+    """
+
+    def __init__(self, dim: int = 10, batch_size: int = 32, noise: float = 0.1, seed: int = 0):
+        self.dim = dim
+        self.datasets = _RegressionDatasets(dim, batch_size, noise, seed)
+
+    def init(self, key: jax.Array) -> jax.Array:
+        return jax.random.normal(key, (self.dim,), jnp.float32)
+
+    def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        _check_dim(params, self.dim)
+        x, y = data["x"], data["y"]
+        if jnp.shape(x)[-1:] != (self.dim,) or jnp.shape(y) != jnp.shape(x)[:-1]:
+            raise ValueError(
+                f"BatchQuadraticTask needs x [B, {self.dim}] and y [B], got x "
+                f"{jnp.shape(x)} and y {jnp.shape(y)}"
+            )
+        pred = x @ params.astype(jnp.float32)
+        return jnp.mean(jnp.square(pred - y))
+
+
 tasks_base.register_task(name="QuadraticTask")(QuadraticTask)
+tasks_base.register_task(name="BatchQuadraticTask")(BatchQuadraticTask)
