@@ -179,5 +179,7 @@ def get_task(name: str) -> Task:
     if name not in _TASKS:
         close = difflib.get_close_matches(name, _TASKS, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"Unknown task {name!r}.{hint} Known tasks: {', '.join(sorted(_TASKS))}.")
+        raise UnknownNameError(
+            f"Unknown task {name!r}.{hint} Known tasks: {', '.join(sorted(_TASKS))}."
+        )
     return _TASKS[name]()
