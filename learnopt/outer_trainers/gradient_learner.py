@@ -150,7 +150,11 @@ class SingleMachineGradientLearner:
         state = self._init_jit(key)
         datas = self._abstract_datas()
         return settle_dtypes(
-            lambda s: self._update(s, key, datas)[0], state, what="meta-training state"
+            lambda s, k, d: self._update(s, k, d)[0],
+            state,
+            key,
+            datas,
+            what="meta-training state",
         )
 
     def _abstract_datas(self) -> tuple:
