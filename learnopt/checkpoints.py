@@ -1,0 +1,107 @@
+"""Saving and loading meta-parameters ``theta`` as msgpack files.
+
+The file is Flax's msgpack encoding of ``theta``'s state dict
+(:func:`flax.serialization.to_state_dict`): nested dicts of numpy arrays, readable with
+:func:`flax.serialization.msgpack_restore` alone. So a checkpoint loads back **without
+knowing theta's structure**::
+
+    save_theta("theta.msgpack", theta)
+    theta = load_theta("theta.msgpack")          # dict of float32 jnp arrays
+    theta = load_theta("theta.msgpack", target=lopt.init(key))   # restore the structure
+
+Floating-point leaves are stored and returned as float32 (theta is float32 by design,
+see ``DESIGN.md``); integer and boolean leaves keep their dtype. Writes are atomic (a
+temporary file renamed over the destination), so a periodic checkpoint that is
+interrupted never leaves a truncated file behind.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import flax.serialization
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+PyTree = Any
+
+__all__ = ["save_theta", "load_theta", "theta_to_bytes", "theta_from_bytes"]
+
+
+def _to_numpy(leaf: Any) -> np.ndarray:
+    arr = np.asarray(jax.device_get(leaf))
+    if np.issubdtype(arr.dtype, np.floating) or arr.dtype.name == "bfloat16":
+        arr = arr.astype(np.float32)
+    return arr
+
+
+def _to_jax(leaf: Any) -> Any:
+    if not isinstance(leaf, np.ndarray | np.generic):
+        return leaf
+    arr = np.asarray(leaf)
+    if np.issubdtype(arr.dtype, np.floating):
+        return jnp.asarray(arr, dtype=jnp.float32)
+    return jnp.asarray(arr, dtype=arr.dtype)
+
+
+def theta_to_bytes(theta: PyTree) -> bytes:
+    """``theta`` as msgpack bytes (floating leaves as float32)."""
+    state = flax.serialization.to_state_dict(theta)
+    state = jax.tree_util.tree_map(_to_numpy, state)
+    return flax.serialization.msgpack_serialize(state)
+
+
+def theta_from_bytes(data: bytes, target: PyTree | None = None) -> PyTree:
+    """Inverse of :func:`theta_to_bytes`; see :func:`load_theta`."""
+    state = flax.serialization.msgpack_restore(data)
+    state = jax.tree_util.tree_map(_to_jax, state)
+    if target is None:
+        return state
+    restored = flax.serialization.from_state_dict(target, state)
+    return jax.tree_util.tree_map(_cast_like, restored, target)
+
+
+def _cast_like(value: Any, ref: Any) -> Any:
+    dtype = getattr(ref, "dtype", None)
+    if dtype is None or not hasattr(value, "dtype"):
+        return value
+    if jnp.shape(value) != jnp.shape(ref):
+        raise ValueError(
+            f"checkpoint leaf has shape {jnp.shape(value)}, target expects {jnp.shape(ref)}"
+        )
+    return jnp.asarray(value, dtype=dtype)
+
+
+def save_theta(path: str | os.PathLike, theta: PyTree) -> Path:
+    """Writes ``theta`` (any pytree of arrays: dicts, lists, flax dataclasses) to ``path``.
+
+    Parent folders are created. The write is atomic. Returns the path.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = theta_to_bytes(theta)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def load_theta(path: str | os.PathLike, target: PyTree | None = None) -> PyTree:
+    """Reads a theta written by :func:`save_theta`.
+
+    Without ``target`` returns the state dict: nested dicts of jnp arrays, floating
+    leaves float32 (lists and tuples in the saved theta come back as dicts keyed
+    ``"0"``, ``"1"``, ...). With ``target`` (e.g. ``lopt.init(key)``) the saved values
+    are restored into ``target``'s structure, shapes and dtypes.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no theta checkpoint at {path}")
+    return theta_from_bytes(path.read_bytes(), target)

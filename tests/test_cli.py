@@ -1,0 +1,340 @@
+"""Tests for the ``learnopt`` command line (learnopt.cli)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from learnopt import checkpoints, cli
+from learnopt.tasks.datasets import base as datasets_base
+
+STEPS = 30
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ALL_FLAGS = (
+    "--task",
+    "--lopt",
+    "--trainer",
+    "--steps",
+    "--unroll",
+    "--trunc-length",
+    "--num-tasks",
+    "--std",
+    "--outer-lr",
+    "--max-grad-norm",
+    "--seed",
+    "--out",
+    "--data-dir",
+    "--log-every",
+    "--checkpoint-every",
+    "--no-plots",
+    "--quiet",
+)
+
+
+@pytest.fixture(scope="session")
+def data_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli_data")
+    (root / "manual").mkdir()
+    return root
+
+
+@pytest.fixture(autouse=True)
+def data_env(data_root, monkeypatch):
+    """Data in a session tmp dir (never the home dir); an empty manual dir."""
+    monkeypatch.setenv(datasets_base.ENV_DATA_DIR, str(data_root / "data"))
+    monkeypatch.setenv(datasets_base.ENV_MANUAL_DIR, str(data_root / "manual"))
+
+
+def _run(argv, monkeypatch):
+    """Runs ``main(argv)`` in-process; returns (exit code, MetaTrainResult or None)."""
+    results = []
+    original = cli.meta_train
+
+    def capture(args):
+        results.append(original(args))
+        return results[-1]
+
+    monkeypatch.setattr(cli, "meta_train", capture)
+    code = cli.main(argv)
+    return code, (results[0] if results else None)
+
+
+def _read_csv(path: Path):
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    return rows[0], rows[1:]
+
+
+def _check_png(path: Path):
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC, path
+    import matplotlib.image
+
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+
+
+@pytest.mark.parametrize(
+    "trainer, extra",
+    [("full_grad", []), ("pes", ["--unroll", "5", "--trunc-length", "20", "--num-tasks", "4"])],
+)
+def test_meta_train_writes_everything(trainer, extra, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    argv = ["meta-train", "--trainer", trainer, "--steps", str(STEPS), "--out", str(out)]
+    argv += ["--log-every", "7", "--checkpoint-every", "10", *extra]
+    saves = []
+    save = checkpoints.save_theta
+    monkeypatch.setattr(checkpoints, "save_theta", lambda p, t: saves.append(p) or save(p, t))
+    code, result = _run(argv, monkeypatch)
+    assert code == 0
+    stdout = capsys.readouterr().out
+    summary = stdout.strip().splitlines()[-1]
+    assert f"LearnableAdam on ImageMLP_Digits8_Relu32 ({trainer}): meta-loss" in summary
+    assert f"{STEPS} steps in" in summary
+
+    files = sorted(p.name for p in out.iterdir())
+    assert files == [
+        "config.json",
+        "learning_rate.png",
+        "meta_loss.png",
+        "metrics.csv",
+        "theta.msgpack",
+    ]
+    assert len(saves) == 3  # checkpoints at steps 10 and 20, then the final theta
+    config = json.loads((out / "config.json").read_text())
+    assert config["trainer"] == trainer and config["steps"] == STEPS
+    assert config["num_tasks"] == (1 if trainer == "full_grad" else 4)
+
+    header, rows = _read_csv(out / "metrics.csv")
+    theta_cols = [
+        "theta/log_epsilon",
+        "theta/log_lr",
+        "theta/one_minus_beta1",
+        "theta/one_minus_beta2",
+    ]
+    assert header == list(cli.BASE_COLUMNS) + theta_cols
+    assert len(rows) == STEPS
+    assert [int(r[0]) for r in rows] == list(range(1, STEPS + 1))
+    values = np.asarray([[float(x) for x in r] for r in rows])
+    col = {name: values[:, i] for i, name in enumerate(header)}
+    assert np.all(np.isfinite(col["meta_loss"]))
+    assert np.all(col["meta_loss"] > 0)
+    assert np.all(col["num_nonfinite"] == 0)
+    np.testing.assert_allclose(col["learning_rate"], np.exp(col["theta/log_lr"]), rtol=1e-6)
+    assert col["learning_rate"][-1] != col["learning_rate"][0]  # theta was trained
+
+    # The saved theta is the learner's final theta, bit for bit, and matches the CSV.
+    loaded = checkpoints.load_theta(out / "theta.msgpack")
+    assert sorted(loaded) == ["log_epsilon", "log_lr", "one_minus_beta1", "one_minus_beta2"]
+    for name, value in loaded.items():
+        assert value.dtype == np.float32
+        assert float(value) == float(np.asarray(result.theta[name]))
+        assert float(value) == col[f"theta/{name}"][-1]
+    np.testing.assert_array_equal(result.columns["meta_loss"], col["meta_loss"])
+
+    _check_png(out / "meta_loss.png")
+    _check_png(out / "learning_rate.png")
+
+
+def test_summary_window_and_no_plots(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "q"
+    argv = ["meta-train", "--task", "QuadraticTask", "--steps", "3", "--out", str(out)]
+    code, result = _run([*argv, "--no-plots", "--quiet", "--max-grad-norm", "0.5"], monkeypatch)
+    assert code == 0
+    assert not list(out.glob("*.png"))
+    assert "(mean of the first/last 1 step)" in capsys.readouterr().out
+    _, rows = _read_csv(out / "metrics.csv")
+    assert len(rows) == 3
+
+
+def test_data_dir_flag_is_used_and_restored(tmp_path, monkeypatch):
+    before = os.environ[datasets_base.ENV_DATA_DIR]
+    data_dir = tmp_path / "own_data"
+    argv = ["meta-train", "--steps", "1", "--no-plots", "--quiet", "--data-dir", str(data_dir)]
+    code, _ = _run([*argv, "--out", str(tmp_path / "o"), "--unroll", "1"], monkeypatch)
+    assert code == 0
+    assert (data_dir / "learnopt_digits8").is_dir()  # prepared where --data-dir says
+    assert os.environ[datasets_base.ENV_DATA_DIR] == before
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--task", "NoSuchTask"], "Unknown task 'NoSuchTask'"),
+        (["--task", "ImageMLP_Digits8_Relu3"], "Did you mean ImageMLP_Digits8_Relu32"),
+        (["--lopt", "Adamm"], "Unknown learned optimizer 'Adamm'"),
+        (["--steps", "0"], "--steps must be >= 1, got 0"),
+        (["--steps", "-5"], "--steps must be >= 1, got -5"),
+        (["--steps", "many"], "argument --steps: expected an integer, got 'many'"),
+        (["--unroll", "0"], "argument --unroll: must be >= 1, got 0"),
+        (["--num-tasks", "0"], "argument --num-tasks: must be >= 1, got 0"),
+        (["--trainer", "sgd"], "argument --trainer: invalid choice: 'sgd'"),
+        (["--std", "0"], "argument --std: must be a finite number > 0"),
+        (["--outer-lr=-1e-3"], "argument --outer-lr: must be a finite number > 0"),
+        (["--max-grad-norm", "inf"], "argument --max-grad-norm: must be a finite number > 0"),
+        (["--log-every", "0"], "argument --log-every: must be >= 1"),
+        (["--checkpoint-every", "-1"], "argument --checkpoint-every: must be >= 0"),
+        (["--trainer", "pes", "--trunc-length", "3"], "--trunc-length (3) must be >= --unroll (4)"),
+    ],
+)
+def test_bad_input_exits_2_with_message(argv, message, tmp_path, capsys):
+    out = tmp_path / "never"
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["meta-train", *argv, "--out", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "learnopt meta-train: error:" in err
+    assert message in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_unknown_names_list_known_ones(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["meta-train", "--task", "Nope"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "ImageMLP_Digits8_Relu32" in err and "QuadraticTask" in err
+    with pytest.raises(SystemExit):
+        cli.main(["meta-train", "--lopt", "Nope"])
+    err = capsys.readouterr().err
+    for name in cli.LOPTS:
+        assert name in err
+
+
+def test_out_is_a_file(tmp_path, capsys):
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["meta-train", "--out", str(target), "--steps", "1"])
+    assert exc.value.code == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_missing_dataset_gives_the_dataset_error(tmp_path, capsys):
+    out = tmp_path / "fm"
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["meta-train", "--task", "ImageMLP_FashionMnist8_Relu32", "--out", str(out)])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert "learnopt meta-train: error: task ImageMLP_FashionMnist8_Relu32 needs data" in err
+    assert "'fashion_mnist' is not available" in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_no_command_is_an_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([])
+    assert exc.value.code == 2
+    assert "COMMAND" in capsys.readouterr().err
+
+
+def test_help_lists_every_flag(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["meta-train", "--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    parser = cli.build_parser()
+    sub = parser._subparsers._group_actions[0].choices["meta-train"]
+    declared = {s for a in sub._actions for s in a.option_strings if s.startswith("--")}
+    assert declared == set(ALL_FLAGS) | {"--help"}
+    for flag in declared:
+        assert flag in text, flag
+    for trainer in cli.TRAINERS:
+        assert trainer in text
+    assert "default: 2000" in text and "default: 4" in text and "default: 50" in text
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    for word in ("meta-train", "list", "--version", "--help"):
+        assert word in text
+
+
+def test_list(capsys):
+    assert cli.main(["list"]) == 0
+    text = capsys.readouterr().out
+    for name in ("ImageMLP_Digits8_Relu32", "QuadraticTask", *cli.LOPTS, *cli.TRAINERS):
+        assert name in text
+
+
+def test_console_script_and_module(tmp_path):
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    script = shutil.which("learnopt") or str(Path(sys.executable).with_name("learnopt"))
+    assert Path(script).exists(), "the learnopt console script is not installed"
+    for cmd in ([script, "meta-train", "--help"], [sys.executable, "-m", "learnopt", "--help"]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "meta-train" in proc.stdout
+    assert (
+        "--checkpoint-every"
+        in subprocess.run(
+            [script, "meta-train", "--help"], capture_output=True, text=True, env=env
+        ).stdout
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "learnopt", "meta-train", "--task", "Nope"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2
+    assert "Unknown task 'Nope'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_does_not_import_jax():
+    code = "import sys; from learnopt import cli; cli.build_parser(); print('jax' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_interrupt_keeps_finished_steps(tmp_path, monkeypatch, capsys):
+    build = cli.build_learner
+
+    def build_interrupting(*args, **kwargs):
+        learner = build(*args, **kwargs)
+        update, calls = learner.update, []
+
+        def update_or_interrupt(state, key):
+            calls.append(1)
+            if len(calls) == 13:
+                raise KeyboardInterrupt
+            return update(state, key)
+
+        learner.update = update_or_interrupt
+        return learner
+
+    monkeypatch.setattr(cli, "build_learner", build_interrupting)
+    out = tmp_path / "int"
+    argv = ["meta-train", "--task", "QuadraticTask", "--steps", "30", "--out", str(out)]
+    code, result = _run([*argv, "--quiet", "--log-every", "5"], monkeypatch)
+    assert code == 130
+    assert result.interrupted
+    assert "interrupted after 12 of 30 steps" in capsys.readouterr().out
+    header, rows = _read_csv(out / "metrics.csv")
+    assert len(rows) == 12
+    loaded = checkpoints.load_theta(out / "theta.msgpack")
+    assert float(loaded["log_lr"]) == float(rows[-1][header.index("theta/log_lr")])
+    assert (out / "meta_loss.png").is_file()
+
+
+def test_step_keys_are_distinct_across_blocks(monkeypatch):
+    import jax
+
+    monkeypatch.setattr(cli._StepKeys, "BLOCK", 4)
+    keys = cli._StepKeys(jax.random.PRNGKey(0), 10)
+    got = [tuple(int(x) for x in keys[i]) for i in range(10)]
+    assert len(set(got)) == 10
+    again = cli._StepKeys(jax.random.PRNGKey(0), 10)
+    assert [tuple(int(x) for x in again[i]) for i in range(10)] == got
