@@ -29,8 +29,15 @@ class StateTypeError(TypeError):
     """A state's types do not settle under its own step function."""
 
 
+def _dtype(x: Any) -> Any:
+    """``x.dtype`` as a comparable value; extended dtypes (typed PRNG keys) stay as they are."""
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
+        return x.dtype
+    return np.dtype(x.dtype)
+
+
 def _sig(x: Any) -> tuple:
-    return (tuple(np.shape(x)), np.dtype(x.dtype), bool(getattr(x, "weak_type", False)))
+    return (tuple(np.shape(x)), _dtype(x), bool(getattr(x, "weak_type", False)))
 
 
 def type_signature(tree: PyTree) -> list[tuple]:
@@ -56,17 +63,18 @@ def _fmt(x: Any) -> str:
 
 
 def settle_dtypes(
-    step_fn: Callable[[PyTree], PyTree],
+    step_fn: Callable[..., PyTree],
     state: PyTree,
-    *,
+    *args: Any,
     max_iters: int = 4,
     what: str = "state",
 ) -> PyTree:
     """Casts ``state`` to the dtypes ``step_fn`` produces, iterated to a fixed point.
 
     Args:
-      step_fn: ``state -> next_state`` with the same tree structure and shapes.
+      step_fn: ``(state, *args) -> next_state`` with the same tree structure and shapes.
       state: the initial state (concrete arrays or tracers).
+      *args: further inputs of ``step_fn`` (arrays or ``jax.ShapeDtypeStruct`` s).
       max_iters: bound on the abstract steps; dtypes that still change after it raise.
       what: a name for the state used in error messages.
 
@@ -74,7 +82,7 @@ def settle_dtypes(
       ``state`` with every leaf cast so that ``step_fn`` maps its types to themselves.
     """
     for _ in range(max_iters):
-        out = jax.eval_shape(step_fn, state)
+        out = jax.eval_shape(step_fn, state, *args)
         in_def = jax.tree_util.tree_structure(state)
         out_def = jax.tree_util.tree_structure(out)
         if in_def != out_def:
@@ -91,7 +99,7 @@ def settle_dtypes(
                 f"{what}: one step changes the shape of the state:\n" + _describe_diff(state, out)
             )
         state = tree_cast_like(state, out)
-    out = jax.eval_shape(step_fn, state)
+    out = jax.eval_shape(step_fn, state, *args)
     raise StateTypeError(
         f"{what}: dtypes do not reach a fixed point after {max_iters} steps; still changing:\n"
         + _describe_diff(state, out)
@@ -104,8 +112,8 @@ def compute_dtype(tree: PyTree) -> np.dtype:
     bfloat16/float16 params get float32 accumulators and updates (then are cast back),
     float64 params (with ``jax_enable_x64``) stay float64.
     """
-    dtypes = [np.dtype(x.dtype) for x in jax.tree_util.tree_leaves(tree) if hasattr(x, "dtype")]
-    dtypes = [d for d in dtypes if jnp.issubdtype(d, jnp.floating)]
+    dtypes = [_dtype(x) for x in jax.tree_util.tree_leaves(tree) if hasattr(x, "dtype")]
+    dtypes = [d for d in dtypes if isinstance(d, np.dtype) and jnp.issubdtype(d, jnp.floating)]
     return np.dtype(jnp.result_type(jnp.float32, *dtypes))
 
 

@@ -90,6 +90,8 @@ def cast_leaf_like(x: Any, ref: Any) -> Any:
     """Casts ``x`` to the dtype *and weak-typedness* of ``ref`` (an array or ShapeDtypeStruct)."""
     if not hasattr(ref, "dtype"):
         return x
+    if jax.dtypes.issubdtype(ref.dtype, jax.dtypes.extended):
+        return x  # typed PRNG keys: nothing to cast (a different key type is a user error)
     dtype = np.dtype(ref.dtype)
     x = jnp.asarray(x)
     if x.dtype == dtype and _weak(x) == _weak(ref):
