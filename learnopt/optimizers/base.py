@@ -51,6 +51,7 @@ __all__ = [
     "AdamW",
     "RMSProp",
     "OptaxOptimizer",
+    "OptaxDtypeError",
     "SGDState",
     "SGDMState",
     "AdamState",
@@ -116,8 +117,7 @@ def _check_grads(grads: PyTree, params: PyTree) -> PyTree:
     g_def = jax.tree_util.tree_structure(grads)
     if p_def != g_def:
         raise ValueError(
-            "grads do not have the tree structure of params:\n"
-            f"  params: {p_def}\n  grads:  {g_def}"
+            f"grads do not have the tree structure of params:\n  params: {p_def}\n  grads:  {g_def}"
         )
 
     def convert(path: tuple, g: Any, p: Any) -> jax.Array:
@@ -144,7 +144,9 @@ def _wrap_init(raw_init: Callable) -> Callable:
             return raw_init(self, params, model_state=model_state, **_opt(num_steps, key), **kwargs)
         params = _check_params(params)
         with _Nested():
-            state = raw_init(self, params, model_state=model_state, **_opt(num_steps, key), **kwargs)
+            state = raw_init(
+                self, params, model_state=model_state, **_opt(num_steps, key), **kwargs
+            )
             return self._settle(state)
 
     return init
@@ -540,38 +542,79 @@ class OptaxState:
     optax_state: PyTree
 
 
+class OptaxDtypeError(TypeError):
+    """An optax transform fails for the dtype learnopt runs it in (raised at ``init``)."""
+
+
+def _transform_name(tx: Any) -> str:
+    """A readable name for an optax transform: the function that built it, if known."""
+    qualname = getattr(getattr(tx, "update", None), "__qualname__", "")
+    head = qualname.split(".<locals>")[0]
+    if head and head != qualname:
+        return head
+    return type(tx).__name__
+
+
+def _first_lines(err: BaseException, n: int = 3) -> str:
+    lines = [x for x in str(err).splitlines() if x.strip()]
+    text = "\n    ".join(lines[:n])
+    return f"{type(err).__name__}: {text}" + (" ..." if len(lines) > n else "")
+
+
+def _dtype_names(tree: PyTree) -> str:
+    names = sorted({str(np.dtype(x.dtype)) for x in jax.tree_util.tree_leaves(tree)})
+    return "/".join(names)
+
+
 class OptaxOptimizer(Optimizer):
     """Wraps any optax ``GradientTransformation`` as a learnopt :class:`Optimizer`.
 
     The transformation runs in float32 (float64 for float64 params): low-precision
     params and grads are upcast before ``tx.update`` and the new params cast back, so
     every optax transform works for bfloat16/float16 params and mixed precision,
-    and quantities such as L-BFGS's ``1 / <s, y>`` cannot overflow float16.
+    and quantities such as L-BFGS's ``1 / <s, y>`` cannot overflow float16. The state
+    is settled at ``init`` (see :mod:`learnopt.canonical`), so a jitted step compiles
+    once. The cost: optax accumulators are float32 even for bfloat16 params.
 
-    For ``GradientTransformationExtraArgs`` (e.g. ``optax.lbfgs()``), ``update``
-    passes ``value=loss`` and ``grad=grads`` and forwards any other keyword
-    arguments, such as ``value_fn``::
+    ``update`` passes ``value=loss`` and ``grad=grads`` and forwards any other keyword
+    arguments, such as ``value_fn``, to ``GradientTransformationExtraArgs`` (e.g.
+    ``optax.lbfgs()``); plain transforms ignore them (``optax.with_extra_args_support``)::
 
         opt = OptaxOptimizer(optax.lbfgs())
         state = opt.update(state, grads, loss, value_fn=loss_fn)
+
+    If the transform itself fails for the dtype it runs in (an internal ``lax.cond``
+    whose branches disagree on dtype, say), ``init`` raises :class:`OptaxDtypeError`
+    naming the transform and the dtypes, instead of a trace from inside the first step.
+
+    Args:
+      opt: the optax transformation.
+      name: its name in error messages and ``repr`` (default: the optax function that
+        built it, e.g. ``chain``).
     """
 
-    def __init__(self, opt: optax.GradientTransformation):
+    def __init__(self, opt: optax.GradientTransformation, name: str | None = None):
         if not (hasattr(opt, "init") and hasattr(opt, "update")):
             raise TypeError(
                 f"OptaxOptimizer expects an optax GradientTransformation, got {type(opt).__name__}"
             )
+        self.tx_name = name or _transform_name(opt)
+        if not isinstance(opt, optax.GradientTransformationExtraArgs):
+            opt = optax.with_extra_args_support(opt)
         self.opt = opt
-        self._extra_args = isinstance(opt, optax.GradientTransformationExtraArgs)
 
     def init(self, params, model_state=None, num_steps=None, key=None):
         cd = compute_dtype(params)
         params_c = jax.tree_util.tree_map(lambda p: p.astype(cd), params)
+        try:
+            optax_state = self.opt.init(params_c)
+        except Exception as err:
+            raise self._dtype_error(params, err) from None
         return OptaxState(
             params=params,
             model_state=model_state,
             iteration=_iteration0(),
-            optax_state=self.opt.init(params_c),
+            optax_state=optax_state,
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
@@ -579,25 +622,18 @@ class OptaxOptimizer(Optimizer):
         cd = compute_dtype(params)
         params_c = jax.tree_util.tree_map(lambda p: p.astype(cd), params)
         grads_c = jax.tree_util.tree_map(lambda g: g.astype(cd), grads)
-        extra = {}
-        if self._extra_args:
-            extra = dict(kwargs)
-            extra["grad"] = grads_c
-            if loss is not None:
-                extra["value"] = jnp.asarray(loss).astype(cd)
-            if "value_fn" in extra:
-                user_fn = extra["value_fn"]
+        extra = dict(kwargs)
+        extra["grad"] = grads_c
+        if loss is not None:
+            extra["value"] = jnp.asarray(loss).astype(cd)
+        if "value_fn" in extra:
+            user_fn = extra["value_fn"]
 
-                def value_fn(p_c, *args, **kw):
-                    p = jax.tree_util.tree_map(lambda x, ref: x.astype(ref.dtype), p_c, params)
-                    return jnp.asarray(user_fn(p, *args, **kw)).astype(cd)
+            def value_fn(p_c, *args, **kw):
+                p = jax.tree_util.tree_map(lambda x, ref: x.astype(ref.dtype), p_c, params)
+                return jnp.asarray(user_fn(p, *args, **kw)).astype(cd)
 
-                extra["value_fn"] = value_fn
-        elif kwargs:
-            raise TypeError(
-                f"{type(self.opt).__name__} is not a GradientTransformationExtraArgs; "
-                f"it does not accept {sorted(kwargs)}"
-            )
+            extra["value_fn"] = value_fn
         updates, optax_state = self.opt.update(grads_c, opt_state.optax_state, params_c, **extra)
         new_params = jax.tree_util.tree_map(
             lambda p, u: (p + u.astype(cd)).astype(p.dtype), params_c, updates
@@ -611,14 +647,53 @@ class OptaxOptimizer(Optimizer):
         )
 
     def _abstract_update_kwargs(self, opt_state):
-        if not self._extra_args:
-            return {}
         # A stand-in objective with the params' structure, for transforms (such as
         # L-BFGS's line search) that evaluate the loss at new points.
         return {"value_fn": lambda p: sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(p))}
 
+    def _settle(self, state):
+        try:
+            return super()._settle(state)
+        except Exception as err:
+            raise self._dtype_error(state.params, err) from None
+
+    def _works_in(self, params: Params, dtype: Any) -> bool:
+        """Whether the transform initializes and settles for ``params`` cast to ``dtype``."""
+        try:
+            p = jax.tree_util.tree_map(lambda x: jnp.zeros(np.shape(x), dtype), params)
+            state = OptaxState(
+                params=p, model_state=None, iteration=_iteration0(), optax_state=self.opt.init(p)
+            )
+            Optimizer._settle(self, state)
+        except Exception:
+            return False
+        return True
+
+    def _dtype_error(self, params: Params, err: Exception) -> Exception:
+        """``err`` as a short :class:`OptaxDtypeError` if it is caused by the dtype.
+
+        The transform is tried once more in float32: if it fails there too, the
+        problem is not the dtype and ``err`` is returned unchanged.
+        """
+        cd = compute_dtype(params)
+        if cd == np.dtype(jnp.float32) or not self._works_in(params, jnp.float32):
+            return err
+        new = OptaxDtypeError(
+            f"optax transform {self.tx_name!r} does not work in {cd}: learnopt runs it in "
+            f"{cd} for params of dtype {_dtype_names(params)} (grads, value and value_fn "
+            f"outputs are cast to {cd}), and the transform raises\n    {_first_lines(err)}\n"
+            "It works in float32: use float32 params (or bfloat16/float16 ones, which run "
+            "in float32) for this transform."
+        )
+        new.original = err  # type: ignore[attr-defined]
+        return new
+
+    @property
+    def name(self) -> str:
+        return f"OptaxOptimizer({self.tx_name})"
+
     def __repr__(self) -> str:
-        return f"OptaxOptimizer({type(self.opt).__name__})"
+        return self.name
 
 
 _OPTIMIZERS: dict[str, Callable[..., Optimizer]] = {}
