@@ -55,9 +55,7 @@ def inner_step(theta, st, batch):
     m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, st["m"], g)
     v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, st["v"], g)
     c1, c2 = 1 - b1 ** t.astype(jnp.float32), 1 - b2 ** t.astype(jnp.float32)
-    p = jax.tree.map(
-        lambda p, m, v: p - lr * (m / c1) / (_sqrt0(v / c2) + eps), st["p"], m, v
-    )
+    p = jax.tree.map(lambda p, m, v: p - lr * (m / c1) / (_sqrt0(v / c2) + eps), st["p"], m, v)
     return {"p": p, "m": m, "v": v, "t": t}, jnp.clip(loss, 0.0, MAX_LOSS)
 
 

@@ -168,12 +168,18 @@ def main() -> None:
         for kind in ("tbptt", "pes"):
             c10 = compile_seconds(kind, task, 10, 8)
             c100 = compile_seconds(kind, task, 100, 8)
-            print(f"compile {kind}: unroll 10 {c10:.2f}s, unroll 100 {c100:.2f}s, "
-                  f"ratio {c100 / c10:.2f}")
+            print(
+                f"compile {kind}: unroll 10 {c10:.2f}s, unroll 100 {c100:.2f}s, "
+                f"ratio {c100 / c10:.2f}"
+            )
             rows.append(
-                {"estimator": f"compile_{kind}_u100_vs_u10", "num_tasks": 8,
-                 "learnopt_ms": round(c100 * 1e3, 1), "handwritten_ms": round(c10 * 1e3, 1),
-                 "ratio": round(c100 / c10, 3)}
+                {
+                    "estimator": f"compile_{kind}_u100_vs_u10",
+                    "num_tasks": 8,
+                    "learnopt_ms": round(c100 * 1e3, 1),
+                    "handwritten_ms": round(c10 * 1e3, 1),
+                    "ratio": round(c100 / c10, 3),
+                }
             )
     out = os.path.join(os.path.dirname(__file__), "results")
     os.makedirs(out, exist_ok=True)

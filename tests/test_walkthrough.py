@@ -68,10 +68,10 @@ def test_notes_meta_training_code_runs_and_lowers_meta_loss():
         key, key1 = jax.random.split(key)
         params = task.init(key1)
         opt_state = opt.init(params)
-        for i in range(4):
+        for i in range(4):  # noqa: B007 (as in the notes)
             params = opt.get_params(opt_state)
             key, key1 = jax.random.split(key)
-            l, grads = jax.value_and_grad(task.loss)(opt_state.params, key1, batch)
+            l, grads = jax.value_and_grad(task.loss)(opt_state.params, key1, batch)  # noqa: E741
             meta_loss += l
             opt_state = opt.update(opt_state, grads, l)
         params, state = opt.get_params_state(opt_state)

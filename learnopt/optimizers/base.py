@@ -636,9 +636,8 @@ class OptaxOptimizer(Optimizer):
             extra["value_fn"] = value_fn
         updates, optax_state = self.opt.update(grads_c, opt_state.optax_state, params_c, **extra)
         new_params = jax.tree_util.tree_map(
-            lambda p, u: (p + u.astype(cd)).astype(p.dtype), params_c, updates
+            lambda pc, u, p: (pc + u.astype(cd)).astype(p.dtype), params_c, updates, params
         )
-        new_params = jax.tree_util.tree_map(lambda n, p: n.astype(p.dtype), new_params, params)
         return OptaxState(
             params=new_params,
             model_state=model_state if model_state is not None else opt_state.model_state,
