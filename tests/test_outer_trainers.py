@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -452,3 +453,21 @@ def test_never_ending_schedule():
     _, done = jax.jit(ts.reset_done)(theta, state, jax.random.PRNGKey(3))
     assert not np.any(done)
     np.testing.assert_array_equal(np.asarray(state.inner_step), 50)
+
+
+def test_remat_gives_the_same_meta_gradient():
+    fam = quadratics.FixedDimQuadraticFamily(dim=4)
+    lopt = lopt_base.LearnableAdam(initial_lr=1e-2)
+    theta = lopt.init(jax.random.PRNGKey(0))
+    key = jax.random.PRNGKey(1)
+    grads = []
+    for remat in (False, True):
+        ts = lts.VectorizedLOptTruncatedStep(
+            fam, lopt, tsched.ConstantTruncationSchedule(12), 3, remat=remat
+        )
+        est = full_grad.FullGrad(ts)
+        loss_fn = functools.partial(est.meta_loss, key=key, datas=(None, None))
+        grads.append(jax.jit(jax.grad(lambda t, f=loss_fn: f(t)[0]))(theta))
+    for name in theta:
+        np.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-5, atol=1e-8)
+    assert any(abs(float(g)) > 0 for g in grads[0].values())
