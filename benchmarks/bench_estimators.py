@@ -30,17 +30,7 @@ import _handwritten as hw  # noqa: E402
 
 from learnopt.learned_optimizers import base as lopt_base  # noqa: E402
 from learnopt.optimizers import base as opt_base  # noqa: E402
-from learnopt.outer_trainers import (  # noqa: E402
-    full_es,
-    full_grad,
-    gradient_learner,
-    lopt_truncated_step,
-    noise_reuse_es,
-    truncated_es,
-    truncated_grad,
-    truncated_pes,
-    truncation_schedule,
-)
+from learnopt.outer_trainers import gradient_learner, registry  # noqa: E402
 from learnopt.tasks import base as tasks_base  # noqa: E402
 
 STD = 0.01
@@ -49,24 +39,11 @@ LENGTH = 200  # inner run length for the truncated estimators
 
 def make_learner(kind: str, task, unroll: int, num_tasks: int):
     lopt = lopt_base.LearnableAdam()
-    if kind in ("full_grad", "full_es"):
-        sched = truncation_schedule.ConstantTruncationSchedule(unroll)
-        ts = lopt_truncated_step.VectorizedLOptTruncatedStep(task, lopt, sched, num_tasks)
-        est = full_grad.FullGrad(ts) if kind == "full_grad" else full_es.FullES(ts, std=STD)
-    else:
-        sched = truncation_schedule.ConstantTruncationSchedule(LENGTH)
-        ts = lopt_truncated_step.VectorizedLOptTruncatedStep(
-            task, lopt, sched, num_tasks, random_initial_iteration_offset=50
-        )
-        if kind == "tbptt":
-            est = truncated_grad.TruncatedGrad(ts, unroll_length=unroll)
-        else:
-            cls = {
-                "tes": truncated_es.TruncatedES,
-                "pes": truncated_pes.TruncatedPES,
-                "nres": noise_reuse_es.NoiseReuseES,
-            }[kind]
-            est = cls(ts, unroll_length=unroll, std=STD)
+    est = registry.make_estimator(
+        kind, task, lopt, unroll=unroll, num_tasks=num_tasks, trunc_length=LENGTH, std=STD
+    )
+    # The hand-written side staggers starts in [0, 50): use the same offsets here.
+    est.truncated_step.random_initial_iteration_offset = 0 if kind in registry.FULL_RUN else 50
     return gradient_learner.SingleMachineGradientLearner(lopt, [est], opt_base.Adam(1e-2))
 
 

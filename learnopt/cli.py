@@ -326,40 +326,17 @@ def _num_tasks(args: argparse.Namespace) -> int:
 def build_learner(args: argparse.Namespace, task: Any, lopt: Any):
     """The :class:`SingleMachineGradientLearner` that ``args`` describe."""
     from learnopt.optimizers import base as opt_base
-    from learnopt.outer_trainers import (
-        full_es,
-        full_grad,
-        gradient_learner,
-        lopt_truncated_step,
-        noise_reuse_es,
-        truncated_es,
-        truncated_grad,
-        truncated_pes,
-        truncation_schedule,
-    )
+    from learnopt.outer_trainers import gradient_learner, registry
 
-    num_tasks = _num_tasks(args)
-    if args.trainer in FULL_TRAINERS:
-        sched = truncation_schedule.ConstantTruncationSchedule(args.unroll)
-        step = lopt_truncated_step.VectorizedLOptTruncatedStep(task, lopt, sched, num_tasks)
-        if args.trainer == "full_grad":
-            estimator = full_grad.FullGrad(step)
-        else:
-            estimator = full_es.FullES(step, std=args.std)
-    else:
-        sched = truncation_schedule.ConstantTruncationSchedule(args.trunc_length)
-        step = lopt_truncated_step.VectorizedLOptTruncatedStep(
-            task, lopt, sched, num_tasks, random_initial_iteration_offset=args.trunc_length
-        )
-        if args.trainer == "tbptt":
-            estimator = truncated_grad.TruncatedGrad(step, unroll_length=args.unroll)
-        else:
-            cls = {
-                "tes": truncated_es.TruncatedES,
-                "pes": truncated_pes.TruncatedPES,
-                "nres": noise_reuse_es.NoiseReuseES,
-            }[args.trainer]
-            estimator = cls(step, unroll_length=args.unroll, std=args.std)
+    estimator = registry.make_estimator(
+        args.trainer,
+        task,
+        lopt,
+        unroll=args.unroll,
+        num_tasks=_num_tasks(args),
+        trunc_length=args.trunc_length,
+        std=args.std,
+    )
     return gradient_learner.SingleMachineGradientLearner(
         lopt,
         [estimator],

@@ -471,3 +471,29 @@ def test_remat_gives_the_same_meta_gradient():
     for name in theta:
         np.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-5, atol=1e-8)
     assert any(abs(float(g)) > 0 for g in grads[0].values())
+
+
+@pytest.mark.parametrize("name", ["full_grad", "tbptt", "full_es", "tes", "pes", "nres"])
+def test_estimator_registry_builds_every_trainer(name):
+    from learnopt.outer_trainers import registry
+
+    fam = quadratics.FixedDimQuadraticFamily(dim=3)
+    est = registry.make_estimator(name, fam, lopt_base.LearnableSGD(), unroll=2, trunc_length=6)
+    assert isinstance(est, registry.ESTIMATORS[name])
+    assert est.truncated_step.num_tasks == (1 if name == "full_grad" else 8)
+    theta = lopt_base.LearnableSGD().init(jax.random.PRNGKey(0))
+    state = est.init_worker_state(theta, jax.random.PRNGKey(1))
+    out, _ = jax.jit(est.compute_gradient_estimate)(
+        theta, jax.random.PRNGKey(2), state, est.get_datas()
+    )
+    assert np.isfinite(float(out.mean_loss)) and np.isfinite(float(out.grad["log_lr"]))
+
+
+def test_estimator_registry_rejects_bad_input():
+    from learnopt.outer_trainers import registry
+
+    fam = quadratics.FixedDimQuadraticFamily(dim=3)
+    with pytest.raises(KeyError, match="known: full_grad"):
+        registry.make_estimator("pes2", fam, lopt_base.LearnableSGD())
+    with pytest.raises(ValueError, match="trunc_length"):
+        registry.make_estimator("pes", fam, lopt_base.LearnableSGD(), unroll=10, trunc_length=5)

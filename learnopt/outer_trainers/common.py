@@ -7,6 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from learnopt.outer_trainers.gradient_learner import GradientEstimator, GradientEstimatorOut
 from learnopt.outer_trainers.lopt_truncated_step import (
     TruncatedUnrollOut,
     TruncatedUnrollState,
@@ -21,6 +22,7 @@ __all__ = [
     "es_grad",
     "reduce_loss",
     "constant_horizon",
+    "TruncatedAntitheticEstimator",
 ]
 
 
@@ -141,3 +143,62 @@ def loss_metrics(prefix: str, pos_loss: jax.Array, neg_loss: jax.Array, delta: j
         f"{prefix}/mean_loss": jnp.mean((pos_loss + neg_loss) / 2),
         f"{prefix}/delta_loss_abs": jnp.mean(jnp.abs(delta)),
     }
+
+
+class TruncatedAntitheticEstimator(GradientEstimator):
+    """Shared plumbing of the antithetic ES estimators over truncations (TES, PES, NRES).
+
+    Args:
+      truncated_step: its ``num_tasks`` is the number of antithetic pairs.
+      unroll_length: inner steps per estimate.
+      std: perturbation standard deviation.
+      stack_antithetic_samples: run the + and - halves as one population of
+        ``2 * num_tasks`` (faster) or as two unrolls (half the peak memory).
+      clip_loss_diff: clip ``L+ - L-`` to this magnitude (robustness to outliers).
+    """
+
+    def __init__(
+        self,
+        truncated_step: VectorizedLOptTruncatedStep,
+        unroll_length: int = 20,
+        std: float = 0.01,
+        stack_antithetic_samples: bool = True,
+        clip_loss_diff: float | None = None,
+    ):
+        if int(unroll_length) < 1:
+            raise ValueError(f"unroll_length must be >= 1, got {unroll_length}")
+        if std <= 0:
+            raise ValueError(f"std must be > 0, got {std}")
+        self.truncated_step = truncated_step
+        self.unroll_length = int(unroll_length)
+        self.std = float(std)
+        self.stack_antithetic_samples = stack_antithetic_samples
+        self.clip_loss_diff = clip_loss_diff
+
+    def get_datas(self) -> Any:
+        return self.truncated_step.get_batch(self.unroll_length)
+
+    def _unroll_pair(self, theta, eps, pos_state, neg_state, key, datas):
+        """Antithetic unroll; returns (pos, neg, per-member pos loss, neg loss)."""
+        pos, neg, pos_out, neg_out = antithetic_unroll(
+            self.truncated_step,
+            theta,
+            eps,
+            pos_state,
+            neg_state,
+            key,
+            datas,
+            self.unroll_length,
+            stacked=self.stack_antithetic_samples,
+        )
+        return pos, neg, reduce_loss(pos_out), reduce_loss(neg_out)
+
+    def _output(self, weights, pos_loss, neg_loss, done, new_state):
+        """The estimate ``mean_i w_i (L+_i - L-_i) / (2 std^2)``, its output and metrics."""
+        grad, delta = es_grad(weights, pos_loss, neg_loss, self.std, self.clip_loss_diff)
+        metrics = {
+            "delta_loss_abs": jnp.mean(jnp.abs(delta)),
+            "num_done": jnp.sum(done).astype(jnp.float32),
+        }
+        mean_loss = jnp.mean((pos_loss + neg_loss) / 2)
+        return GradientEstimatorOut(mean_loss=mean_loss, grad=grad, unroll_state=new_state), metrics
