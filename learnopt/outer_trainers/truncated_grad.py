@@ -4,6 +4,10 @@ Each estimate backpropagates through the last ``unroll_length`` inner steps only
 inner state carried between estimates is treated as a constant. Cheap and low-variance
 but biased: it ignores the effect of theta on the state at the start of the unroll
 (Werbos, 1990; Wu et al., 2018, arXiv:1803.02021 on short-horizon bias).
+
+The meta-loss of a step is the loss *before* that step's update (as in
+learned_optimization), so with ``unroll_length=1`` it does not depend on theta and the
+estimate is zero: use ``unroll_length >= 2``.
 """
 
 from __future__ import annotations
