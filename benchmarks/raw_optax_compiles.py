@@ -32,6 +32,7 @@ import warnings
 import jax
 import numpy as np
 import optax
+import tqdm
 
 from learnopt.optimizers import base as opt_base
 from learnopt.optimizers import optax_zoo, registry
@@ -167,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     optimizers = registry.conformance_optimizers()
     rows = []  # (name, {case: (raw, ours)})
     start = time.time()
-    for name, make_opt in optimizers.items():
+    bar = tqdm.tqdm(optimizers.items(), desc="optimizers", unit="opt")
+    for name, make_opt in bar:
         zoo_name = name.removeprefix("optax:") if name.startswith("optax:") else None
         if args.only and (zoo_name or name) not in args.only:
             continue
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             raw = raw_optax_case(zoo_name, case) if zoo_name else None
             cells[case] = (raw, learnopt_case(make_opt, case))
         rows.append((name, cells))
-        print(name, {c: _cell(*v) for c, v in cells.items()}, flush=True)
+        bar.write(f"{name} { ({c: _cell(*v) for c, v in cells.items()}) }")
     elapsed = time.time() - start
 
     raw_rows = [cells for name, cells in rows if name.startswith("optax:")]
