@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-import tensorflow_datasets as tfds
+from tensorflow_datasets import public_api as tfds
 
 from learnopt.tasks.datasets import _sources
 

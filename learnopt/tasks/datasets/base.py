@@ -164,7 +164,7 @@ def prepare_dataset(
         return _sources.prepared_dir(spec, data_dir)
     check_available(spec.name, data_dir, manual_dir)
 
-    import tensorflow_datasets as tfds
+    from tensorflow_datasets import public_api as tfds
 
     builder = get_builder(spec.name, data_dir, verify_checksums=verify_checksums)
     if spec.embedded:
