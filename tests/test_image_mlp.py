@@ -84,7 +84,7 @@ def test_registered_names_and_lazy_construction():
         assert task.name == name and repr(task) == f"{name}()"
         assert isinstance(task, image_mlp.ImageMLPTask)
         assert task._datasets is None  # nothing touched yet
-        assert tasks_base._TASKS[name] is getattr(image_mlp, name)
+        assert tasks_base.TASKS.constructor(name) is getattr(image_mlp, name)
 
 
 def test_get_task(monkeypatch):

@@ -479,7 +479,7 @@ def test_estimator_registry_builds_every_trainer(name):
 
     fam = quadratics.FixedDimQuadraticFamily(dim=3)
     est = registry.make_estimator(name, fam, lopt_base.LearnableSGD(), unroll=2, trunc_length=6)
-    assert isinstance(est, registry.ESTIMATORS[name])
+    assert isinstance(est, registry.ESTIMATORS.constructor(name))
     assert est.truncated_step.num_tasks == (1 if name == "full_grad" else 8)
     theta = lopt_base.LearnableSGD().init(jax.random.PRNGKey(0))
     state = est.init_worker_state(theta, jax.random.PRNGKey(1))
@@ -493,7 +493,7 @@ def test_estimator_registry_rejects_bad_input():
     from learnopt.outer_trainers import registry
 
     fam = quadratics.FixedDimQuadraticFamily(dim=3)
-    with pytest.raises(KeyError, match="known: full_grad"):
+    with pytest.raises(KeyError, match="Known: full_es, full_grad"):
         registry.make_estimator("pes2", fam, lopt_base.LearnableSGD())
     with pytest.raises(ValueError, match="trunc_length"):
         registry.make_estimator("pes", fam, lopt_base.LearnableSGD(), unroll=10, trunc_length=5)

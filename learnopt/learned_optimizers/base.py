@@ -8,7 +8,6 @@ stored in an unconstrained form (``log_lr``; ``one_minus_beta1`` is ``log(1 - be
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +17,7 @@ import numpy as np
 import optax
 
 from learnopt.optimizers import base as opt_base
-from learnopt.tasks import base as tasks_base
+from learnopt.registry import Registry
 
 MetaParams = Any
 
@@ -27,6 +26,7 @@ __all__ = [
     "LearnableSGD",
     "LearnableSGDM",
     "LearnableAdam",
+    "LOPTS",
     "register_learned_optimizer",
     "get_learned_optimizer",
     "registered_learned_optimizers",
@@ -128,34 +128,25 @@ class LearnableAdam(LearnedOptimizer):
         )
 
 
-_LOPTS: dict[str, Callable[..., LearnedOptimizer]] = {
-    "LearnableSGD": LearnableSGD,
-    "LearnableSGDM": LearnableSGDM,
-    "LearnableAdam": LearnableAdam,
-}
-
-
-def register_learned_optimizer(name: str, fn: Callable[..., LearnedOptimizer]) -> None:
-    """Adds a learned optimizer constructor to the registry (CLI, conformance tests)."""
-    _LOPTS[name] = fn
-
-
-def registered_learned_optimizers() -> list[str]:
-    _import_builtin()
-    return sorted(_LOPTS)
-
-
 def _import_builtin() -> None:
     from learnopt.learned_optimizers import mlp_lopt  # noqa: F401
 
 
+#: Every registered learned optimizer: ``LOPTS.get(name, **kwargs)`` builds one.
+LOPTS: Registry[LearnedOptimizer] = Registry("learned optimizer", loader=_import_builtin)
+for _cls in (LearnableSGD, LearnableSGDM, LearnableAdam):
+    LOPTS.register(_cls)
+
+
+def register_learned_optimizer(name: str, fn: Callable[..., LearnedOptimizer]) -> None:
+    """Adds a learned optimizer constructor to the registry (CLI, conformance tests)."""
+    LOPTS.register(fn, name=name)
+
+
+def registered_learned_optimizers() -> list[str]:
+    return LOPTS.names()
+
+
 def get_learned_optimizer(name: str, **kwargs: Any) -> LearnedOptimizer:
     """Builds a registered learned optimizer by name, e.g. ``"LearnableAdam"``."""
-    _import_builtin()
-    if name not in _LOPTS:
-        close = difflib.get_close_matches(name, _LOPTS, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise tasks_base.UnknownNameError(
-            f"Unknown learned optimizer {name!r}.{hint} Known: {', '.join(sorted(_LOPTS))}."
-        )
-    return _LOPTS[name](**kwargs)
+    return LOPTS.get(name, **kwargs)

@@ -36,6 +36,7 @@ import numpy as np
 import optax
 
 from learnopt.canonical import compute_dtype, leaf_compute_dtype, settle_dtypes
+from learnopt.registry import Registry
 from learnopt.tree_utils import tree_cast_like, tree_map_multi, tree_path_str
 
 PyTree = Any
@@ -57,6 +58,7 @@ __all__ = [
     "AdamState",
     "RMSPropState",
     "OptaxState",
+    "OPTIMIZERS",
     "register_optimizer",
     "get_optimizer",
     "registered_optimizers",
@@ -695,29 +697,21 @@ class OptaxOptimizer(Optimizer):
         return self.name
 
 
-_OPTIMIZERS: dict[str, Callable[..., Optimizer]] = {}
+#: The built-in hand-designed optimizers by name: ``OPTIMIZERS.get("Adam", learning_rate=1e-3)``.
+OPTIMIZERS: Registry[Optimizer] = Registry("optimizer")
+for _cls in (SGD, SGDM, Adam, AdamW, RMSProp):
+    OPTIMIZERS.register(_cls)
 
 
 def register_optimizer(name: str, fn: Callable[..., Optimizer]) -> None:
     """Adds an optimizer constructor to the registry used by conformance tests and the CLI."""
-    _OPTIMIZERS[name] = fn
+    OPTIMIZERS.register(fn, name=name)
 
 
 def registered_optimizers() -> list[str]:
-    return sorted(_OPTIMIZERS)
+    return OPTIMIZERS.names()
 
 
 def get_optimizer(name: str, **kwargs: Any) -> Optimizer:
-    if name not in _OPTIMIZERS:
-        raise KeyError(f"Unknown optimizer {name!r}; known: {', '.join(registered_optimizers())}")
-    return _OPTIMIZERS[name](**kwargs)
-
-
-for _name, _cls in [
-    ("SGD", SGD),
-    ("SGDM", SGDM),
-    ("Adam", Adam),
-    ("AdamW", AdamW),
-    ("RMSProp", RMSProp),
-]:
-    register_optimizer(_name, _cls)
+    """Builds a registered optimizer by name."""
+    return OPTIMIZERS.get(name, **kwargs)

@@ -16,18 +16,21 @@ from learnopt.outer_trainers import (
     truncation_schedule,
 )
 from learnopt.outer_trainers.gradient_learner import GradientEstimator
+from learnopt.registry import Registry
 
 __all__ = ["ESTIMATORS", "FULL_RUN", "make_estimator"]
 
 #: The names the command line's ``--trainer`` takes.
-ESTIMATORS: dict[str, type[GradientEstimator]] = {
-    "full_grad": full_grad.FullGrad,
-    "tbptt": truncated_grad.TruncatedGrad,
-    "full_es": full_es.FullES,
-    "tes": truncated_es.TruncatedES,
-    "pes": truncated_pes.TruncatedPES,
-    "nres": noise_reuse_es.NoiseReuseES,
-}
+ESTIMATORS: Registry[GradientEstimator] = Registry("estimator")
+for _name, _cls in (
+    ("full_grad", full_grad.FullGrad),
+    ("tbptt", truncated_grad.TruncatedGrad),
+    ("full_es", full_es.FullES),
+    ("tes", truncated_es.TruncatedES),
+    ("pes", truncated_pes.TruncatedPES),
+    ("nres", noise_reuse_es.NoiseReuseES),
+):
+    ESTIMATORS.register(_cls, name=_name)
 #: Estimators that unroll whole inner runs of length K from a fresh init.
 FULL_RUN = ("full_grad", "full_es")
 
@@ -50,9 +53,7 @@ def make_estimator(
     steps that start staggered in ``[0, trunc_length)``. ``num_tasks`` defaults to 1 for
     ``full_grad`` and 8 (antithetic pairs or runs) for the others.
     """
-    if name not in ESTIMATORS:
-        raise KeyError(f"Unknown estimator {name!r}; known: {', '.join(ESTIMATORS)}")
-    cls = ESTIMATORS[name]
+    cls = ESTIMATORS.constructor(name)
     if num_tasks is None:
         num_tasks = 1 if name == "full_grad" else 8
     if name in FULL_RUN:

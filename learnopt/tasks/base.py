@@ -8,12 +8,12 @@ population of different tasks can be ``vmap``-ed inside one jitted meta-step.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+
+from learnopt.registry import Registry, UnknownNameError
 
 PyTree = Any
 Params = Any
@@ -30,6 +30,7 @@ __all__ = [
     "get_task",
     "registered_tasks",
     "UnknownNameError",
+    "TASKS",
 ]
 
 
@@ -136,50 +137,26 @@ def single_task_to_family(task: Task) -> TaskFamily:
     return SingleTaskFamily(task)
 
 
-class UnknownNameError(KeyError):
-    """An unknown registry name; the message lists close matches and the known names."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-_TASKS: dict[str, Callable[[], Task]] = {}
-
-
-def register_task(fn_or_name: Any = None, *, name: str | None = None):
-    """Registers a task constructor under its ``__name__`` (usable as a decorator)."""
-
-    def _register(fn):
-        key = name or fn.__name__
-        _TASKS[key] = fn
-        return fn
-
-    if callable(fn_or_name):
-        return _register(fn_or_name)
-    if isinstance(fn_or_name, str):
-        name = fn_or_name
-    return _register
-
-
 def _import_builtin_tasks() -> None:
     # Imported lazily so that ``import learnopt.tasks.base`` stays light.
     from learnopt.tasks import quadratics  # noqa: F401
     from learnopt.tasks.fixed import image_mlp  # noqa: F401
 
 
+#: Every registered task: ``TASKS.get(name)`` builds one (zero-argument constructors).
+TASKS: Registry[Task] = Registry("task", loader=_import_builtin_tasks)
+
+
+def register_task(fn_or_name: Any = None, *, name: str | None = None):
+    """Registers a task constructor under its ``__name__`` (usable as a decorator)."""
+    return TASKS.register(fn_or_name, name=name)
+
+
 def registered_tasks() -> list[str]:
     """Names accepted by :func:`get_task`, sorted."""
-    _import_builtin_tasks()
-    return sorted(_TASKS)
+    return TASKS.names()
 
 
 def get_task(name: str) -> Task:
     """Builds a registered task by name, e.g. ``get_task("ImageMLP_Digits8_Relu32")``."""
-    _import_builtin_tasks()
-    if name not in _TASKS:
-        close = difflib.get_close_matches(name, _TASKS, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownNameError(
-            f"Unknown task {name!r}.{hint} Known tasks: {', '.join(sorted(_TASKS))}."
-        )
-    return _TASKS[name]()
+    return TASKS.get(name)
