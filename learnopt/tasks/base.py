@@ -31,6 +31,7 @@ __all__ = [
     "registered_tasks",
     "UnknownNameError",
     "TASKS",
+    "TASK_FAMILIES",
 ]
 
 
@@ -145,6 +146,14 @@ def _import_builtin_tasks() -> None:
 
 #: Every registered task: ``TASKS.get(name)`` builds one (zero-argument constructors).
 TASKS: Registry[Task] = Registry("task", loader=_import_builtin_tasks)
+
+
+def _import_builtin_families() -> None:
+    from learnopt.tasks import quadratics  # noqa: F401
+
+
+#: Every registered task family: ``TASK_FAMILIES.get(name)`` builds one.
+TASK_FAMILIES: Registry[TaskFamily] = Registry("task family", loader=_import_builtin_families)
 
 
 def register_task(fn_or_name: Any = None, *, name: str | None = None):

@@ -136,3 +136,4 @@ class BatchQuadraticTask(tasks_base.Task):
 
 tasks_base.register_task(name="QuadraticTask")(QuadraticTask)
 tasks_base.register_task(name="BatchQuadraticTask")(BatchQuadraticTask)
+tasks_base.TASK_FAMILIES.register(FixedDimQuadraticFamily)
