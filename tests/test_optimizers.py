@@ -87,11 +87,11 @@ def test_adamw_first_step_by_hand():
     np.testing.assert_allclose(opt.get_params(state)["a"], 2.0 - 0.1 * (1.0 + 0.5 * 2.0))
 
 
-def test_rmsprop_first_step_by_hand():
-    opt = opt_base.RMSProp(learning_rate=0.1, decay=0.9, epsilon=0.0)
+def test_rmsprop_first_step_by_hand_has_epsilon_inside_the_root():
+    opt = opt_base.RMSProp(learning_rate=0.1, decay=0.9, epsilon=0.5)
     state = opt.update(opt.init({"a": 1.0}), {"a": 2.0}, 0.0)
-    # v = 0.1 * 4; step = lr * g / sqrt(v) = 0.1 * 2 / sqrt(0.4)
-    np.testing.assert_allclose(opt.get_params(state)["a"], 1.0 - 0.2 / np.sqrt(0.4), rtol=1e-6)
+    # v = 0.1 * 4; step = lr * g / sqrt(v + eps) = 0.1 * 2 / sqrt(0.9)
+    np.testing.assert_allclose(opt.get_params(state)["a"], 1.0 - 0.2 / np.sqrt(0.9), rtol=1e-6)
 
 
 # --- against optax over several steps --------------------------------------------------
@@ -104,16 +104,24 @@ MATCHES = {
         lambda: optax.adam(0.01, b1=0.8, b2=0.99, eps=1e-6),
     ),
     "adamw": (
-        lambda: opt_base.AdamW(0.01, weight_decay=0.1),
-        lambda: optax.adamw(0.01, weight_decay=0.1),
+        lambda: opt_base.AdamW(0.01, b1=0.8, eps_root=1e-4, weight_decay=0.1),
+        lambda: optax.adamw(0.01, b1=0.8, eps_root=1e-4, weight_decay=0.1),
     ),
     "rmsprop": (
         lambda: opt_base.RMSProp(0.01, decay=0.9, epsilon=1e-6),
-        lambda: optax.rmsprop(0.01, decay=0.9, eps=1e-6, eps_in_sqrt=False),
+        lambda: optax.rmsprop(0.01, decay=0.9, eps=1e-6),
     ),
     "rmsprop_momentum": (
         lambda: opt_base.RMSProp(0.01, decay=0.95, epsilon=1e-6, momentum=0.9),
-        lambda: optax.rmsprop(0.01, decay=0.95, eps=1e-6, eps_in_sqrt=False, momentum=0.9),
+        lambda: optax.rmsprop(0.01, decay=0.95, eps=1e-6, momentum=0.9),
+    ),
+    "rmsprop_nesterov": (
+        lambda: opt_base.RMSProp(0.01, decay=0.95, epsilon=1e-6, momentum=0.9, nesterov=True),
+        lambda: optax.rmsprop(0.01, decay=0.95, eps=1e-6, momentum=0.9, nesterov=True),
+    ),
+    "adam_eps_root": (
+        lambda: opt_base.Adam(0.01, epsilon=1e-6, epsilon_root=1e-4),
+        lambda: optax.adam(0.01, eps=1e-6, eps_root=1e-4),
     ),
 }
 

@@ -1,12 +1,12 @@
 """Optimizers: stateless objects whose states (``flax.struct`` dataclasses) hold params.
 
-The interface follows learned_optimization: ``opt.init(params) -> state`` and
+The interface is learned_optimization's: ``opt.init(params) -> state`` and
 ``opt.update(state, grads, loss) -> state``; ``opt.get_params(state)`` reads the
 params back. Unlike optax, the state carries ``params``, ``model_state`` and
 ``iteration``, so an optimizer may look at the loss, the step count or the params.
 
 Every subclass, including user subclasses written like the notes'
-``MomentumOptimizer``, gets two guarantees from this base class without writing any
+``MomentumOptimizer``, gets three guarantees from this base class without writing any
 code for them (its ``init``/``update`` are wrapped when the class is defined):
 
 * ``init`` returns a state whose leaves already have the dtypes (and strong types)
@@ -15,10 +15,29 @@ code for them (its ``init``/``update`` are wrapped when the class is defined):
 * ``update`` checks its inputs (tree structure, shapes; Python floats and numpy
   arrays are accepted) and returns a state with the same dtypes as the one it was
   given, so params keep their dtype and mixed precision (bf16 params, f32 grads)
-  cannot make a step recompile.
+  cannot make a step recompile;
+* called outside ``jit`` (as the notes' meta-training loop calls
+  ``theta_opt.update``), ``init``/``update`` run as cached jitted programs, with the
+  results the same call gives under ``jit`` (see :mod:`learnopt.optimizers._eager`;
+  set ``eager_jit = False`` on a class or instance whose methods are not pure).
 
 Built-in optimizers run their arithmetic in float32 (float64 for float64 params) and
 keep accumulators in that dtype; low-precision params are cast back after each step.
+
+Names shared with learned_optimization mean the same thing there and here (arguments,
+defaults, maths): ``SGD``, ``SGDM``, ``Adam`` (default learning rate 1e-2 and
+``epsilon_root=1e-8``, as the library's optax-backed ``Adam``), ``RMSProp`` (epsilon
+inside the square root, optional Nesterov momentum), ``AdamW`` (the library's
+``optax_opts.AdamW``), ``OptaxOptimizer``, ``GradientClipOptimizer`` and
+``GraftedOptimizer``. Two deliberate differences:
+
+* states name the model state ``model_state`` (the library: ``state``); every
+  learnopt state also answers ``opt_state.state`` (a read-only alias), and
+  :meth:`Optimizer.get_state` reads either field, so ported code that reads
+  ``opt_state.state`` or defines states with a ``state`` field keeps working;
+* ``update(opt_state, grads, loss=None, model_state=None, key=None, **kwargs)`` takes
+  the loss as its third argument (the notes' convention; the library's newest base
+  class takes it as a keyword, which works here too).
 """
 
 from __future__ import annotations
@@ -36,8 +55,9 @@ import numpy as np
 import optax
 
 from learnopt.canonical import compute_dtype, leaf_compute_dtype, settle_dtypes
+from learnopt.optimizers import _eager
 from learnopt.registry import Registry
-from learnopt.tree_utils import tree_cast_like, tree_map_multi, tree_path_str
+from learnopt.tree_utils import tree_cast_like, tree_map_multi, tree_path_str, tree_vdot
 
 PyTree = Any
 Params = Any
@@ -52,17 +72,22 @@ __all__ = [
     "AdamW",
     "RMSProp",
     "OptaxOptimizer",
+    "GradientClipOptimizer",
+    "GraftedOptimizer",
     "OptaxDtypeError",
     "SGDState",
     "SGDMState",
     "AdamState",
     "RMSPropState",
     "OptaxState",
+    "GraftedOptimizerState",
     "OPTIMIZERS",
     "register_optimizer",
     "get_optimizer",
     "registered_optimizers",
     "safe_sqrt",
+    "eager_cache_info",
+    "clear_eager_cache",
 ]
 
 _local = threading.local()
@@ -85,6 +110,20 @@ class _Nested:
 def _accepts(fn: Callable, name: str) -> bool:
     params = inspect.signature(fn).parameters.values()
     return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def _loss_passing(raw_update: Callable) -> str:
+    """How a subclass's ``update`` takes the loss: ``"positional"``, ``"keyword"`` or ``"none"``.
+
+    The notes write ``update(self, opt_state, grads, loss, model_state=None, **kw)``;
+    the library's newest classes write ``update(self, opt_state, grad,
+    model_state=None, **kw)`` and read ``loss`` from the keywords.
+    """
+    params = list(inspect.signature(raw_update).parameters.values())[3:]
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if params and params[0].kind in positional and params[0].name not in ("model_state", "key"):
+        return "positional"
+    return "keyword" if _accepts(raw_update, "loss") else "none"
 
 
 def _check_params(params: PyTree) -> PyTree:
@@ -139,21 +178,6 @@ def _check_grads(grads: PyTree, params: PyTree) -> PyTree:
     return jax.tree_util.tree_map_with_path(convert, grads, params)
 
 
-def _wrap_init(raw_init: Callable) -> Callable:
-    @functools.wraps(raw_init)
-    def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
-        if _depth():
-            return raw_init(self, params, model_state=model_state, **_opt(num_steps, key), **kwargs)
-        params = _check_params(params)
-        with _Nested():
-            state = raw_init(
-                self, params, model_state=model_state, **_opt(num_steps, key), **kwargs
-            )
-            return self._settle(state)
-
-    return init
-
-
 def _opt(num_steps: Any, key: Any) -> dict[str, Any]:
     out = {}
     if num_steps is not None:
@@ -163,24 +187,59 @@ def _opt(num_steps: Any, key: Any) -> dict[str, Any]:
     return out
 
 
+def _wrap_init(raw_init: Callable) -> Callable:
+    def plain(self, params, model_state, num_steps, key, kwargs):
+        params = _check_params(params)
+        with _Nested():
+            state = raw_init(self, params, model_state, **_opt(num_steps, key), **kwargs)
+            return self._settle(state)
+
+    @functools.wraps(raw_init)
+    def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
+        if _depth():
+            return raw_init(self, params, model_state, **_opt(num_steps, key), **kwargs)
+        args = (params, model_state, num_steps, key, kwargs)
+        return _eager.call(self, "init", plain, args, warmup=1)
+
+    return init
+
+
 def _wrap_update(raw_update: Callable) -> Callable:
     takes_key = _accepts(raw_update, "key")
+    loss_passing = _loss_passing(raw_update)
 
-    @functools.wraps(raw_update)
-    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
-        if takes_key and key is not None:
-            kwargs["key"] = key
-        if _depth():
+    def run(self, opt_state, grads, loss, model_state, kwargs):
+        if loss_passing == "positional":
             return raw_update(self, opt_state, grads, loss, model_state=model_state, **kwargs)
+        if loss_passing == "keyword":
+            kwargs = {"loss": loss, **kwargs}
+        return raw_update(self, opt_state, grads, model_state=model_state, **kwargs)
+
+    def plain(self, opt_state, grads, loss, model_state, key, kwargs):
+        if takes_key and key is not None:
+            kwargs = {**kwargs, "key": key}
         params = self.get_params(opt_state)
         grads = _check_grads(grads, params)
         if loss is not None:
             loss = jnp.asarray(loss, dtype=compute_dtype(params))
         with _Nested():
-            new_state = raw_update(self, opt_state, grads, loss, model_state=model_state, **kwargs)
+            new_state = run(self, opt_state, grads, loss, model_state, kwargs)
         if jax.tree_util.tree_structure(new_state) == jax.tree_util.tree_structure(opt_state):
             new_state = tree_cast_like(new_state, opt_state)
         return new_state
+
+    @functools.wraps(raw_update)
+    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        if _depth():
+            if takes_key and key is not None:
+                kwargs["key"] = key
+            return run(self, opt_state, grads, loss, model_state, kwargs)
+        if isinstance(loss, float | int | np.generic) and not isinstance(loss, bool):
+            # A Python number would be a static part of the eager cache key (a new
+            # program per value); as an array of the arithmetic dtype it is an input.
+            loss = np.asarray(loss, dtype=compute_dtype(self.get_params(opt_state)))
+        args = (opt_state, grads, loss, model_state, key, kwargs)
+        return _eager.call(self, "update", plain, args)
 
     update._takes_key = takes_key  # type: ignore[attr-defined]
     return update
@@ -189,11 +248,17 @@ def _wrap_update(raw_update: Callable) -> Callable:
 class Optimizer:
     """Base class of all optimizers (see the module docstring for what it guarantees).
 
-    Subclasses implement ``init(params, model_state=None, num_steps=None, key=None)``
-    returning a ``flax.struct`` state with ``params``, ``model_state`` and ``iteration``
-    fields, and ``update(opt_state, grads, loss=None, model_state=None, key=None)``
-    returning the next state.
+    Subclasses implement :meth:`init` and :meth:`update`; states are ``flax.struct``
+    dataclasses with ``params``, ``model_state`` and ``iteration`` fields (or override
+    :meth:`get_params`, :meth:`get_state` and :meth:`set_params`).
     """
+
+    #: Eager calls of ``init``/``update`` run as cached jitted programs. Set to False on
+    #: a subclass (or an instance) whose methods have side effects or read state
+    #: other than their arguments and the optimizer's attributes.
+    eager_jit: bool = True
+    # The eager cache describes optimizers attribute by attribute (arrays are inputs).
+    _eager_hyperparams = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -209,6 +274,19 @@ class Optimizer:
         num_steps: int | None = None,
         key: jax.Array | None = None,
     ) -> OptState:
+        """Creates the optimizer state for ``params``.
+
+        Args:
+          params: the initial parameters (a pytree of float arrays).
+          model_state: non-trained model state (e.g. batch-norm statistics), stored in
+            the state and returned by :meth:`get_state`.
+          num_steps: the planned length of training, for optimizers whose update
+            depends on it (learning-rate schedules).
+          key: a PRNG key, for optimizers with random state.
+
+        Returns:
+          The state; the base class casts it to the dtypes :meth:`update` produces.
+        """
         raise NotImplementedError
 
     def update(
@@ -220,16 +298,41 @@ class Optimizer:
         key: jax.Array | None = None,
         **kwargs: Any,
     ) -> OptState:
+        """One optimization step.
+
+        Args:
+          opt_state: the current state.
+          grads: gradients with the structure and shapes of the params (already
+            checked and converted to arrays by the base class).
+          loss: the loss at the current params (a scalar in the arithmetic dtype), or
+            None.
+          model_state: the new model state, to store in the next state.
+          key: a PRNG key (passed only if the subclass's ``update`` accepts ``key``).
+          **kwargs: further inputs, e.g. ``value_fn`` for line searches.
+
+        Returns:
+          The next state; the base class casts it back to ``opt_state``'s dtypes.
+        """
         raise NotImplementedError
 
     def get_params(self, opt_state: OptState) -> Params:
         return opt_state.params
 
     def get_state(self, opt_state: OptState) -> ModelState:
-        return opt_state.model_state
+        """The model state: ``opt_state.model_state`` (or ``.state``, the library's name)."""
+        try:
+            return opt_state.model_state
+        except AttributeError:
+            return opt_state.state
 
     def get_params_state(self, opt_state: OptState) -> tuple[Params, ModelState]:
         return self.get_params(opt_state), self.get_state(opt_state)
+
+    def set_params(self, opt_state: OptState, params: Params) -> OptState:
+        """``opt_state`` with new params (a dataclass ``replace`` or a namedtuple ``_replace``)."""
+        if hasattr(opt_state, "replace"):
+            return opt_state.replace(params=params)
+        return opt_state._replace(params=params)
 
     @property
     def name(self) -> str:
@@ -251,37 +354,39 @@ class Optimizer:
             grads = self.get_params(s)
             return self.update(s, grads, loss, model_state=self.get_state(s), **kwargs)
 
-        return settle_dtypes(step, state, what=f"{self.name} state")
+        return settle_dtypes(step, state, what=f"{type(self).__name__} state")
 
-    def as_optax(self) -> optax.GradientTransformationExtraArgs:
-        """This optimizer as an optax transformation, usable in any optax/Flax loop.
+    def as_optax(self, num_steps: int | None = None) -> optax.GradientTransformationExtraArgs:
+        """This optimizer as an optax transformation (see :mod:`~learnopt.optimizers.opt_to_optax`).
 
-        ``update(grads, state, params, value=loss)`` runs :meth:`update` and returns
-        ``new_params - params`` as the updates, so ``optax.apply_updates`` gives the
-        new params. ``params`` is required.
+        ``update(grads, state, params, extra_args={"loss": ..., "key": ...})`` (or
+        ``value=loss``, optax's name) runs :meth:`update` and returns
+        ``new_params - params``; it composes with ``optax.chain``.
         """
+        from learnopt.optimizers import opt_to_optax
 
-        def init_fn(params):
-            return self.init(params)
-
-        def update_fn(updates, state, params=None, **extra):
-            if params is None:
-                raise ValueError(f"{self.name}.as_optax() needs params in update()")
-            state = state.replace(params=params) if hasattr(state, "replace") else state
-            loss = extra.get("value")
-            new_state = self.update(state, updates, loss, model_state=self.get_state(state))
-            new_params = self.get_params(new_state)
-            deltas = jax.tree_util.tree_map(
-                lambda n, p: (n.astype(leaf_compute_dtype(p.dtype)) - p).astype(p.dtype),
-                new_params,
-                params,
-            )
-            return deltas, new_state
-
-        return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+        return opt_to_optax.opt_to_optax_opt(self, num_steps=num_steps)
 
     def __repr__(self) -> str:
-        return f"{self.name}()"
+        return f"{type(self).__name__}()"
+
+
+def eager_cache_info() -> _eager.EagerCacheInfo:
+    """Counters of the eager-call cache: hits, compiles, traces, plain calls, failures."""
+    return _eager.cache_info()
+
+
+def clear_eager_cache() -> None:
+    """Drops the compiled programs of eager optimizer calls (and resets the counters)."""
+    _eager.clear_cache()
+
+
+class _ModelStateAlias:
+    """Gives a state dataclass the library's name for its model state, read-only."""
+
+    @property
+    def state(self) -> ModelState:
+        return self.model_state
 
 
 def _cd(x: jax.Array) -> np.dtype:
@@ -291,6 +396,11 @@ def _cd(x: jax.Array) -> np.dtype:
 def _hp(value: Any, dtype: np.dtype) -> jax.Array:
     """A hyperparameter (Python float or traced scalar) in the arithmetic dtype."""
     return jnp.asarray(value).astype(dtype)
+
+
+def _is_zero(value: Any) -> bool:
+    """Whether a hyperparameter is a Python zero (so its term can be left out)."""
+    return isinstance(value, float | int) and value == 0
 
 
 def safe_sqrt(x: jax.Array) -> jax.Array:
@@ -307,19 +417,27 @@ def _iteration0() -> jax.Array:
     return jnp.zeros((), jnp.int32)
 
 
-def _accumulator(params: Params) -> PyTree:
-    return jax.tree_util.tree_map(lambda p: jnp.zeros(np.shape(p), _cd(p)), params)
+def _accumulator(params: Params, dtype: Any = None) -> PyTree:
+    return jax.tree_util.tree_map(lambda p: jnp.zeros(np.shape(p), dtype or _cd(p)), params)
+
+
+def _next_model_state(model_state: ModelState, opt_state: OptState) -> ModelState:
+    return model_state if model_state is not None else opt_state.model_state
 
 
 @flax.struct.dataclass
-class SGDState:
+class SGDState(_ModelStateAlias):
     params: Params
     model_state: ModelState
     iteration: jax.Array
 
 
 class SGD(Optimizer):
-    """Stochastic gradient descent: ``p <- p - lr * g``."""
+    """Stochastic gradient descent: ``p <- p - lr * g``.
+
+    Args:
+      learning_rate: step size (a float or a traced scalar).
+    """
 
     def __init__(self, learning_rate: float = 0.01):
         self.learning_rate = learning_rate
@@ -335,16 +453,20 @@ class SGD(Optimizer):
         params = jax.tree_util.tree_map(step, opt_state.params, grads)
         return SGDState(
             params=params,
-            model_state=model_state if model_state is not None else opt_state.model_state,
+            model_state=_next_model_state(model_state, opt_state),
             iteration=opt_state.iteration + 1,
         )
+
+    @property
+    def name(self) -> str:
+        return f"SGD_lr{self.learning_rate}"
 
     def __repr__(self) -> str:
         return f"SGD(learning_rate={self.learning_rate})"
 
 
 @flax.struct.dataclass
-class SGDMState:
+class SGDMState(_ModelStateAlias):
     params: Params
     model_state: ModelState
     iteration: jax.Array
@@ -352,7 +474,12 @@ class SGDMState:
 
 
 class SGDM(Optimizer):
-    """SGD with heavy-ball momentum (Polyak, 1964): ``m <- mu m + g; p <- p - lr m``."""
+    """SGD with heavy-ball momentum (Polyak, 1964): ``m <- mu m + g; p <- p - lr m``.
+
+    Args:
+      learning_rate: step size.
+      momentum: decay ``mu`` of the momentum accumulator.
+    """
 
     def __init__(self, learning_rate: float = 0.01, momentum: float = 0.9):
         self.learning_rate = learning_rate
@@ -376,17 +503,21 @@ class SGDM(Optimizer):
         params, momentums = tree_map_multi(step, opt_state.params, opt_state.momentums, grads)
         return SGDMState(
             params=params,
-            model_state=model_state if model_state is not None else opt_state.model_state,
+            model_state=_next_model_state(model_state, opt_state),
             iteration=opt_state.iteration + 1,
             momentums=momentums,
         )
+
+    @property
+    def name(self) -> str:
+        return f"SGDM_lr{self.learning_rate}_m{self.momentum}"
 
     def __repr__(self) -> str:
         return f"SGDM(learning_rate={self.learning_rate}, momentum={self.momentum})"
 
 
 @flax.struct.dataclass
-class AdamState:
+class AdamState(_ModelStateAlias):
     params: Params
     model_state: ModelState
     iteration: jax.Array
@@ -394,28 +525,56 @@ class AdamState:
     nu: PyTree
 
 
+def _adam_direction(m, v, g, t, b1, b2, eps, eps_root):
+    """One Adam moment update in the arithmetic dtype of ``m``; returns (direction, m, v).
+
+    ``direction = m_hat / (sqrt(v_hat + eps_root) + eps)`` with the bias-corrected
+    moments ``m_hat = m / (1 - b1^t)``, ``v_hat = v / (1 - b2^t)`` (optax's
+    ``scale_by_adam``).
+    """
+    cd = m.dtype
+    b1, b2 = _hp(b1, cd), _hp(b2, cd)
+    g = g.astype(cd)
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * jnp.square(g)
+    m_hat = m / (1 - b1 ** t.astype(cd))
+    v_hat = v / (1 - b2 ** t.astype(cd))
+    if not _is_zero(eps_root):
+        v_hat = v_hat + _hp(eps_root, cd)
+    return m_hat / (safe_sqrt(v_hat) + _hp(eps, cd)), m, v
+
+
 class Adam(Optimizer):
-    """Adam (Kingma & Ba, 2015, arXiv:1412.6980) with bias correction.
+    """Adam (Kingma & Ba, 2015, arXiv:1412.6980), as learned_optimization's ``Adam``.
 
     ``m <- b1 m + (1-b1) g;  v <- b2 v + (1-b2) g^2;
-    p <- p - lr * m_hat / (sqrt(v_hat) + eps) - lr * wd * p``
-    (``weight_decay`` > 0 gives AdamW's decoupled decay). Hyperparameters may be
-    traced arrays, which is how learned optimizers such as ``LearnableAdam`` use it.
+    p <- p - lr * m_hat / (sqrt(v_hat + epsilon_root) + epsilon)`` with bias-corrected
+    ``m_hat``, ``v_hat``; this is ``optax.adam(lr, b1, b2, eps, eps_root)``.
+    Hyperparameters may be traced arrays, which is how learned optimizers such as
+    ``LearnableAdam`` use it.
+
+    Args:
+      learning_rate: step size (the library's default, 1e-2).
+      beta1: decay of the first moment.
+      beta2: decay of the second moment.
+      epsilon: added to the root of the second moment.
+      epsilon_root: added to the second moment inside the root (the library's default,
+        1e-8, keeps the root's derivative finite where gradients are zero).
     """
 
     def __init__(
         self,
-        learning_rate: float = 1e-3,
+        learning_rate: float = 0.01,
         beta1: float = 0.9,
         beta2: float = 0.999,
         epsilon: float = 1e-8,
-        weight_decay: float = 0.0,
+        epsilon_root: float = 1e-8,
     ):
         self.learning_rate = learning_rate
         self.beta1 = beta1
         self.beta2 = beta2
         self.epsilon = epsilon
-        self.weight_decay = weight_decay
+        self.epsilon_root = epsilon_root
 
     def init(self, params, model_state=None, num_steps=None, key=None):
         return AdamState(
@@ -431,22 +590,115 @@ class Adam(Optimizer):
 
         def step(p, m, v, g):
             cd = m.dtype
-            b1, b2 = _hp(self.beta1, cd), _hp(self.beta2, cd)
-            g = g.astype(cd)
-            m = b1 * m + (1 - b1) * g
-            v = b2 * v + (1 - b2) * jnp.square(g)
-            m_hat = m / (1 - b1 ** t.astype(cd))
-            v_hat = v / (1 - b2 ** t.astype(cd))
-            direction = m_hat / (safe_sqrt(v_hat) + _hp(self.epsilon, cd))
-            pc = p.astype(cd)
-            if not (isinstance(self.weight_decay, float | int) and self.weight_decay == 0):
-                direction = direction + _hp(self.weight_decay, cd) * pc
-            return (pc - _hp(self.learning_rate, cd) * direction).astype(p.dtype), m, v
+            d, m, v = _adam_direction(
+                m, v, g, t, self.beta1, self.beta2, self.epsilon, self.epsilon_root
+            )
+            return (p.astype(cd) - _hp(self.learning_rate, cd) * d).astype(p.dtype), m, v
 
         params, mu, nu = tree_map_multi(step, opt_state.params, opt_state.mu, opt_state.nu, grads)
         return AdamState(
             params=params,
-            model_state=model_state if model_state is not None else opt_state.model_state,
+            model_state=_next_model_state(model_state, opt_state),
+            iteration=t,
+            mu=mu,
+            nu=nu,
+        )
+
+    @property
+    def name(self) -> str:
+        return (
+            f"Adam_lr{self.learning_rate}_b1{self.beta1}_b2{self.beta2}"
+            f"_eps{self.epsilon}_epsroot{self.epsilon_root}"
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Adam(learning_rate={self.learning_rate}, beta1={self.beta1}, "
+            f"beta2={self.beta2}, epsilon={self.epsilon}, epsilon_root={self.epsilon_root})"
+        )
+
+
+def _full_mask(mask: Any, params: Params) -> PyTree:
+    """``mask`` (a pytree prefix of params, or a callable of params) as one bool per leaf."""
+    if callable(mask):
+        mask = mask(params)
+    return jax.tree_util.tree_map(
+        lambda m, sub: jax.tree_util.tree_map(lambda _: bool(m), sub), mask, params
+    )
+
+
+class AdamW(Optimizer):
+    """Adam with decoupled weight decay (Loshchilov & Hutter, 2019, arXiv:1711.05101).
+
+    ``p <- p - lr * (m_hat / (sqrt(v_hat + eps_root) + eps) + weight_decay * p)``;
+    this is ``optax.adamw`` and learned_optimization's ``optax_opts.AdamW`` (same
+    arguments and defaults).
+
+    Args:
+      learning_rate: step size (required, as in the library).
+      b1: decay of the first moment.
+      b2: decay of the second moment.
+      eps: added to the root of the second moment.
+      eps_root: added to the second moment inside the root.
+      mu_dtype: dtype the first moment is stored in (default: the arithmetic dtype).
+      weight_decay: decoupled weight-decay rate.
+      mask: which params are decayed: a pytree of bools with the params' structure
+        (or a prefix of it), or a callable ``params -> such a pytree``; None decays all.
+    """
+
+    def __init__(
+        self,
+        learning_rate: float,
+        b1: float = 0.9,
+        b2: float = 0.999,
+        eps: float = 1e-8,
+        eps_root: float = 0.0,
+        mu_dtype: Any = None,
+        weight_decay: float = 1e-4,
+        mask: Any = None,
+    ):
+        self.learning_rate = learning_rate
+        self.b1 = b1
+        self.b2 = b2
+        self.eps = eps
+        self.eps_root = eps_root
+        self.mu_dtype = None if mu_dtype is None else jnp.dtype(mu_dtype)
+        self.weight_decay = weight_decay
+        self.mask = mask
+
+    def init(self, params, model_state=None, num_steps=None, key=None):
+        return AdamState(
+            params=params,
+            model_state=model_state,
+            iteration=_iteration0(),
+            mu=_accumulator(params, self.mu_dtype),
+            nu=_accumulator(params),
+        )
+
+    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        t = opt_state.iteration + 1
+        params = opt_state.params
+        decay = (
+            _full_mask(self.mask, params)
+            if self.mask is not None
+            else jax.tree_util.tree_map(lambda _: True, params)
+        )
+
+        def step(p, m, v, g, decayed):
+            cd = v.dtype
+            d, m_new, v = _adam_direction(
+                m.astype(cd), v, g, t, self.b1, self.b2, self.eps, self.eps_root
+            )
+            pc = p.astype(cd)
+            if decayed and not _is_zero(self.weight_decay):
+                d = d + _hp(self.weight_decay, cd) * pc
+            p = (pc - _hp(self.learning_rate, cd) * d).astype(p.dtype)
+            return p, m_new.astype(m.dtype), v
+
+        params, mu, nu = tree_map_multi(step, params, opt_state.mu, opt_state.nu, grads, decay)
+        return AdamState(
+            params=params,
+            model_state=_next_model_state(model_state, opt_state),
             iteration=t,
             mu=mu,
             nu=nu,
@@ -454,27 +706,13 @@ class Adam(Optimizer):
 
     def __repr__(self) -> str:
         return (
-            f"{self.name}(learning_rate={self.learning_rate}, beta1={self.beta1}, "
-            f"beta2={self.beta2}, epsilon={self.epsilon}, weight_decay={self.weight_decay})"
+            f"AdamW(learning_rate={self.learning_rate}, b1={self.b1}, b2={self.b2}, "
+            f"eps={self.eps}, eps_root={self.eps_root}, weight_decay={self.weight_decay})"
         )
 
 
-class AdamW(Adam):
-    """Adam with decoupled weight decay (Loshchilov & Hutter, 2019, arXiv:1711.05101)."""
-
-    def __init__(
-        self,
-        learning_rate: float = 1e-3,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        epsilon: float = 1e-8,
-        weight_decay: float = 1e-4,
-    ):
-        super().__init__(learning_rate, beta1, beta2, epsilon, weight_decay)
-
-
 @flax.struct.dataclass
-class RMSPropState:
+class RMSPropState(_ModelStateAlias):
     params: Params
     model_state: ModelState
     iteration: jax.Array
@@ -483,22 +721,33 @@ class RMSPropState:
 
 
 class RMSProp(Optimizer):
-    """RMSProp (Tieleman & Hinton, 2012): ``v <- d v + (1-d) g^2; p <- p - lr g/(sqrt(v)+eps)``.
+    """RMSProp (Tieleman & Hinton, 2012) with optional (Nesterov) momentum.
 
-    With ``momentum > 0`` the scaled step is accumulated with heavy-ball momentum.
+    ``v <- d v + (1-d) g^2;  u = lr * g / sqrt(v + epsilon);  m <- mu m + u;
+    p <- p - (u + mu m if nesterov else m)`` -- epsilon inside the root, as
+    ``optax.rmsprop`` (which learned_optimization's ``RMSProp`` wraps).
+
+    Args:
+      learning_rate: step size.
+      decay: decay ``d`` of the squared-gradient average.
+      epsilon: added to the average inside the root.
+      momentum: decay ``mu`` of the momentum (0: plain RMSProp).
+      nesterov: use Nesterov momentum.
     """
 
     def __init__(
         self,
-        learning_rate: float = 1e-3,
+        learning_rate: float = 0.01,
         decay: float = 0.9,
         epsilon: float = 1e-8,
         momentum: float = 0.0,
+        nesterov: bool = False,
     ):
         self.learning_rate = learning_rate
         self.decay = decay
         self.epsilon = epsilon
         self.momentum = momentum
+        self.nesterov = nesterov
 
     def init(self, params, model_state=None, num_steps=None, key=None):
         return RMSPropState(
@@ -512,36 +761,50 @@ class RMSProp(Optimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         def step(p, v, m, g):
             cd = v.dtype
-            d = _hp(self.decay, cd)
+            d, mu = _hp(self.decay, cd), _hp(self.momentum, cd)
             g = g.astype(cd)
             v = d * v + (1 - d) * jnp.square(g)
-            m = _hp(self.momentum, cd) * m + g / (safe_sqrt(v) + _hp(self.epsilon, cd))
-            return (p.astype(cd) - _hp(self.learning_rate, cd) * m).astype(p.dtype), v, m
+            u = _hp(self.learning_rate, cd) * (g / safe_sqrt(v + _hp(self.epsilon, cd)))
+            m = mu * m + u
+            delta = u + mu * m if self.nesterov else m
+            return (p.astype(cd) - delta).astype(p.dtype), v, m
 
         params, nu, momentums = tree_map_multi(
             step, opt_state.params, opt_state.nu, opt_state.momentums, grads
         )
         return RMSPropState(
             params=params,
-            model_state=model_state if model_state is not None else opt_state.model_state,
+            model_state=_next_model_state(model_state, opt_state),
             iteration=opt_state.iteration + 1,
             nu=nu,
             momentums=momentums,
         )
 
+    @property
+    def name(self) -> str:
+        return (
+            f"RMSProp_lr{self.learning_rate}_d{self.decay}_eps{self.epsilon}"
+            f"_m{self.momentum}_nesterov{self.nesterov}"
+        )
+
     def __repr__(self) -> str:
         return (
             f"RMSProp(learning_rate={self.learning_rate}, decay={self.decay}, "
-            f"epsilon={self.epsilon}, momentum={self.momentum})"
+            f"epsilon={self.epsilon}, momentum={self.momentum}, nesterov={self.nesterov})"
         )
 
 
 @flax.struct.dataclass
-class OptaxState:
+class OptaxState(_ModelStateAlias):
     params: Params
     model_state: ModelState
     iteration: jax.Array
     optax_state: PyTree
+
+    @property
+    def optax_opt_state(self) -> PyTree:
+        """The library's name for :attr:`optax_state` (read-only)."""
+        return self.optax_state
 
 
 class OptaxDtypeError(TypeError):
@@ -607,7 +870,7 @@ class OptaxOptimizer(Optimizer):
 
     def init(self, params, model_state=None, num_steps=None, key=None):
         cd = compute_dtype(params)
-        params_c = jax.tree_util.tree_map(lambda p: p.astype(cd), params)
+        params_c = self._to_tx(jax.tree_util.tree_map(lambda p: p.astype(cd), params))
         try:
             optax_state = self.opt.init(params_c)
         except Exception as err:
@@ -622,8 +885,8 @@ class OptaxOptimizer(Optimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         params = opt_state.params
         cd = compute_dtype(params)
-        params_c = jax.tree_util.tree_map(lambda p: p.astype(cd), params)
-        grads_c = jax.tree_util.tree_map(lambda g: g.astype(cd), grads)
+        params_c = self._to_tx(jax.tree_util.tree_map(lambda p: p.astype(cd), params))
+        grads_c = self._to_tx(jax.tree_util.tree_map(lambda g: g.astype(cd), grads))
         extra = dict(kwargs)
         extra["grad"] = grads_c
         if loss is not None:
@@ -632,20 +895,32 @@ class OptaxOptimizer(Optimizer):
             user_fn = extra["value_fn"]
 
             def value_fn(p_c, *args, **kw):
-                p = jax.tree_util.tree_map(lambda x, ref: x.astype(ref.dtype), p_c, params)
+                p = self._from_tx(p_c, params)
+                p = jax.tree_util.tree_map(lambda x, ref: x.astype(ref.dtype), p, params)
                 return jnp.asarray(user_fn(p, *args, **kw)).astype(cd)
 
             extra["value_fn"] = value_fn
         updates, optax_state = self.opt.update(grads_c, opt_state.optax_state, params_c, **extra)
         new_params = jax.tree_util.tree_map(
-            lambda pc, u, p: (pc + u.astype(cd)).astype(p.dtype), params_c, updates, params
+            lambda pc, u, p: (pc + u.astype(cd)).astype(p.dtype),
+            self._from_tx(params_c, params),
+            self._from_tx(updates, params),
+            params,
         )
         return OptaxState(
             params=new_params,
-            model_state=model_state if model_state is not None else opt_state.model_state,
+            model_state=_next_model_state(model_state, opt_state),
             iteration=opt_state.iteration + 1,
             optax_state=optax_state,
         )
+
+    def _to_tx(self, tree: PyTree) -> PyTree:
+        """Params-shaped tree -> what the transform sees (identity; SM3 adds an axis to scalars)."""
+        return tree
+
+    def _from_tx(self, tree: PyTree, params: Params) -> PyTree:
+        """Inverse of :meth:`_to_tx`, given the params for their shapes."""
+        return tree
 
     def _abstract_update_kwargs(self, opt_state):
         # A stand-in objective with the params' structure, for transforms (such as
@@ -662,8 +937,9 @@ class OptaxOptimizer(Optimizer):
         """Whether the transform initializes and settles for ``params`` cast to ``dtype``."""
         try:
             p = jax.tree_util.tree_map(lambda x: jnp.zeros(np.shape(x), dtype), params)
+            tx_state = self.opt.init(self._to_tx(p))
             state = OptaxState(
-                params=p, model_state=None, iteration=_iteration0(), optax_state=self.opt.init(p)
+                params=p, model_state=None, iteration=_iteration0(), optax_state=tx_state
             )
             Optimizer._settle(self, state)
         except Exception:
@@ -697,10 +973,157 @@ class OptaxOptimizer(Optimizer):
         return self.name
 
 
-#: The built-in hand-designed optimizers by name: ``OPTIMIZERS.get("Adam", learning_rate=1e-3)``.
-OPTIMIZERS: Registry[Optimizer] = Registry("optimizer")
-for _cls in (SGD, SGDM, Adam, AdamW, RMSProp):
+def _require_optimizer(opt: Any, what: str) -> None:
+    if not isinstance(opt, Optimizer):
+        raise ValueError(
+            f"{what} must be an Optimizer instance (did you pass the class instead of an "
+            f"instance?), got {opt!r}"
+        )
+
+
+class GradientClipOptimizer(Optimizer):
+    """Clips every gradient element to ``[-grad_clip, grad_clip]``, then runs ``opt``.
+
+    The state is ``opt``'s state (``get_params``/``get_state``/``set_params`` are
+    ``opt``'s), as in learned_optimization.
+
+    Args:
+      opt: the optimizer to run on the clipped gradients (an instance).
+      grad_clip: the clipping threshold.
+    """
+
+    def __init__(self, opt: Optimizer, grad_clip: float = 3.0):
+        _require_optimizer(opt, "GradientClipOptimizer's opt")
+        self.opt = opt
+        self.grad_clip = grad_clip
+
+    def get_params(self, opt_state):
+        return self.opt.get_params(opt_state)
+
+    def get_state(self, opt_state):
+        return self.opt.get_state(opt_state)
+
+    def set_params(self, opt_state, params):
+        return self.opt.set_params(opt_state, params)
+
+    def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
+        return self.opt.init(params, model_state, num_steps=num_steps, key=key, **kwargs)
+
+    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        def clip(g):
+            c = _hp(self.grad_clip, g.dtype)
+            return jnp.clip(g, -c, c)
+
+        grads = jax.tree_util.tree_map(clip, grads)
+        return self.opt.update(opt_state, grads, loss, model_state=model_state, key=key, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"GradientClipOptimizer({self.opt!r}, grad_clip={self.grad_clip})"
+
+
+@flax.struct.dataclass
+class GraftedOptimizerState(_ModelStateAlias):
+    params: Params
+    model_state: ModelState
+    iteration: jax.Array
+    mag_opt_state: PyTree
+    dir_opt_state: PyTree
+
+
+def _tree_step(new: Params, old: Params) -> PyTree:
+    return jax.tree_util.tree_map(lambda n, o: n.astype(_cd(o)) - o.astype(_cd(o)), new, old)
+
+
+class GraftedOptimizer(Optimizer):
+    """Learning-rate grafting: ``direction_opt``'s direction with ``magnitude_opt``'s step size.
+
+    Both optimizers step from the same params; the step taken is
+    ``dir_step * ||mag_step|| / ||dir_step||`` (global norms over the whole tree),
+    and both inner states continue from the resulting params. Agarwal et al., 2020,
+    "Disentangling Adaptive Gradient Methods from Learning Rates", arXiv:2002.11803.
+
+    Unlike learned_optimization, a zero direction step gives a zero step (not NaN),
+    the norms' derivatives are finite at zero, and each inner optimizer gets its own
+    split of ``key``.
+
+    Args:
+      magnitude_opt: the optimizer whose step length is used.
+      direction_opt: the optimizer whose step direction is used.
+    """
+
+    def __init__(self, magnitude_opt: Optimizer, direction_opt: Optimizer):
+        _require_optimizer(magnitude_opt, "GraftedOptimizer's magnitude_opt")
+        _require_optimizer(direction_opt, "GraftedOptimizer's direction_opt")
+        self.magnitude_opt = magnitude_opt
+        self.direction_opt = direction_opt
+
+    def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
+        keys = (None, None) if key is None else tuple(jax.random.split(key))
+        return GraftedOptimizerState(
+            params=params,
+            model_state=model_state,
+            iteration=_iteration0(),
+            mag_opt_state=self.magnitude_opt.init(
+                params, model_state, num_steps=num_steps, key=keys[0], **kwargs
+            ),
+            dir_opt_state=self.direction_opt.init(
+                params, model_state, num_steps=num_steps, key=keys[1], **kwargs
+            ),
+        )
+
+    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        keys = (None, None) if key is None else tuple(jax.random.split(key))
+        base = opt_state.params
+        mag_state = self.magnitude_opt.update(
+            opt_state.mag_opt_state, grads, loss, model_state=model_state, key=keys[0], **kwargs
+        )
+        dir_state = self.direction_opt.update(
+            opt_state.dir_opt_state, grads, loss, model_state=model_state, key=keys[1], **kwargs
+        )
+        mag_step = _tree_step(self.magnitude_opt.get_params(mag_state), base)
+        dir_step = _tree_step(self.direction_opt.get_params(dir_state), base)
+        mag_norm = safe_sqrt(tree_vdot(mag_step, mag_step))
+        dir_norm = safe_sqrt(tree_vdot(dir_step, dir_step))
+        nonzero = dir_norm > 0
+        scale = jnp.where(nonzero, mag_norm / jnp.where(nonzero, dir_norm, 1), 0)
+        params = jax.tree_util.tree_map(
+            lambda p, d: (p.astype(d.dtype) + scale.astype(d.dtype) * d).astype(p.dtype),
+            base,
+            dir_step,
+        )
+        return GraftedOptimizerState(
+            params=params,
+            model_state=_next_model_state(model_state, opt_state),
+            iteration=opt_state.iteration + 1,
+            mag_opt_state=self.magnitude_opt.set_params(mag_state, params),
+            dir_opt_state=self.direction_opt.set_params(dir_state, params),
+        )
+
+    def __repr__(self) -> str:
+        return f"GraftedOptimizer({self.magnitude_opt!r}, {self.direction_opt!r})"
+
+
+def _import_builtin() -> None:
+    from learnopt.optimizers import (  # noqa: F401
+        gradient_accumulator,
+        nadamw,
+        opt_list,
+        optax_opts,
+    )
+
+
+#: Every built-in optimizer by name: ``OPTIMIZERS.get("Adam", learning_rate=1e-3)``.
+#: Entries whose class needs arguments (``AdamW``'s learning rate, a wrapped optimizer)
+#: are registered with small-problem values that keyword arguments override. The dtype
+#: conformance sweep (``tests/test_conformance.py``) runs every entry.
+OPTIMIZERS: Registry[Optimizer] = Registry("optimizer", loader=_import_builtin)
+for _cls in (SGD, SGDM, Adam, RMSProp):
     OPTIMIZERS.register(_cls)
+OPTIMIZERS.register(functools.partial(AdamW, learning_rate=1e-2), name="AdamW")
+OPTIMIZERS.register(
+    lambda grad_clip=3.0: GradientClipOptimizer(Adam(), grad_clip), name="GradientClipOptimizer"
+)
+OPTIMIZERS.register(lambda: GraftedOptimizer(SGDM(), Adam()), name="GraftedOptimizer")
 
 
 def register_optimizer(name: str, fn: Callable[..., Optimizer]) -> None:
