@@ -299,11 +299,13 @@ def _build_lopt(name: str):
 
 
 def _check_data(task: Any) -> None:
-    """Creates ``task.datasets`` now so a missing dataset fails before any compilation."""
+    """Checks ``task.datasets`` now so a missing dataset fails before any compilation."""
     from learnopt.tasks.datasets import base as datasets_base
 
     try:
-        _ = task.datasets
+        datasets = task.datasets
+        if hasattr(datasets, "check_available"):
+            datasets.check_available()
     except datasets_base.DatasetNotFoundError as e:
         raise _RunError(_data_message(task, e)) from None
 

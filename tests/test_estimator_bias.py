@@ -49,7 +49,7 @@ NUM_PAIRS = 512  # antithetic pairs (= inner runs of the population)
 NUM_SEEDS = 64  # PES's error is heavy-tailed: fewer seeds make its MSE unreliable
 STD = 1e-2  # small: ES estimates the gradient of the Gaussian-smoothed loss
 
-FAMILY = quadratics.FixedDimQuadraticFamily(dim=4)
+FAMILY = quadratics.CurvatureQuadraticFamily(dim=4)
 LOPT = lopt_base.LearnableSGDM(initial_lr=0.03, initial_momentum=0.8)
 
 

@@ -148,7 +148,7 @@ def test_diverging_inner_runs_are_counted_and_not_applied():
     """A learning rate of 1e3 on curvatures up to 10 overflows: every estimate is NaN."""
     lopt = lopt_base.LearnableSGD(initial_lr=1e3)
     ts = lts.VectorizedLOptTruncatedStep(
-        quadratics.FixedDimQuadraticFamily(4),
+        quadratics.CurvatureQuadraticFamily(4),
         lopt,
         tsched.ConstantTruncationSchedule(20),
         num_tasks=4,
@@ -290,7 +290,7 @@ def _first_step_cost(unroll):
     """(compile seconds, StableHLO size) of a PES outer step with ``unroll`` inner steps."""
     lopt = lopt_base.LearnableSGDM(initial_lr=0.01)
     ts = lts.VectorizedLOptTruncatedStep(
-        quadratics.FixedDimQuadraticFamily(4),
+        quadratics.CurvatureQuadraticFamily(4),
         lopt,
         tsched.ConstantTruncationSchedule(1000),
         num_tasks=4,
@@ -380,7 +380,7 @@ def test_reset_done_resets_exactly_the_finished_runs():
 def test_staggered_starts_give_distinct_inner_steps():
     lopt = lopt_base.LearnableSGD(initial_lr=0.1)
     ts = lts.VectorizedLOptTruncatedStep(
-        quadratics.FixedDimQuadraticFamily(2),
+        quadratics.CurvatureQuadraticFamily(2),
         lopt,
         tsched.ConstantTruncationSchedule(50),
         num_tasks=32,
@@ -444,7 +444,7 @@ def test_never_ending_schedule():
     np.testing.assert_array_equal(_samples(sched, 4), np.iinfo(np.int32).max)
     lopt = lopt_base.LearnableSGD(initial_lr=0.1)
     ts = lts.VectorizedLOptTruncatedStep(
-        quadratics.FixedDimQuadraticFamily(2), lopt, sched, num_tasks=4
+        quadratics.CurvatureQuadraticFamily(2), lopt, sched, num_tasks=4
     )
     theta = lopt.init(jax.random.PRNGKey(0))
     state = jax.jit(ts.init_population)(theta, jax.random.PRNGKey(1))
@@ -456,7 +456,7 @@ def test_never_ending_schedule():
 
 
 def test_remat_gives_the_same_meta_gradient():
-    fam = quadratics.FixedDimQuadraticFamily(dim=4)
+    fam = quadratics.CurvatureQuadraticFamily(dim=4)
     lopt = lopt_base.LearnableAdam(initial_lr=1e-2)
     theta = lopt.init(jax.random.PRNGKey(0))
     key = jax.random.PRNGKey(1)
@@ -477,7 +477,7 @@ def test_remat_gives_the_same_meta_gradient():
 def test_estimator_registry_builds_every_trainer(name):
     from learnopt.outer_trainers import registry
 
-    fam = quadratics.FixedDimQuadraticFamily(dim=3)
+    fam = quadratics.CurvatureQuadraticFamily(dim=3)
     est = registry.make_estimator(name, fam, lopt_base.LearnableSGD(), unroll=2, trunc_length=6)
     assert isinstance(est, registry.ESTIMATORS.constructor(name))
     assert est.truncated_step.num_tasks == (1 if name == "full_grad" else 8)
@@ -492,7 +492,7 @@ def test_estimator_registry_builds_every_trainer(name):
 def test_estimator_registry_rejects_bad_input():
     from learnopt.outer_trainers import registry
 
-    fam = quadratics.FixedDimQuadraticFamily(dim=3)
+    fam = quadratics.CurvatureQuadraticFamily(dim=3)
     with pytest.raises(KeyError, match="Known: full_es, full_grad"):
         registry.make_estimator("pes2", fam, lopt_base.LearnableSGD())
     with pytest.raises(ValueError, match="trunc_length"):

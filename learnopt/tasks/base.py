@@ -68,9 +68,21 @@ class Task:
     ) -> tuple[jax.Array, ModelState]:
         return self.loss(params, key, data), state
 
+    def loss_and_aux(
+        self, params: Params, key: jax.Array, data: Batch
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """``(loss, aux)``: the loss and a dict of extra scalars to log (empty by default)."""
+        return self.loss(params, key, data), {}
+
     def loss_with_state_and_aux(
         self, params: Params, state: ModelState, key: jax.Array, data: Batch
     ) -> tuple[jax.Array, ModelState, dict[str, jax.Array]]:
+        if (
+            type(self).loss_and_aux is not Task.loss_and_aux
+            and type(self).loss_with_state is Task.loss_with_state
+        ):
+            loss, aux = self.loss_and_aux(params, key, data)
+            return loss, state, aux
         loss, state = self.loss_with_state(params, state, key, data)
         return loss, state, {}
 

@@ -1,7 +1,42 @@
-"""Quadratic tasks: cheap, data-free problems for tests and meta-training examples."""
+"""Quadratic tasks: cheap, (mostly) data-free problems for tests and meta-training examples.
+
+The names below mean what they mean in the notes' library (``learned_optimization``'s
+``tasks/quadratics.py``): same constructor arguments, same initialization, same loss,
+and the same use of PRNG keys (so one key gives the same task and the same init):
+
+============================  ===========================================================
+``QuadraticTask(dim=10)``     ``sum(p^2)``, ``p ~ N(0, I_dim)``; no data.
+``BatchQuadraticTask()``      ``sum(p^2)``, ``p ~ N(0, I_10)``; has noise batches
+                              (``float32 [4, 2]``, standard normal) that the loss ignores.
+``LogQuadraticTask()``        ``log(sum(p^2))``, ``p ~ N(0, I_10)``.
+``SumQuadraticTask()``        ``sum((a + b)^2)`` over params ``{"a": [10], "b": [10]}``.
+``NoisyMeanQuadraticTask``    ``sum((p - s * eps)^2)``, ``eps ~ N(0, I_dim)`` drawn from
+                              the loss key at every call (a noisy target).
+``FixedDimQuadraticFamily``   target ``c ~ N(0, I_dim)``; ``sum((c - p)^2)``.
+``FixedDimQuadraticFamilyData``  as above plus a scalar noise batch added to the loss;
+                              aux ``l2 = mean(p^2)``, ``l1 = mean(|p|)``; normalizer clips
+                              to ``[0, 1000]``.
+``NoisyQuadraticFamily``      center ``c ~ N(0, I)``, scales ``s ~ 25 U[0, 1)^dim``;
+                              ``sum((s * (c - p))^2)`` whose *gradient* carries
+                              multiplicative noise ``cov * eps * p`` (the value does not).
+============================  ===========================================================
+
+learnopt's own quadratics, with maths of their own, have their own names:
+``CurvatureQuadraticFamily`` (``0.5 * sum(c_i p_i^2)``, curvatures log-uniform in a
+range) and ``LeastSquaresRegressionTask`` (``mean((x @ w - y)^2)`` on synthetic
+regression batches).
+
+Data, where a task has it, is a :class:`~learnopt.tasks.datasets.base.Datasets` of numpy
+iterators with ``abstract_batch`` and ``take(*shape)`` (batches stacked on leading
+axes), seeded per split so runs are reproducible (the library drew them from numpy's
+global generator). Losses are computed in at least float32 (float64 for float64
+params).
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -9,131 +44,448 @@ import jax.numpy as jnp
 import numpy as np
 
 from learnopt.tasks import base as tasks_base
+from learnopt.tasks.datasets import base as datasets_base
 
-__all__ = ["QuadraticTask", "FixedDimQuadraticFamily", "BatchQuadraticTask"]
+__all__ = [
+    "QuadraticTask",
+    "BatchQuadraticTask",
+    "LogQuadraticTask",
+    "SumQuadraticTask",
+    "NoisyMeanQuadraticTask",
+    "FixedDimQuadraticFamily",
+    "FixedDimQuadraticFamilyData",
+    "NoisyQuadraticFamily",
+    "CurvatureQuadraticFamily",
+    "LeastSquaresRegressionTask",
+    "batch_datasets",
+    "noise_datasets",
+]
+
+
+def _f32_or_wider(x: jax.Array) -> jax.Array:
+    x = jnp.asarray(x)
+    return x.astype(jnp.promote_types(x.dtype, jnp.float32))
+
+
+def _sum_squares(x: jax.Array) -> jax.Array:
+    return jnp.sum(jnp.square(_f32_or_wider(x)))
+
+
+# ------------------------------------------------------------------------------ data
+
+
+class _SyntheticSplit:
+    """Endless iterator of batches ``draw(rng, leading_shape)``; also ``take(*shape)``.
+
+    ``draw`` returns the batch (a pytree of numpy arrays) with ``leading_shape`` in front
+    of every leaf; ``take(4)`` is four batches stacked, drawn in one call.
+    """
+
+    def __init__(self, draw: Callable[[np.random.Generator, tuple[int, ...]], Any], seed: int):
+        self._draw = draw
+        self._rng = np.random.default_rng(seed)
+
+    def __iter__(self) -> _SyntheticSplit:
+        return self
+
+    def __next__(self) -> Any:
+        return self._draw(self._rng, ())
+
+    def take(self, *shape: int) -> Any:
+        """The next ``prod(shape)`` batches stacked as ``[*shape, ...]``."""
+        if not shape or any(int(s) < 1 for s in shape):
+            raise ValueError(f"take() needs positive sizes, got {shape}")
+        return self._draw(self._rng, tuple(int(s) for s in shape))
+
+
+def _synthetic_datasets(
+    draw: Callable[[np.random.Generator, tuple[int, ...]], Any],
+    abstract_batch: Any,
+    extra_info: dict[str, Any],
+    seed: int,
+) -> datasets_base.Datasets:
+    splits = [_SyntheticSplit(draw, seed * 4 + i) for i in range(len(datasets_base.SPLITS))]
+    return datasets_base.Datasets(*splits, extra_info=extra_info, abstract_batch=abstract_batch)
+
+
+def batch_datasets(seed: int = 0) -> datasets_base.Datasets:
+    """Standard normal noise batches ``float32 [4, 2]`` (:class:`BatchQuadraticTask`'s)."""
+
+    def draw(rng: np.random.Generator, lead: tuple[int, ...]) -> np.ndarray:
+        return rng.standard_normal((*lead, 4, 2), dtype=np.float32)
+
+    abstract = jax.ShapeDtypeStruct((4, 2), np.float32)
+    return _synthetic_datasets(draw, abstract, {"name": "normal_noise"}, seed)
+
+
+def noise_datasets(seed: int = 0) -> datasets_base.Datasets:
+    """Scalar standard normal noise batches ``float32 []`` (for FixedDimQuadraticFamilyData)."""
+
+    def draw(rng: np.random.Generator, lead: tuple[int, ...]) -> np.ndarray:
+        return np.asarray(rng.standard_normal(lead, dtype=np.float32))
+
+    abstract = jax.ShapeDtypeStruct((), np.float32)
+    return _synthetic_datasets(draw, abstract, {"name": "scalar_normal_noise"}, seed)
+
+
+# ------------------------------------------------------------------------ fixed tasks
 
 
 class QuadraticTask(tasks_base.Task):
-    """``loss(p) = sum(p^2)`` with ``p ~ N(0, 1)^dim`` at init (no data)."""
+    """``loss(p) = sum(p^2)`` with ``p ~ N(0, I_dim)`` at init; no data.
 
-    def __init__(self, dim: int = 10, param_dtype: Any = jnp.float32):
-        self.dim = dim
-        self.param_dtype = param_dtype
+    Args:
+      dim: number of parameters.
+      param_dtype: dtype of the params made by ``init`` (learnopt addition; the
+        library always used float32).
+    """
 
-    def init(self, key: jax.Array) -> jax.Array:
-        return jax.random.normal(key, (self.dim,), self.param_dtype)
+    def __init__(self, dim: int = 10, *, param_dtype: Any = jnp.float32):
+        self._dim = int(dim)
+        self.param_dtype = jnp.dtype(param_dtype)
 
-    def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
-        _check_dim(params, self.dim)
-        return jnp.sum(jnp.square(params.astype(jnp.float32)))
-
-
-def _check_dim(params: jax.Array, dim: int) -> None:
-    if jnp.shape(params) != (dim,):
-        raise ValueError(f"quadratic params must have shape ({dim},), got {jnp.shape(params)}")
-
-
-class _ScaledQuadratic(tasks_base.Task):
-    def __init__(self, scales: jax.Array, dim: int):
-        self.scales = scales
-        self.dim = dim
+    @property
+    def dim(self) -> int:
+        return self._dim
 
     def init(self, key: jax.Array) -> jax.Array:
-        return jax.random.normal(key, (self.dim,), jnp.float32)
+        return jax.random.normal(key, (self._dim,), self.param_dtype)
 
     def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
-        _check_dim(params, self.dim)
-        return 0.5 * jnp.sum(self.scales * jnp.square(params.astype(jnp.float32)))
+        del key, data
+        return _sum_squares(params)
+
+
+class BatchQuadraticTask(tasks_base.Task):
+    """``loss(p) = sum(p^2)``, ``p ~ N(0, I_10)``, with noise batches that the loss ignores.
+
+    It exists to exercise the data path of a trainer on a quadratic: ``datasets``
+    yields standard normal ``float32 [4, 2]`` batches (see :func:`batch_datasets`).
+    """
+
+    def __init__(self, seed: int = 0):
+        self.datasets = batch_datasets(seed)
+
+    def init(self, key: jax.Array) -> jax.Array:
+        return jax.random.normal(key, (10,))
+
+    def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        del key, data
+        return _sum_squares(params)
+
+
+class LogQuadraticTask(tasks_base.Task):
+    """``loss(p) = log(sum(p^2))``, ``p ~ N(0, I_10)``; no data.
+
+    Its gradient ``2 p / sum(p^2)`` grows as ``p -> 0``: a badly conditioned problem
+    that punishes optimizers that trust the gradient scale.
+    """
+
+    def init(self, key: jax.Array) -> jax.Array:
+        return jax.random.normal(key, (10,))
+
+    def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        del key, data
+        return jnp.log(_sum_squares(params))
+
+
+class SumQuadraticTask(tasks_base.Task):
+    """``loss = sum((a + b)^2)`` over params ``{"a": [10], "b": [10]}``, both ``N(0, I)``.
+
+    Only ``a + b`` matters, so the minimum is a 10-dimensional valley: a minimal
+    test of optimizers on a pytree of params with a redundant direction.
+    """
+
+    def init(self, key: jax.Array) -> dict[str, jax.Array]:
+        key_a, key_b = jax.random.split(key)
+        return {"a": jax.random.normal(key_a, (10,)), "b": jax.random.normal(key_b, (10,))}
+
+    def loss(self, params: dict[str, jax.Array], key: jax.Array, data: Any) -> jax.Array:
+        del key, data
+        return _sum_squares(params["a"] + params["b"])
+
+
+class NoisyMeanQuadraticTask(tasks_base.Task):
+    """``loss(p) = sum((p - s * eps)^2)`` with a fresh ``eps ~ N(0, I_dim)`` per loss key.
+
+    A quadratic whose target is noise around 0: the loss and its gradient
+    ``2 (p - s eps)`` are unbiased estimates of those of
+    ``E[loss] = sum(p^2) + dim * s^2``, so it is the simplest stochastic problem with
+    additive gradient noise of variance ``4 s^2`` per coordinate.
+
+    Args:
+      dim: number of parameters.
+      noise_stddev: ``s``, the standard deviation of the target.
+    """
+
+    def __init__(self, dim: int = 10, noise_stddev: float = 1.0):
+        if noise_stddev < 0:
+            raise ValueError(f"noise_stddev must be >= 0, got {noise_stddev}")
+        self._dim = int(dim)
+        self._noise_stddev = float(noise_stddev)
+
+    def init(self, key: jax.Array) -> jax.Array:
+        return jax.random.normal(key, (self._dim,))
+
+    def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        del data
+        params = _f32_or_wider(params)
+        mean = self._noise_stddev * jax.random.normal(key, (self._dim,), params.dtype)
+        return jnp.sum(jnp.square(params - mean))
+
+
+# ---------------------------------------------------------------------- task families
+
+
+class _TargetQuadratic(tasks_base.Task):
+    """``sum((target - p)^2)`` with ``p ~ N(0, I_dim)`` (a member of FixedDimQuadraticFamily)."""
+
+    def __init__(self, target: jax.Array, dim: int):
+        self.target = target
+        self._dim = dim
+
+    def init(self, key: jax.Array) -> jax.Array:
+        return jax.random.normal(key, (self._dim,))
+
+    def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        del key, data
+        return _sum_squares(self.target - _f32_or_wider(params))
 
 
 class FixedDimQuadraticFamily(tasks_base.TaskFamily):
+    """Quadratics ``sum((c - p)^2)`` with a sampled target ``c ~ N(0, I_dim)``.
+
+    ``sample(key)`` returns the target (the task config); every member starts from
+    ``p ~ N(0, I_dim)``; no data.
+    """
+
+    def __init__(self, dim: int = 10):
+        self._dim = int(dim)
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return jax.random.normal(key, (self._dim,))
+
+    def task_fn(self, task_params: jax.Array) -> tasks_base.Task:
+        return _TargetQuadratic(task_params, self._dim)
+
+
+class _TargetQuadraticPlusData(_TargetQuadratic):
+    """``sum((target - p)^2) + batch`` (a member of FixedDimQuadraticFamilyData)."""
+
+    def __init__(self, target: jax.Array, dim: int, datasets: datasets_base.Datasets):
+        super().__init__(target, dim)
+        self.datasets = datasets
+
+    def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        return super().loss(params, key, None) + data
+
+    def loss_and_aux(
+        self, params: jax.Array, key: jax.Array, data: Any
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        return self.loss(params, key, data), {
+            "l2": jnp.mean(jnp.square(params)),
+            "l1": jnp.mean(jnp.abs(params)),
+        }
+
+    def normalizer(self, loss: jax.Array) -> jax.Array:
+        return jnp.clip(loss, 0, 1000)
+
+
+class FixedDimQuadraticFamilyData(tasks_base.TaskFamily):
+    """:class:`FixedDimQuadraticFamily` whose loss adds a scalar batch of standard normal noise.
+
+    ``loss = sum((c - p)^2) + batch`` with ``batch`` from ``datasets`` (scalar
+    ``float32``, see :func:`noise_datasets`); ``loss_and_aux`` also reports
+    ``l2 = mean(p^2)`` and ``l1 = mean(|p|)``; the normalizer clips to ``[0, 1000]``.
+
+    Args:
+      dim: number of parameters (learnopt gives the library's required argument a
+        default of 10).
+      seed: seed of the noise batches (learnopt addition).
+    """
+
+    def __init__(self, dim: int = 10, seed: int = 0):
+        self._dim = int(dim)
+        self.datasets = noise_datasets(seed)
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return jax.random.normal(key, (self._dim,))
+
+    def task_fn(self, task_params: jax.Array) -> tasks_base.Task:
+        return _TargetQuadraticPlusData(task_params, self._dim, self.datasets)
+
+
+class _NoisyScaledQuadratic(tasks_base.Task):
+    """A member of NoisyQuadraticFamily (see there)."""
+
+    def __init__(self, center: jax.Array, scale: jax.Array, dim: int, cov: float):
+        self.center = center
+        self.scale = scale
+        self._dim = dim
+        self._cov = cov
+
+    def init(self, key: jax.Array) -> jax.Array:
+        return jax.random.normal(key, (self._dim,))
+
+    def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        del data
+        params = _f32_or_wider(params)
+        noise = self._cov * jax.random.normal(key, (self._dim,), params.dtype) * params
+        # Zero in value, ``cov * eps`` in gradient: noise on the gradient only.
+        grad_noise = noise - jax.lax.stop_gradient(noise)
+        return jnp.sum(jnp.square(self.scale * (self.center - params)) + grad_noise)
+
+
+class NoisyQuadraticFamily(tasks_base.TaskFamily):
+    """Axis-aligned quadratics with random center and scales and noisy gradients.
+
+    ``sample(key)`` returns ``(center, scale)``: ``center ~ N(0, I_dim)`` and
+    ``scale ~ scale_constant * U[0, 1)^dim`` (``scale_constant = 25``). A member's
+    loss is ``sum((scale * (center - p))^2)``; its gradient gets extra noise
+    ``cov * eps_i`` on coordinate ``i``, ``eps ~ N(0, I)`` from the loss key (added as
+    ``n - stop_gradient(n)`` with ``n = cov * eps * p``, which is zero in value).
+
+    Args:
+      dim: number of parameters (learnopt default 10; required in the library).
+      cov: scale of the gradient noise (learnopt default 0.1; required in the library).
+    """
+
+    scale_constant: float = 25.0
+
+    def __init__(self, dim: int = 10, cov: float = 0.1):
+        self._dim = int(dim)
+        self._cov = float(cov)
+        self.datasets = None
+
+    def sample(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        key, subkey = jax.random.split(key)
+        center = jax.random.normal(key, (self._dim,))
+        scale = jax.random.uniform(subkey, (self._dim,)) * self.scale_constant
+        return center, scale
+
+    def task_fn(self, task_params: tuple[jax.Array, jax.Array]) -> tasks_base.Task:
+        center, scale = task_params
+        return _NoisyScaledQuadratic(center, scale, self._dim, self._cov)
+
+
+# ---------------------------------------------------------------- learnopt's own tasks
+
+
+class _CurvatureQuadratic(tasks_base.Task):
+    def __init__(self, curvatures: jax.Array, dim: int):
+        self.curvatures = curvatures
+        self._dim = dim
+
+    def init(self, key: jax.Array) -> jax.Array:
+        return jax.random.normal(key, (self._dim,), jnp.float32)
+
+    def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        del key, data
+        return 0.5 * jnp.sum(self.curvatures * jnp.square(_f32_or_wider(params)))
+
+
+class CurvatureQuadraticFamily(tasks_base.TaskFamily):
     """Quadratics ``0.5 * sum(c_i p_i^2)`` with curvatures ``c_i`` log-uniform in a range.
 
-    ``sample(key)`` returns the curvature vector (the task config); a learned
-    optimizer meta-trained on the family must pick a step size that is good across
-    curvatures, which makes it a small, data-free meta-learning benchmark.
+    ``sample(key)`` returns the curvature vector (the task config); params start at
+    ``p ~ N(0, I_dim)``. The minimum is always 0 at ``p = 0``; what varies is the
+    conditioning, so a learned optimizer meta-trained on the family must pick a step
+    size that is good across curvatures: a small, data-free meta-learning benchmark
+    with a known optimal step ``2 / (c_min + c_max)`` for gradient descent.
+    (learnopt's own; not in the notes' library.)
+
+    Args:
+      dim: number of parameters.
+      min_curvature, max_curvature: range of the log-uniform curvatures.
     """
 
     def __init__(self, dim: int = 10, min_curvature: float = 0.1, max_curvature: float = 10.0):
         if not 0 < min_curvature <= max_curvature:
-            raise ValueError("need 0 < min_curvature <= max_curvature")
-        self.dim = dim
-        self.min_curvature = min_curvature
-        self.max_curvature = max_curvature
+            raise ValueError(
+                "need 0 < min_curvature <= max_curvature, got "
+                f"min_curvature={min_curvature}, max_curvature={max_curvature}"
+            )
+        self.dim = int(dim)
+        self.min_curvature = float(min_curvature)
+        self.max_curvature = float(max_curvature)
 
     def sample(self, key: jax.Array) -> jax.Array:
-        lo, hi = jnp.log(self.min_curvature), jnp.log(self.max_curvature)
+        lo, hi = math.log(self.min_curvature), math.log(self.max_curvature)
         return jnp.exp(jax.random.uniform(key, (self.dim,), jnp.float32, lo, hi))
 
     def task_fn(self, cfg: jax.Array) -> tasks_base.Task:
-        return _ScaledQuadratic(cfg, self.dim)
-
-    @property
-    def name(self) -> str:
-        return f"FixedDimQuadraticFamily_{self.dim}"
+        return _CurvatureQuadratic(cfg, self.dim)
 
 
-class _RegressionSplit:
-    """Infinite iterator of ``{"x": [B, dim], "y": [B]}`` with ``y = x @ w_true + noise``."""
+class _RegressionSplit(_SyntheticSplit):
+    """``{"x": [B, dim], "y": [B]}`` with ``y = x @ w_true + noise * eps``."""
 
     def __init__(self, w_true: np.ndarray, batch_size: int, noise: float, seed: int):
         self.w_true = w_true
-        self.batch_size = batch_size
-        self.noise = noise
-        self._rng = np.random.default_rng(seed)
+        dim = w_true.shape[0]
 
-    def __iter__(self) -> _RegressionSplit:
-        return self
+        def draw(rng: np.random.Generator, lead: tuple[int, ...]) -> dict[str, np.ndarray]:
+            x = rng.standard_normal((*lead, batch_size, dim), dtype=np.float32)
+            eps = rng.standard_normal((*lead, batch_size), dtype=np.float32)
+            return {"x": x, "y": (x @ w_true + noise * eps).astype(np.float32)}
 
-    def __next__(self) -> dict[str, np.ndarray]:
-        return self.take()
-
-    def take(self, *shape: int) -> dict[str, np.ndarray]:
-        """Batches stacked ``[*shape, B, ...]`` (same process as repeated ``next``)."""
-        dim = self.w_true.shape[0]
-        x = self._rng.standard_normal((*shape, self.batch_size, dim), dtype=np.float32)
-        eps = self._rng.standard_normal((*shape, self.batch_size), dtype=np.float32)
-        return {"x": x, "y": (x @ self.w_true + self.noise * eps).astype(np.float32)}
+        super().__init__(draw, seed)
 
 
-class _RegressionDatasets:
-    def __init__(self, dim: int, batch_size: int, noise: float, seed: int):
-        w_true = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
-        for i, split in enumerate(("train", "inner_valid", "outer_valid", "test")):
-            setattr(self, split, _RegressionSplit(w_true, batch_size, noise, seed + 1 + i))
-        self.extra_info = {"name": "linear_regression", "dim": dim, "batch_size": batch_size}
-        self.abstract_batch = {
-            "x": jax.ShapeDtypeStruct((batch_size, dim), jnp.float32),
-            "y": jax.ShapeDtypeStruct((batch_size,), jnp.float32),
-        }
+class LeastSquaresRegressionTask(tasks_base.Task):
+    """Linear least squares on batches: ``loss(w) = mean((x @ w - y)^2)``.
 
-
-class BatchQuadraticTask(tasks_base.Task):
-    """Least squares on batches: ``loss(w) = mean((x @ w - y)^2)``, ``y = x @ w_true + noise``.
-
-    A stochastic quadratic: the data (synthetic, generated on the host per batch) make
-    the gradient noisy, like a real training problem, at negligible cost.
+    Batches are synthetic: ``x ~ N(0, I_dim)``, ``y = x @ w_true + noise * eps`` with a
+    fixed ``w_true ~ N(0, I_dim)`` (``datasets.train.w_true``) drawn from ``seed``. A
+    stochastic quadratic: the batches make the gradient noisy like a real training
+    problem at negligible cost. (learnopt's own; not in the notes' library.)
     """
 
     def __init__(self, dim: int = 10, batch_size: int = 32, noise: float = 0.1, seed: int = 0):
-        self.dim = dim
-        self.datasets = _RegressionDatasets(dim, batch_size, noise, seed)
+        self.dim = int(dim)
+        w_true = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+        splits = [
+            _RegressionSplit(w_true, batch_size, noise, seed + 1 + i)
+            for i in range(len(datasets_base.SPLITS))
+        ]
+        self.datasets = datasets_base.Datasets(
+            *splits,
+            extra_info={"name": "linear_regression", "dim": self.dim, "batch_size": batch_size},
+            abstract_batch={
+                "x": jax.ShapeDtypeStruct((batch_size, self.dim), np.float32),
+                "y": jax.ShapeDtypeStruct((batch_size,), np.float32),
+            },
+        )
 
     def init(self, key: jax.Array) -> jax.Array:
         return jax.random.normal(key, (self.dim,), jnp.float32)
 
     def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
-        _check_dim(params, self.dim)
+        del key
         x, y = data["x"], data["y"]
         if jnp.shape(x)[-1:] != (self.dim,) or jnp.shape(y) != jnp.shape(x)[:-1]:
             raise ValueError(
-                f"BatchQuadraticTask needs x [B, {self.dim}] and y [B], got x "
+                f"{self.name} needs data x [B, {self.dim}] and y [B], got x "
                 f"{jnp.shape(x)} and y {jnp.shape(y)}"
             )
-        pred = x @ params.astype(jnp.float32)
+        pred = x @ _f32_or_wider(params)
         return jnp.mean(jnp.square(pred - y))
 
 
-tasks_base.register_task(name="QuadraticTask")(QuadraticTask)
-tasks_base.register_task(name="BatchQuadraticTask")(BatchQuadraticTask)
-tasks_base.TASK_FAMILIES.register(FixedDimQuadraticFamily)
+for _task in (
+    QuadraticTask,
+    BatchQuadraticTask,
+    LogQuadraticTask,
+    SumQuadraticTask,
+    NoisyMeanQuadraticTask,
+    LeastSquaresRegressionTask,
+):
+    tasks_base.TASKS.register(_task)
+for _family in (
+    FixedDimQuadraticFamily,
+    FixedDimQuadraticFamilyData,
+    NoisyQuadraticFamily,
+    CurvatureQuadraticFamily,
+):
+    tasks_base.TASK_FAMILIES.register(_family)
+del _task, _family

@@ -15,7 +15,10 @@ files and read back with ``builder.as_data_source()``. Nothing is ever downloade
 
 Prepared data lives in the *data dir*: ``data_dir=``, else ``$LEARNOPT_DATA_DIR``, else
 ``~/tensorflow_datasets``. A dataset that is neither prepared nor available raises
-:class:`DatasetNotFoundError` (a ``RuntimeError``) right away, saying what to do.
+:class:`DatasetNotFoundError` (a ``RuntimeError``) saying what to do, at once when the
+first batch is drawn (or :meth:`Datasets.check_available` is called). Making a
+:class:`Datasets` never touches the disk: its ``abstract_batch`` and ``extra_info`` come
+from the dataset's spec, so a task can be built, initialized and compiled without data.
 
 Splits. The dataset's train split is carved into ``train`` (first 80%), ``inner_valid``
 (next 10%) and ``outer_valid`` (last 10%), in TFDS's on-disk order, which TFDS already
@@ -405,35 +408,68 @@ class SplitIterator:
         return f"SplitIterator({self.split!r}, batch_size={self.batch_size}, seed={self.seed})"
 
 
+class _StackingIterator:
+    """Adds ``take(*shape)`` (stacked ``next`` calls) to a plain iterator of batches."""
+
+    def __init__(self, iterator: Any):
+        self._iterator = iter(iterator)
+
+    def __iter__(self) -> _StackingIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._iterator)
+
+    def take(self, *shape: int) -> Any:
+        """The next ``prod(shape)`` batches stacked as ``[*shape, ...]``."""
+        count = math.prod(shape)
+        if count < 1 or any(s < 1 for s in shape):
+            raise ValueError(f"take() needs positive sizes, got {shape}")
+        batches = [next(self._iterator) for _ in range(count)]
+        return jax.tree.map(
+            lambda *xs: np.stack([np.asarray(x) for x in xs]).reshape(*shape, *np.shape(xs[0])),
+            *batches,
+        )
+
+
 class Datasets:
     """The four splits of a dataset, plus static facts about its batches.
 
+    The splits are endless iterators of numpy batches that also draw many batches at
+    once with ``take(*shape)`` (stacked ``[*shape, ...]``), which is how trainers fetch
+    an unroll's worth of data; a plain iterator is given ``take`` by stacking ``next``.
+
     Attributes:
-      train, inner_valid, outer_valid, test: :class:`SplitIterator` s.
-      extra_info: dict with ``name``, ``num_classes``, ``image_shape`` ``(H, W, C)`` and
-        ``batch_size``.
-      abstract_batch: ``{"image": ShapeDtypeStruct([B, H, W, C], float32),
-        "label": ShapeDtypeStruct([B], int32)}``; available without loading data.
+      train, inner_valid, outer_valid, test: the split iterators (e.g.
+        :class:`SplitIterator` s).
+      extra_info: static facts, e.g. ``name``, ``num_classes``, ``image_shape``
+        ``(H, W, C)`` and ``batch_size`` for image datasets.
+      abstract_batch: the pytree of ``jax.ShapeDtypeStruct`` of one batch, e.g.
+        ``{"image": ShapeDtypeStruct([B, H, W, C], float32), "label":
+        ShapeDtypeStruct([B], int32)}``; known without any data on disk.
     """
 
     def __init__(
         self,
-        train: SplitIterator,
-        inner_valid: SplitIterator,
-        outer_valid: SplitIterator,
-        test: SplitIterator,
-        extra_info: Mapping[str, Any],
-        abstract_batch: Any,
+        train: Any,
+        inner_valid: Any,
+        outer_valid: Any,
+        test: Any,
+        extra_info: Mapping[str, Any] | None = None,
+        abstract_batch: Any = None,
         *,
-        _data: _LazyArrays | None = None,
+        _data: Any = None,
+        _check: Callable[[], None] | None = None,
     ):
-        self.train = train
-        self.inner_valid = inner_valid
-        self.outer_valid = outer_valid
-        self.test = test
-        self.extra_info = dict(extra_info)
+        splits = [
+            it if hasattr(it, "take") else _StackingIterator(it)
+            for it in (train, inner_valid, outer_valid, test)
+        ]
+        self.train, self.inner_valid, self.outer_valid, self.test = splits
+        self.extra_info = dict(extra_info or {})
         self.abstract_batch = abstract_batch
         self._data = _data
+        self._check = _check
 
     @property
     def splits(self) -> dict[str, SplitIterator]:
@@ -447,6 +483,16 @@ class Datasets:
     @property
     def loaded(self) -> bool:
         return self._data is None or self._data.loaded
+
+    def check_available(self) -> Datasets:
+        """Raises :class:`DatasetNotFoundError` now if the data cannot be had; else ``self``.
+
+        Only looks at the file system (fast; prepares and loads nothing), so a command
+        line can fail before compiling anything. Data in memory is always available.
+        """
+        if self._check is not None and not self.loaded:
+            self._check()
+        return self
 
     def load(self) -> Datasets:
         """Loads (and if needed prepares) the data now instead of at the first batch."""
@@ -467,6 +513,7 @@ def _make_datasets(
     seed: int,
     num_classes: int,
     image_shape: tuple[int, int, int],
+    check: Callable[[], None] | None = None,
 ) -> Datasets:
     iterators = [SplitIterator(data, split, batch_size, seed) for split in SPLITS]
     abstract_batch = {
@@ -479,7 +526,9 @@ def _make_datasets(
         "image_shape": tuple(image_shape),
         "batch_size": batch_size,
     }
-    return Datasets(*iterators, extra_info=extra_info, abstract_batch=abstract_batch, _data=data)
+    return Datasets(
+        *iterators, extra_info=extra_info, abstract_batch=abstract_batch, _data=data, _check=check
+    )
 
 
 def _process(
@@ -488,12 +537,15 @@ def _process(
     image_size: tuple[int, int],
     stack_channels: int,
     antialias: bool,
+    black_and_white: bool = False,
 ) -> Arrays:
     if tuple(images.shape[1:3]) != image_size:
         images = resize_images(images, image_size, antialias=antialias)
     elif images.dtype != np.uint8:
         images = images.astype(np.float32, copy=False)
     # Native-size uint8 images stay uint8 (4x less memory) and are scaled per batch.
+    if black_and_white:  # the mean of the channels, in [0, 1]
+        images = np.mean(_to_unit_float(images), axis=-1, keepdims=True, dtype=np.float32)
     if stack_channels > 1:
         images = np.repeat(images, stack_channels, axis=-1)
     return images, np.asarray(labels, np.int32)
@@ -572,16 +624,19 @@ def image_classification_datasets(
     manual_dir: PathLike | None = None,
     stack_channels: int = 1,
     antialias: bool = True,
+    convert_to_black_and_white: bool = False,
     prefetch_batches: int | None = None,
 ) -> Datasets:
-    """:class:`Datasets` for ``digits8``, ``mnist``, ``fashion_mnist`` or ``cifar10``.
+    """:class:`Datasets` of a registered image dataset (:func:`dataset_names`).
 
-    Cheap: checks right away that the data is prepared or preparable (else raises
-    :class:`DatasetNotFoundError`), but prepares and loads it only on the first batch
-    (or :meth:`Datasets.load`). ``image_size=None`` keeps the native size;
-    ``stack_channels`` repeats the channels (e.g. 3 for grayscale into RGB models).
-    ``prefetch_batches`` is accepted for compatibility and ignored: batches come from
-    memory, which is faster than any prefetching.
+    Cheap and lazy: touches no file. The data is checked (raising
+    :class:`DatasetNotFoundError` if it is neither prepared nor preparable), prepared
+    and loaded at the first batch (or :meth:`Datasets.check_available` /
+    :meth:`Datasets.load`). ``image_size=None`` keeps the native size;
+    ``convert_to_black_and_white`` replaces the channels by their mean (one channel);
+    ``stack_channels`` then repeats the channels (e.g. 3 for grayscale into RGB
+    models). ``prefetch_batches`` is accepted for compatibility and ignored: batches
+    come from memory, which is faster than any prefetching.
     """
     del prefetch_batches
     spec = _sources.get_spec(name)
@@ -590,21 +645,26 @@ def image_classification_datasets(
         raise ValueError(f"stack_channels must be >= 1, got {stack_channels}")
     data_dir = _sources.resolve_data_dir(data_dir)
     manual = _sources.resolve_manual_dir(manual_dir, data_dir)
-    check_available(spec.name, data_dir, manual)
+    bw = bool(convert_to_black_and_white)
+
+    def check() -> None:
+        check_available(spec.name, data_dir, manual)
 
     def loader() -> dict[str, Arrays]:
-        raw = load_split_arrays(spec.name, data_dir, manual)
+        raw = load_split_arrays(spec.name, data_dir, manual)  # checks availability first
         parts = _carve_train(*raw["train"])
         parts["test"] = raw["test"]
-        return {k: _process(*parts[k], size, stack_channels, antialias) for k in SPLITS}
+        return {k: _process(*parts[k], size, stack_channels, antialias, bw) for k in SPLITS}
 
+    channels = 1 if bw else spec.image_shape[2]
     return _make_datasets(
         _LazyArrays(loader),
         name=spec.name,
         batch_size=batch_size,
         seed=seed,
         num_classes=spec.num_classes,
-        image_shape=(*size, spec.image_shape[2] * stack_channels),
+        image_shape=(*size, channels * stack_channels),
+        check=check,
     )
 
 
