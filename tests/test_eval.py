@@ -1,0 +1,348 @@
+"""Tests for learnopt.eval: sweeps as one program, fair data, tuned baselines, summaries."""
+
+from __future__ import annotations
+
+import math
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from learnopt import eval as lopt_eval
+from learnopt import testing
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.optimizers import base as opt_base
+from learnopt.tasks import base as tasks_base
+from learnopt.tasks import quadratics
+from learnopt.tasks.datasets import base as datasets_base
+from learnopt.tasks.fixed import image_mlp
+
+STEPS = 12
+EVERY = 4
+SEEDS = 2
+LRS = (1e-3, 1e-2, 1e-1)
+
+
+# ------------------------------------------------------------------------------ tasks
+
+
+class _Counter:
+    """Batch ``i`` of the stream is ``{"x": [i, i]}``; ``take`` stacks like ``next``."""
+
+    def __init__(self, offset: float = 0.0):
+        self.position = 0
+        self.offset = offset
+
+    def __next__(self):
+        return {"x": self._values(1)[0]}
+
+    def take(self, *shape):
+        count = math.prod(shape)
+        values = self._values(count)
+        return {"x": values.reshape(*shape, 2)}
+
+    def _values(self, count):
+        idx = np.arange(self.position, self.position + count, dtype=np.float32) + self.offset
+        self.position += count
+        return np.repeat(idx[:, None], 2, axis=1)
+
+
+class RecordingTask(tasks_base.Task):
+    """Loss = mean of the batch (plus a zero-gradient term): the curves record the data."""
+
+    def __init__(self):
+        self.datasets = types.SimpleNamespace(
+            train=_Counter(),
+            inner_valid=_Counter(500.0),
+            outer_valid=_Counter(1000.0),
+            test=_Counter(2000.0),
+        )
+
+    def init(self, key):
+        return {"w": jax.random.normal(key, (3,))}
+
+    def loss(self, params, key, batch):
+        return jnp.mean(batch["x"]) + 0.0 * jnp.sum(jnp.square(params["w"]))
+
+
+class CountingStateTask(tasks_base.Task):
+    """A model state that counts steps; the loss is the count (params get no gradient)."""
+
+    datasets = None
+
+    def init_with_state(self, key):
+        return {"w": jnp.zeros((2,))}, jnp.zeros((), jnp.float32)
+
+    def loss_with_state(self, params, state, key, batch):
+        return state + 0.0 * jnp.sum(params["w"]), state + 1
+
+
+def _tiny_image_task(seed: int = 0) -> image_mlp.ImageMLPTask:
+    """A 4x4 two-class image MLP on in-memory data (no disk, fast to compile)."""
+    rng = np.random.default_rng(seed)
+    splits = {}
+    for name, n in (("train", 96), ("test", 32)):
+        labels = rng.integers(0, 2, n).astype(np.int32)
+        images = rng.uniform(0, 0.5, (n, 4, 4, 1)).astype(np.float32)
+        images[labels == 1, :2] += 0.5  # a learnable signal
+        splits[name] = (images, labels)
+    ds = datasets_base.datasets_from_arrays(splits, batch_size=8, num_classes=2)
+    return image_mlp.ImageMLPTask(ds, hidden_sizes=(4,), name="TinyImageMLP")
+
+
+@pytest.fixture(scope="module")
+def sweep_result():
+    """Adam over 3 learning rates and a fixed Adam at the middle one, in lockstep."""
+    sweeps = [
+        lopt_eval.lr_sweep("Adam", LRS),
+        lopt_eval.optimizer_sweep(opt_base.Adam(learning_rate=LRS[1]), name="fixed"),
+    ]
+    with testing.count_compiles() as names:
+        result = lopt_eval.evaluate_task(
+            _tiny_image_task(), sweeps, num_steps=STEPS, num_seeds=SEEDS, eval_every=EVERY
+        )
+    return result, names
+
+
+# ------------------------------------------------------------------------- training
+
+
+def test_sweep_compiles_once_per_sweep_for_all_chunks(sweep_result):
+    result, names = sweep_result
+    assert result.num_steps == STEPS and STEPS // EVERY == 3  # three chunks
+    assert names.count("_train_chunk") == 2  # one program per sweep, reused by every chunk
+    assert names.count("_init_runs") == 2
+
+
+def test_curves_have_sweep_seed_and_step_axes(sweep_result):
+    result, _ = sweep_result
+    adam = result["Adam"]
+    assert adam.train_loss.shape == (len(LRS), SEEDS, STEPS)
+    assert adam.train_loss.dtype == np.float32
+    assert adam.valid_steps.tolist() == [0, 4, 8, 12]
+    assert adam.valid_loss.shape == (len(LRS), SEEDS, 4)
+    assert np.all(np.isfinite(adam.train_loss))
+    # Different learning rates train differently; different seeds see different data.
+    assert not np.allclose(adam.train_loss[0], adam.train_loss[2])
+    assert not np.allclose(adam.train_loss[1, 0], adam.train_loss[1, 1])
+
+
+def test_sweep_point_equals_the_same_optimizer_run_alone(sweep_result):
+    result, _ = sweep_result
+    np.testing.assert_allclose(result["fixed"].train_loss[0], result["Adam"].train_loss[1], 1e-5)
+    np.testing.assert_allclose(result["fixed"].valid_loss[0], result["Adam"].valid_loss[1], 1e-5)
+
+
+def test_evaluating_tuned_adam_as_a_learned_optimizer_reproduces_the_baseline(sweep_result):
+    """The sanity check: Adam at its tuned lr, as a LearnableAdam theta, in a new run."""
+    result, _ = sweep_result
+    summary = lopt_eval.summarize_task(result, "fixed", ["Adam"])
+    best = summary.baselines["Adam"]
+    lr = LRS[best.index]
+    adam = opt_base.Adam()
+    lopt = lopt_base.LearnableAdam(
+        initial_lr=lr,
+        initial_epsilon=adam.epsilon,
+        initial_beta1=adam.beta1,
+        initial_beta2=adam.beta2,
+    )
+    again = lopt_eval.evaluate_task(
+        _tiny_image_task(),  # fresh task: the same data stream as the baseline saw
+        [lopt_eval.learned_sweep(lopt, lopt.init(jax.random.PRNGKey(0)))],
+        num_steps=STEPS,
+        num_seeds=SEEDS,
+        eval_every=EVERY,
+    )
+    curves = again["LearnableAdam"]
+    np.testing.assert_allclose(curves.train_loss[0], result["Adam"].train_loss[best.index], 1e-4)
+    result.curves["LearnableAdam"] = curves
+    try:
+        s = lopt_eval.summarize_task(result, "LearnableAdam", ["Adam"])
+    finally:
+        del result.curves["LearnableAdam"]
+    assert s.comparisons["Adam"].normalized_loss == pytest.approx(1.0, rel=1e-4)
+    assert s.comparisons["Adam"].speedup == pytest.approx(1.0)
+
+
+def test_each_seed_has_its_own_batches_the_same_for_every_optimizer():
+    sweeps = [lopt_eval.lr_sweep("SGD", (0.1, 0.2)), lopt_eval.lr_sweep("Adam", (0.1,))]
+    result = lopt_eval.evaluate_task(
+        RecordingTask(), sweeps, num_steps=6, num_seeds=3, eval_every=4, valid_batches=2
+    )
+    # Step t of seed s is batch t * seeds + s of the train stream.
+    expected = np.arange(6)[None, :] * 3 + np.arange(3)[:, None]
+    for name, size in (("SGD", 2), ("Adam", 1)):
+        curves = result[name]
+        np.testing.assert_array_equal(curves.train_loss, np.broadcast_to(expected, (size, 3, 6)))
+        # Valid: the first 2 batches of outer_valid, fixed for every evaluation.
+        assert curves.valid_steps.tolist() == [0, 4, 6]  # the last chunk is shorter
+        np.testing.assert_array_equal(curves.valid_loss, np.full((size, 3, 3), 1000.5))
+
+
+def test_valid_split_is_configurable():
+    result = lopt_eval.evaluate_task(
+        RecordingTask(),
+        [lopt_eval.lr_sweep("SGD", (0.1,))],
+        num_steps=2,
+        num_seeds=1,
+        valid_split="test",
+        valid_batches=3,
+    )
+    assert result.valid_split == "test"
+    np.testing.assert_array_equal(result["SGD"].valid_loss, 2001.0)
+
+
+def test_same_task_name_gives_identical_runs():
+    sweeps = [lopt_eval.lr_sweep("Adam", (0.05,))]
+    runs = [
+        lopt_eval.evaluate_task("QuadraticTask", sweeps, num_steps=5, num_seeds=2) for _ in range(2)
+    ]
+    np.testing.assert_array_equal(runs[0]["Adam"].train_loss, runs[1]["Adam"].train_loss)
+    assert runs[0]["Adam"].valid_loss.shape == (1, 2, 2)
+
+
+def test_model_state_is_threaded_through_training():
+    result = lopt_eval.evaluate_task(
+        CountingStateTask(), [lopt_eval.lr_sweep("SGD", (0.1,))], num_steps=5, num_seeds=2
+    )
+    np.testing.assert_array_equal(result["SGD"].train_loss[0], np.tile(np.arange(5), (2, 1)))
+    np.testing.assert_array_equal(result["SGD"].valid_loss[0, :, -1], [5.0, 5.0])
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+def test_low_precision_params_train_and_compile_once(dtype):
+    task = quadratics.QuadraticTask(dim=4)
+    with testing.count_compiles() as names:
+        result = lopt_eval.evaluate_task(
+            task,
+            [lopt_eval.lr_sweep("Adam", (0.01, 0.1))],
+            num_steps=6,
+            num_seeds=2,
+            eval_every=2,
+            param_dtype=dtype,
+        )
+    assert names.count("_train_chunk") == 1
+    loss = result["Adam"].train_loss
+    assert np.all(np.isfinite(loss)) and np.all(loss[:, :, -1] < loss[:, :, 0])
+
+
+def test_bad_arguments_are_named():
+    sweeps = [lopt_eval.lr_sweep("SGD", (0.1,))]
+    task = quadratics.QuadraticTask()
+    with pytest.raises(ValueError, match="num_steps"):
+        lopt_eval.TaskEvaluator(task, sweeps, num_steps=0)
+    with pytest.raises(ValueError, match="valid_split"):
+        lopt_eval.TaskEvaluator(task, sweeps, num_steps=2, valid_split="validation")
+    with pytest.raises(ValueError, match="distinct"):
+        lopt_eval.TaskEvaluator(task, sweeps * 2, num_steps=2)
+    with pytest.raises(ValueError, match="learning_rates"):
+        lopt_eval.lr_sweep("SGD", (0.1, -1.0))
+    with pytest.raises(KeyError, match="Unknown optimizer"):
+        lopt_eval.lr_sweep("Adamm")
+    with pytest.raises(KeyError, match="Unknown suite"):
+        lopt_eval.get_suite("no-such-suite")
+
+
+# ------------------------------------------------------------------------ summaries
+
+
+def test_speedup_of_a_curve_that_runs_twice_as_fast():
+    t = np.arange(400.0)
+    baseline = np.exp(-t / 100)
+    faster = np.exp(-2 * t / 100)
+    s, reaches = lopt_eval.speedup(faster, baseline, final_window=40, smoothing=1)
+    assert reaches
+    # The baseline's final loss (mean of its last 40 steps) is reached in about half the steps.
+    assert s == pytest.approx(2.0, rel=0.02)
+    s, reaches = lopt_eval.speedup(baseline, faster, final_window=40, smoothing=1)
+    assert not reaches and s == pytest.approx(0.5, rel=0.02)
+    assert lopt_eval.speedup(np.full(400, np.nan), baseline, 40, 1) == (0.0, False)
+    assert lopt_eval.speedup(baseline, baseline, 40, 8)[0] == 1.0
+
+
+def test_smooth_is_a_trailing_mean():
+    x = np.array([4.0, 2.0, 0.0, 2.0, 4.0])
+    np.testing.assert_allclose(lopt_eval.smooth(x, 2), [4.0, 3.0, 1.0, 1.0, 3.0])
+    assert lopt_eval.steps_to_reach(x, 1.0) == 3.0
+    assert lopt_eval.steps_to_reach(x, -1.0) == math.inf
+
+
+def _synthetic_result(finals: list[float], candidate_final: float, steps: int = 100):
+    """Curves that fall linearly from 2 to ``final`` (one seed), NaN for a diverged run."""
+
+    def curve(final):
+        if math.isnan(final):
+            return np.full(steps, np.nan, np.float32)
+        return np.linspace(2.0, final, steps).astype(np.float32)
+
+    def curves(name, values):
+        train = np.stack([curve(v) for v in values])[:, None]
+        return lopt_eval.Curves(
+            name=name,
+            labels=tuple(f"lr={i}" for i in range(len(values))),
+            values={"learning_rate": tuple(float(i) for i in range(len(values)))},
+            train_loss=train,
+            valid_steps=np.asarray([0, steps]),
+            valid_loss=train[..., [0, -1]],
+        )
+
+    return lopt_eval.TaskResult(
+        task="synthetic",
+        curves={"cand": curves("cand", [candidate_final]), "base": curves("base", finals)},
+        num_steps=steps,
+        num_seeds=1,
+        eval_every=steps,
+        valid_split="outer_valid",
+        valid_batches=1,
+        seconds=0.0,
+    )
+
+
+def test_tuned_baseline_ignores_diverged_runs_and_flags_the_grid_edge():
+    s = lopt_eval.summarize_task(_synthetic_result([1.0, 0.5, np.nan], 0.25), "cand")
+    base = s.baselines["base"]
+    assert base.index == 1 and not base.at_edge and base.grid[2].diverged == 1
+    comp = s.comparisons["base"]
+    assert comp.wins and comp.reaches and comp.speedup > 1
+    ratio = s.candidate_stats.final_train / base.stats.final_train
+    assert comp.normalized_loss == pytest.approx(ratio) and 0.45 < ratio < 0.6
+
+    s = lopt_eval.summarize_task(_synthetic_result([1.0, 0.8, 0.5], 0.9), "cand")
+    assert s.baselines["base"].index == 2 and s.baselines["base"].at_edge
+    assert not s.comparisons["base"].wins and s.comparisons["base"].speedup < 1
+
+
+def test_select_by_mean_prefers_the_curve_with_less_area():
+    result = _synthetic_result([0.5, 0.6], 1.0)
+    fast = np.full(100, 0.6, np.float32)  # at its final value from the start
+    result.curves["base"].train_loss[1, 0] = fast
+    assert lopt_eval.summarize_task(result, "cand", select_by="final").baselines["base"].index == 0
+    assert lopt_eval.summarize_task(result, "cand", select_by="mean").baselines["base"].index == 1
+    with pytest.raises(ValueError, match="select_by"):
+        lopt_eval.summarize_task(result, "cand", select_by="best")
+
+
+def test_suite_aggregates_wins_and_geometric_means(tmp_path):
+    lopt = lopt_base.LearnableSGD(initial_lr=0.05)
+    candidate = lopt_eval.learned_sweep(lopt, lopt.init(jax.random.PRNGKey(0)))
+    result = lopt_eval.evaluate_suite(
+        ["QuadraticTask", quadratics.QuadraticTask(dim=3)],
+        candidate,
+        [lopt_eval.lr_sweep("SGD", (0.01, 0.3))],
+        num_steps=8,
+        num_seeds=2,
+    )
+    agg = result.aggregate()
+    assert set(agg) == {"SGD", "best"} and agg["SGD"]["tasks"] == 2
+    # Plain SGD at lr 0.3 decays sum(p^2) by 0.16 per step, faster than 0.05's 0.81.
+    assert agg["SGD"]["wins"] == 0
+    assert 0 < agg["SGD"]["geomean_speedup"] < 1
+    assert agg["SGD"]["geomean_normalized_loss"] > 1
+    assert all(s.baselines["SGD"].label == "lr=0.3" for s in result.summaries)
+    text = result.markdown()
+    assert "| QuadraticTask |" in text and "tuned SGD" in text
+    written = lopt_eval.write_results(result, tmp_path, plots=True)
+    assert {p.name for p in written["plots"]} == {"curves_QuadraticTask.png"}
+    assert (tmp_path / "summary.md").read_text() == text
