@@ -129,7 +129,22 @@ class LearnableAdam(LearnedOptimizer):
 
 
 def _import_builtin() -> None:
-    from learnopt.learned_optimizers import mlp_lopt  # noqa: F401
+    import importlib
+
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(f"learnopt.learned_optimizers.{module}")
+
+
+#: Modules whose learned optimizers register themselves when the registry is first read.
+_BUILTIN_MODULES = (
+    "mlp_lopt",
+    "adafac_mlp_lopt",
+    "adafac_nominal",
+    "rnn_mlp_lopt",
+    "nn_adam",
+    "hyper_v2",
+    "celo2",
+)
 
 
 #: Every registered learned optimizer: ``LOPTS.get(name, **kwargs)`` builds one.

@@ -1,29 +1,33 @@
-"""A learned optimizer that applies one small MLP to every parameter.
+"""MLPLOpt: one small MLP applied to every parameter ("LOLv2").
 
-The model of Metz et al., "Practical tradeoffs between memory, compute, and
-performance in learned optimizers" (2022, arXiv:2203.11860), in the small per-parameter
-form also used in learned_optimization's ``mlp_lopt`` (after Metz et al., 2019,
-"Understanding and correcting pathologies in the training of learned optimizers",
-arXiv:1810.10180).
+The per-parameter model of Metz et al., "Understanding and correcting pathologies in
+the training of learned optimizers" (2019, arXiv:1810.10180), as learned_optimization's
+``mlp_lopt.MLPLOpt`` defines it, and the baseline of Metz et al., "Practical tradeoffs
+between memory, compute, and performance in learned optimizers" (2022,
+arXiv:2203.11860). Same constructor, features, maths and ``theta`` layout as the
+library, so a ``theta`` meta-trained there loads here (see
+:mod:`learnopt.learned_optimizers.convert`).
 
 For every parameter tensor ``p`` with gradient ``g`` the optimizer keeps momentum
-accumulators ``m_k <- b_k m_k + (1 - b_k) g`` at several decays ``b_k`` and a second
-moment ``v <- b_v v + (1 - b_v) g^2``. Each element gets the features
-
-    [p, g, m_1..m_K, g / sqrt(v + eps), m_1 / sqrt(v + eps) .. m_K / sqrt(v + eps)]
-
-each divided by its root mean square over the tensor, followed by a "tanh embedding"
-of the step count ``tanh(t / s - 1)`` for timescales ``s`` from 1 to 1e5. An MLP shared
-by all elements maps the features to a direction ``d`` and a magnitude ``a``:
+accumulators ``m_k <- b_k m_k + (1 - b_k) g`` for ``b = (0.1, 0.5, 0.9, 0.99, 0.999,
+0.9999)``. Each element gets the 8 features ``[g, p, m_1, ..., m_6]``, each divided by
+its root mean square over the tensor (``x / sqrt(1e-5 + mean(x^2))``), then the 11
+features ``tanh(t / s - 1)`` of the step count ``t`` (before this update) for
+timescales ``s`` from 1 to 1e5: 19 inputs. An MLP (ReLU, ``hidden_layers`` layers of
+``hidden_size``) maps them to a direction ``d`` and a magnitude ``a``:
 
     p <- p - step_mult * d * exp(exp_mult * a)
 
-``theta`` is a plain dict of strongly typed float32 arrays, ``w0, b0, w1, b1, ...``
-(the last layer has two outputs). All arithmetic runs in float32 (float64 for
-float64 params), accumulators are kept in that dtype and the new params are cast
-back to their own dtype, so bfloat16/float16 params and mixed precision work. Every
-square root has a positive epsilon under it, so meta-gradients stay finite when
-gradients are exactly zero.
+``theta`` is Haiku's ``hk.nets.MLP`` parameter dict::
+
+    {"mlp/~/linear_0": {"w": [19, hidden_size], "b": [hidden_size]},
+     ...,
+     "mlp/~/linear_{hidden_layers}": {"w": [hidden_size, 2], "b": [2]}}
+
+learnopt differences: arithmetic runs in float32 (float64 for float64 params) and new
+params are cast back to their dtype, so bfloat16/float16 and mixed precision work;
+``compute_summary`` puts step statistics in ``state.summary`` instead of the
+library's global summary writer.
 
 Example::
 
@@ -31,7 +35,7 @@ Example::
     theta = lopt.init(jax.random.PRNGKey(0))
     opt = lopt.opt_fn(theta)
     state = opt.init(params)
-    state = opt.update(state, grads, loss)
+    state = opt.update(state, grads, loss=loss)
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ import numpy as np
 
 from learnopt.canonical import leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.optimizers import base as opt_base
+from learnopt.learned_optimizers import common
 from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any
@@ -54,25 +58,19 @@ __all__ = [
     "MLPLOpt",
     "MLPLOptOptimizer",
     "MLPLOptState",
+    "MomAccumulator",
     "MOMENTUM_DECAYS",
-    "TIMESCALES",
-    "tanh_embedding",
+    "NUM_FEATURES",
 ]
 
-# Decays of the momentum accumulators (one feature each, raw and rms-scaled).
-MOMENTUM_DECAYS = (0.1, 0.5, 0.9, 0.99, 0.999)
-# Decay of the second-moment accumulator used by the rms-scaled features.
-RMS_DECAY = 0.999
-# Timescales (in steps) of the tanh embedding of the iteration.
-TIMESCALES = (1, 3, 10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000)
-
-# Inside sqrt(v + eps) of the rms-scaled features (gradients ~1e-4 are still resolved).
-_RMS_EPS = 1e-8
-# Inside the per-tensor root mean square that normalizes each feature.
-_NORM_EPS = 1e-5
-# Per-element features before the time embedding: p, g, momentums, g and momentums / rms.
-_NUM_ELEMENT_FEATURES = 2 + 2 * len(MOMENTUM_DECAYS) + 1
+#: Decays of the momentum accumulators (one feature each).
+MOMENTUM_DECAYS = (0.1, 0.5, 0.9, 0.99, 0.999, 0.9999)
+#: Inputs of the MLP per element: g, p, 6 momenta, 11 time features.
+NUM_FEATURES = 2 + len(MOMENTUM_DECAYS) + len(common.TIMESCALES)
 _SUMMARY_KEYS = ("avg_step_size", "direction_mean_abs", "magnitude_mean", "magnitude_mean_abs")
+
+
+MomAccumulator = common.MomAccumulator
 
 
 @flax.struct.dataclass
@@ -83,57 +81,28 @@ class MLPLOptState:
       params: the parameters being optimized, in their own dtypes.
       model_state: the task's non-trainable state (or ``None``).
       iteration: number of updates applied, int32.
-      momentums: per param, ``p.shape + (len(MOMENTUM_DECAYS),)`` moving averages of g.
-      rms: per param, the moving average of ``g^2`` (decay ``RMS_DECAY``).
-      summary: with ``compute_summary``, float32 statistics of the last step
-        (``avg_step_size``, ``direction_mean_abs``, ``magnitude_mean``,
-        ``magnitude_mean_abs``); otherwise an empty dict.
+      rolling_features: the momentum accumulators (``rolling_features.m``, as in the
+        library), in the params' arithmetic dtype.
+      summary: with ``compute_summary``, float32 statistics of the last step, averaged
+        over all parameter elements (``avg_step_size``, ``direction_mean_abs``,
+        ``magnitude_mean``, ``magnitude_mean_abs``); otherwise an empty dict.
     """
 
     params: PyTree
     model_state: PyTree
     iteration: jax.Array
-    momentums: PyTree
-    rms: PyTree
+    rolling_features: MomAccumulator
     summary: dict[str, jax.Array]
 
 
-def _rms_normalize(x: jax.Array, num_axes: int) -> jax.Array:
-    """Divides each feature (last axis) by its root mean square over the first axes."""
-    axes = tuple(range(num_axes))
-    mean_sq = jnp.mean(jnp.square(x), axis=axes, keepdims=True)
-    return x * jax.lax.rsqrt(mean_sq + _NORM_EPS)
-
-
-def tanh_embedding(iteration: jax.Array, dtype: Any = jnp.float32) -> jax.Array:
-    """``tanh(t / s - 1)`` for each timescale ``s`` in :data:`TIMESCALES`: shape ``[11]``."""
-    t = jnp.asarray(iteration).astype(dtype)
-    return jnp.tanh(t / jnp.asarray(TIMESCALES, dtype) - 1)
-
-
-def _mlp(theta: dict[str, jax.Array], x: jax.Array, num_layers: int) -> jax.Array:
-    """The per-element MLP (ReLU hidden layers) on the last axis of ``x``."""
-    for i in range(num_layers):
-        w = theta[f"w{i}"].astype(x.dtype)
-        b = theta[f"b{i}"].astype(x.dtype)
-        x = x @ w + b
-        if i < num_layers - 1:
-            x = jax.nn.relu(x)
-    return x
-
-
-class MLPLOptOptimizer(opt_base.Optimizer):
+class MLPLOptOptimizer(common.ThetaOptimizer):
     """The optimizer :meth:`MLPLOpt.opt_fn` returns: the MLP update with a fixed ``theta``."""
 
-    def __init__(self, theta: dict[str, jax.Array], lopt: MLPLOpt):
-        self.theta = theta
-        self.lopt = lopt
-
     def init(self, params, model_state=None, num_steps=None, key=None):
-        def zeros(p, extra=()):
-            return jnp.zeros(np.shape(p) + extra, leaf_compute_dtype(p.dtype))
-
         k = len(MOMENTUM_DECAYS)
+        m = jax.tree_util.tree_map(
+            lambda p: jnp.zeros((*np.shape(p), k), leaf_compute_dtype(p.dtype)), params
+        )
         summary = {}
         if self.lopt.compute_summary:
             summary = {name: jnp.zeros((), jnp.float32) for name in _SUMMARY_KEYS}
@@ -141,41 +110,39 @@ class MLPLOptOptimizer(opt_base.Optimizer):
             params=params,
             model_state=model_state,
             iteration=jnp.zeros((), jnp.int32),
-            momentums=jax.tree_util.tree_map(lambda p: zeros(p, (k,)), params),
-            rms=jax.tree_util.tree_map(zeros, params),
+            rolling_features=MomAccumulator(m=m),
             summary=summary,
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         lopt = self.lopt
-        num_layers = lopt.hidden_layers + 1
         iteration = opt_state.iteration
 
-        def step(p, m, v, g):
+        def step(p, g, m):
             cd = m.dtype
             g = g.astype(cd)
+            m = common.momentum_update(m, g, jnp.asarray(MOMENTUM_DECAYS, cd))
             pc = p.astype(cd)
-            decays = jnp.asarray(MOMENTUM_DECAYS, cd)
-            m = decays * m + (1 - decays) * g[..., None]
-            v = RMS_DECAY * v + (1 - RMS_DECAY) * jnp.square(g)
-            inv_rms = jax.lax.rsqrt(v + _RMS_EPS)[..., None]
-            element = jnp.concatenate(
-                [pc[..., None], g[..., None], m, g[..., None] * inv_rms, m * inv_rms], axis=-1
+            # Scalars are handled as [1] tensors (as in the library).
+            shape = p.shape or (1,)
+            feats = jnp.concatenate(
+                [g.reshape(*shape, 1), pc.reshape(*shape, 1), m.reshape(*shape, -1)], axis=-1
             )
-            element = _rms_normalize(element, p.ndim)
-            time = jnp.broadcast_to(tanh_embedding(iteration, cd), p.shape + (len(TIMESCALES),))
-            out = _mlp(self.theta, jnp.concatenate([element, time], axis=-1), num_layers)
+            feats = common.second_moment_normalizer(feats, axis=tuple(range(len(shape))))
+            time = common.tanh_embedding(iteration, cd)
+            inp = jnp.concatenate([feats, jnp.broadcast_to(time, (*shape, time.shape[0]))], -1)
+            out = common.mlp_apply(self.theta, inp)
             direction, magnitude = out[..., 0], out[..., 1]
-            delta = lopt.step_mult * direction * jnp.exp(lopt.exp_mult * magnitude)
-            new_p = (pc - delta).astype(p.dtype)
+            delta = direction * jnp.exp(magnitude * lopt.exp_mult) * lopt.step_mult
+            new_p = (pc - delta.reshape(p.shape)).astype(p.dtype)
             stats = ()
             if lopt.compute_summary:
-                parts = [jnp.abs(delta), jnp.abs(direction), magnitude, jnp.abs(magnitude)]
+                parts = (jnp.abs(delta), jnp.abs(direction), magnitude, jnp.abs(magnitude))
                 stats = jnp.stack([jnp.sum(x).astype(jnp.float32) for x in parts])
-            return new_p, m, v, stats
+            return new_p, m, stats
 
-        params, momentums, rms, stats = tree_map_multi(
-            step, opt_state.params, opt_state.momentums, opt_state.rms, grads
+        params, m, stats = tree_map_multi(
+            step, opt_state.params, grads, opt_state.rolling_features.m
         )
         summary = {}
         if lopt.compute_summary:
@@ -186,25 +153,18 @@ class MLPLOptOptimizer(opt_base.Optimizer):
             params=params,
             model_state=model_state if model_state is not None else opt_state.model_state,
             iteration=iteration + 1,
-            momentums=momentums,
-            rms=rms,
+            rolling_features=MomAccumulator(m=m),
             summary=summary,
         )
 
-    @property
-    def name(self) -> str:
-        return "MLPLOpt"
-
-    def __repr__(self) -> str:
-        return f"MLPLOptOptimizer({self.lopt!r})"
-
 
 class MLPLOpt(lopt_base.LearnedOptimizer):
-    """Per-parameter MLP learned optimizer (Metz et al., 2022, arXiv:2203.11860).
+    """Per-parameter MLP learned optimizer (Metz et al., 2019, arXiv:1810.10180).
 
     ``p <- p - step_mult * direction * exp(exp_mult * magnitude)`` where
     ``(direction, magnitude)`` is the output of an MLP applied to every parameter
-    element's normalized features (see the module docstring).
+    element's 19 features (see the module docstring). learned_optimization's
+    ``MLPLOpt``: same arguments, defaults, maths and theta layout.
 
     Args:
       exp_mult: scale of the magnitude output inside the exponential.
@@ -218,14 +178,19 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
         self,
         exp_mult: float = 0.001,
         step_mult: float = 0.001,
-        hidden_size: int = 4,
+        hidden_size: int = 32,
         hidden_layers: int = 2,
-        compute_summary: bool = False,
+        compute_summary: bool = True,
     ):
+        if int(hidden_size) < 1 or int(hidden_layers) < 0:
+            raise ValueError(
+                f"MLPLOpt needs hidden_size >= 1 and hidden_layers >= 0, got "
+                f"hidden_size={hidden_size}, hidden_layers={hidden_layers}"
+            )
         self.exp_mult = exp_mult
         self.step_mult = step_mult
-        self.hidden_size = hidden_size
-        self.hidden_layers = hidden_layers
+        self.hidden_size = int(hidden_size)
+        self.hidden_layers = int(hidden_layers)
         self.compute_summary = compute_summary
 
     @property
@@ -234,37 +199,16 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
 
     @property
     def num_features(self) -> int:
-        """Inputs of the MLP per parameter element."""
-        return _NUM_ELEMENT_FEATURES + len(TIMESCALES)
+        """Inputs of the MLP per parameter element (19)."""
+        return NUM_FEATURES
 
-    def _layer_sizes(self) -> list[int]:
-        return [self.num_features] + [self.hidden_size] * self.hidden_layers + [2]
+    def init(self, key: jax.Array) -> dict[str, dict[str, jax.Array]]:
+        """Haiku MLP parameters: weights ~ truncated normal, std ``1/sqrt(fan_in)``; zero biases."""
+        sizes = [NUM_FEATURES] + [self.hidden_size] * self.hidden_layers + [2]
+        return common.mlp_init(key, sizes)
 
-    def init(self, key: jax.Array) -> dict[str, jax.Array]:
-        """Weights ~ truncated normal with std ``1/sqrt(fan_in)``; zero biases; float32."""
-        sizes = self._layer_sizes()
-        keys = jax.random.split(key, len(sizes) - 1)
-        theta = {}
-        for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
-            # Dividing by 0.88 restores unit variance after truncation at 2 std.
-            w = jax.random.truncated_normal(keys[i], -2.0, 2.0, (fan_in, fan_out), jnp.float32)
-            theta[f"w{i}"] = w * jnp.float32(1 / (0.87962566 * np.sqrt(fan_in)))
-            theta[f"b{i}"] = jnp.zeros((fan_out,), jnp.float32)
-        return theta
-
-    def opt_fn(self, theta: dict[str, jax.Array], is_training: bool = False) -> MLPLOptOptimizer:
-        sizes = self._layer_sizes()
-        expected = {
-            name: shape
-            for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True))
-            for name, shape in ((f"w{i}", (a, b)), (f"b{i}", (b,)))
-        }
-        got = {k: tuple(np.shape(v)) for k, v in theta.items()} if isinstance(theta, dict) else {}
-        if got != expected:
-            raise ValueError(
-                f"{self!r}: theta does not match the MLP's layer sizes; expected {expected}, "
-                f"got {got or type(theta).__name__}"
-            )
+    def opt_fn(self, theta: Any, is_training: bool = False) -> MLPLOptOptimizer:
+        common.check_theta(self, theta)
         return MLPLOptOptimizer(theta, self)
 
     def __repr__(self) -> str:

@@ -1,0 +1,187 @@
+"""MLPNomLOpt: the Adafactor-feature MLP optimizer plus a "nominal" hand-designed term.
+
+learned_optimization's ``adafac_nominal.MLPNomLOpt`` (same constructor, maths and
+``theta`` layout): the features of :mod:`~learnopt.learned_optimizers.adafac_mlp_lopt`
+(with ``m / sqrt(v + 1e-6)`` in the non-factored group) feed an MLP with four outputs
+``(d, a, a_nom, a_reg)`` and the update combines a learned ("black-box") step, a
+nominal step along a hand-designed direction ``g_est`` and weight decay:
+
+    step     = step_mult * d * exp(exp_mult[0] * a)        [* rsqrt(rms_0 + 1e-6)]
+    nom_step = nominal_stepsize * exp(exp_mult[1] * a_nom) * g_est
+    p       <- (1 - weight_decay * exp(exp_mult[2] * a_reg)) * p - step - nom_step
+
+``a_nom`` is 1 and ``a_reg`` is 0 unless ``nominal_controller`` /
+``regularization_controller`` let the MLP set them. ``g_est`` is the gradient ("SGD"),
+the slowest momentum ("SGDM"), the mean momentum ("AggMo"), the slowest momentum over
+``sqrt(rms + 1e-6)`` ("Adam") or the mean of those ("AdamAggMo", the default): a
+learned optimizer that starts as a hand-designed one when ``nominal_stepsize > 0``.
+This is the "nominal term" design of Harrison, Metz & Sohl-Dickstein, "A closer look at
+learned optimization: stability, robustness, and inductive biases" (2022,
+arXiv:2209.11208); with the defaults (``nominal_stepsize = weight_decay = 0``) it is
+AdafacMLPLOpt with four outputs.
+
+``theta`` as AdafacMLPLOpt's, with a last layer of 4 outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+
+from learnopt.learned_optimizers import adafac_mlp_lopt as adafac
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers import common
+
+__all__ = ["MLPNomLOpt", "NOMINAL_GRAD_ESTIMATORS"]
+
+NOMINAL_GRAD_ESTIMATORS = ("SGD", "SGDM", "AggMo", "Adam", "AdamAggMo")
+
+
+class _NomOptimizer(common.ThetaOptimizer):
+    """The optimizer :meth:`MLPNomLOpt.opt_fn` returns."""
+
+    def init(self, params, model_state=None, num_steps=None, key=None):
+        return adafac.adafac_init(self.lopt, params, model_state, num_steps)
+
+    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        lopt = self.lopt
+
+        def tensor_step(p, groups, time):
+            g, m, rms = groups[0][..., 0], groups[2], groups[3]
+            adam_feats = groups[4]
+            out = adafac.mlp_forward(self.theta["nn"], groups, time, p.shape)
+            direction, magnitude = out[..., 0], out[..., 1]
+            ones, zeros = jnp.ones_like(direction), jnp.zeros_like(direction)
+            nom_mag = out[..., 2] if lopt.nominal_controller else ones
+            reg_mag = out[..., 3] if lopt.regularization_controller else zeros
+            if lopt.aggregate_magnitude:
+                magnitude = jnp.mean(magnitude)
+            if lopt.aggregate_nom_magnitude:
+                nom_mag = jnp.mean(nom_mag)
+            if lopt.aggregate_reg_magnitude:
+                reg_mag = jnp.mean(reg_mag)
+            e0, e1, e2 = lopt.exp_mult
+            step = direction * jnp.exp(magnitude * e0) * lopt.step_mult
+            if lopt.normalize_blackbox:
+                step = step * jax.lax.rsqrt(rms[..., 0] + jnp.asarray(1e-6, rms.dtype))
+            if lopt.selfnormalize_blackbox:
+                step = step * jnp.mean(g)
+            reg = 1.0 - lopt.weight_decay * jnp.exp(reg_mag * e2)
+            estimator = lopt.nominal_grad_estimator
+            if estimator == "SGD":
+                g_est = g
+            elif estimator == "SGDM":
+                g_est = m[..., -1]
+            elif estimator == "AggMo":
+                g_est = jnp.mean(m, axis=-1)
+            elif estimator == "Adam":
+                g_est = adam_feats[..., -1]
+            else:
+                g_est = jnp.mean(adam_feats, axis=-1)
+            nom_step = lopt.nominal_stepsize * jnp.exp(nom_mag * e1) * g_est
+            shape = p.shape or (1,)
+            new_p = (
+                jnp.broadcast_to(reg, shape) * p.reshape(shape)
+                - jnp.broadcast_to(step, shape)
+                - jnp.broadcast_to(nom_step, shape)
+            )
+            return new_p.reshape(p.shape)
+
+        return adafac.adafac_update(opt_state, grads, model_state, self.theta, lopt, tensor_step)
+
+
+class MLPNomLOpt(adafac.AdafacMLPLOpt):
+    """Adafactor-feature MLP with a nominal step (Harrison et al., 2022, arXiv:2209.11208).
+
+    learned_optimization's ``adafac_nominal.MLPNomLOpt``; see the module docstring.
+
+    Args:
+      exp_mult: three scales inside the exponentials of the black-box step, the
+        nominal step and the weight decay.
+      step_mult: scale of the black-box step.
+      hidden_size, hidden_layers, initial_*_decays, concat_weights,
+        make_separate_weights, split_weights: as :class:`AdafacMLPLOpt`.
+      nominal_stepsize: learning rate of the nominal step (0 turns it off).
+      weight_decay: weight decay (0 turns it off).
+      nominal_controller: let the MLP's third output scale the nominal step.
+      regularization_controller: let the fourth output scale the weight decay.
+      nominal_grad_estimator: one of :data:`NOMINAL_GRAD_ESTIMATORS`.
+      aggregate_magnitude, aggregate_nom_magnitude, aggregate_reg_magnitude: average
+        that output over the tensor (one value per tensor).
+      normalize_blackbox: divide the black-box step by ``sqrt(rms + 1e-6)``.
+      selfnormalize_blackbox: multiply the black-box step by the tensor's mean gradient.
+    """
+
+    mom_eps = 1e-6
+
+    def __init__(
+        self,
+        exp_mult: Sequence[float] = (0.001, 0.001, 0.001),
+        step_mult: float = 0.001,
+        hidden_size: int = 4,
+        hidden_layers: int = 2,
+        initial_momentum_decays: Sequence[float] = (0.9, 0.99, 0.999),
+        initial_rms_decays: Sequence[float] = (0.999,),
+        initial_adafactor_decays: Sequence[float] = (0.9, 0.99, 0.999),
+        nominal_stepsize: float = 0.0,
+        weight_decay: float = 0.0,
+        concat_weights: bool = True,
+        make_separate_weights: bool = False,
+        split_weights: bool = False,
+        nominal_controller: bool = False,
+        regularization_controller: bool = False,
+        nominal_grad_estimator: str = "AdamAggMo",
+        aggregate_magnitude: bool = False,
+        aggregate_nom_magnitude: bool = False,
+        aggregate_reg_magnitude: bool = False,
+        normalize_blackbox: bool = False,
+        selfnormalize_blackbox: bool = False,
+    ):
+        if len(tuple(exp_mult)) != 3:
+            raise ValueError(f"exp_mult must be a sequence of 3 floats, got {exp_mult!r}")
+        if nominal_grad_estimator not in NOMINAL_GRAD_ESTIMATORS:
+            raise ValueError(
+                f"nominal_grad_estimator must be one of {NOMINAL_GRAD_ESTIMATORS}, got "
+                f"{nominal_grad_estimator!r}"
+            )
+        super().__init__(
+            step_mult=step_mult,
+            hidden_size=hidden_size,
+            hidden_layers=hidden_layers,
+            initial_momentum_decays=initial_momentum_decays,
+            initial_rms_decays=initial_rms_decays,
+            initial_adafactor_decays=initial_adafactor_decays,
+            concat_weights=concat_weights,
+            make_separate_weights=make_separate_weights,
+            split_weights=split_weights,
+        )
+        self.exp_mult = tuple(float(e) for e in exp_mult)
+        self.nominal_stepsize = nominal_stepsize
+        self.weight_decay = weight_decay
+        self.nominal_controller = nominal_controller
+        self.regularization_controller = regularization_controller
+        self.nominal_grad_estimator = nominal_grad_estimator
+        self.aggregate_magnitude = aggregate_magnitude
+        self.aggregate_nom_magnitude = aggregate_nom_magnitude
+        self.aggregate_reg_magnitude = aggregate_reg_magnitude
+        self.normalize_blackbox = normalize_blackbox
+        self.selfnormalize_blackbox = selfnormalize_blackbox
+
+    def init(self, key: jax.Array) -> dict:
+        return adafac.init_adafac_theta(self, key, num_outputs=4)
+
+    def opt_fn(self, theta: dict, is_training: bool = False) -> common.ThetaOptimizer:
+        common.check_theta(self, theta)
+        return _NomOptimizer(theta, self)
+
+    def __repr__(self) -> str:
+        return (
+            f"MLPNomLOpt(step_mult={self.step_mult}, nominal_stepsize={self.nominal_stepsize}, "
+            f"weight_decay={self.weight_decay}, "
+            f"nominal_grad_estimator={self.nominal_grad_estimator!r})"
+        )
+
+
+lopt_base.register_learned_optimizer("MLPNomLOpt", MLPNomLOpt)

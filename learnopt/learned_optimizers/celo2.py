@@ -1,0 +1,339 @@
+"""Celo2: a compute-efficient learned update rule with normalized inputs and outputs.
+
+Moudgil, Knyazev & Belilovsky, "Celo2: Towards learned optimization free lunch"
+(2026, arXiv:2602.19142), the successor of "Celo: Training versatile learned optimizers
+on a compute diet" (Moudgil, Knyazev, Lajoie & Belilovsky, 2025, arXiv:2501.12670).
+Not in learned_optimization; written for learnopt from the papers' description and the
+authors' public release (facts only: features, normalizations, defaults, theta names).
+
+Where VeLO spends most of its compute on a per-tensor LSTM that generates the MLP,
+Celo2 keeps only a tiny per-parameter MLP (ReLU, 2 x 8) and makes it scale-free:
+
+* features per element (VeLO's per-parameter groups, without time or loss features):
+  ``g, clip(g, +-0.1), p, m, rms, m / sqrt(rms + 1e-8), 1 / sqrt(rms + 1e-8), fac_g,
+  g / sqrt(rms + 1e-8)`` and, for tensors of rank >= 2, the factored row/column second
+  moments, their ``rsqrt(. + 1e-8)`` and the factored-preconditioned momentum; each
+  group is normalized by its RMS over the tensor's last two axes;
+* the MLP's direction output ``d`` (times ``exp(exp_mult * a)``, ``exp_mult = 0`` by
+  default) is optionally orthogonalized (Newton-Schulz, as in Muon, for matrices) and
+  then normalized by its RMS over the tensor, so every tensor moves by an RMS of
+  ``step_mult`` per step whatever the gradient scale:
+
+      p <- p - step_mult * (d / rms(d)) - step_mult * weight_decay * p
+
+Accumulators: momenta (0.9, 0.99, 0.999), second moment (0.95), factored second moments
+(0.9, 0.99, 0.999); gradients are clipped to [-1000, 1000]. The update ignores the
+loss and the step count, so it is cheap (no LSTM, no per-tensor reductions beyond the
+normalizations) and drops into optax chains with a learning-rate schedule:
+``optax.chain(lopt.as_optax(theta), optax.add_decayed_weights(wd), ...)``.
+
+``theta = {"ff_mod_stack": {"~": {"w0__0", ..., "w0__13", "b0", "w1", "b1", "w2",
+"b2"}}}``: one input matrix per feature group (``w0__i: [width_i, 8]``), hidden layers
+and 3 outputs (direction, magnitude, unused), the names of the authors' release.
+The paper meta-trains it with PES on small image-MLP tasks; at a random ``theta`` the
+normalized step is a random direction of RMS ``step_mult``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from learnopt.canonical import leaf_compute_dtype
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers import common
+from learnopt.tree_utils import tree_map_multi
+
+PyTree = Any
+
+__all__ = ["Celo2", "Celo2State", "newton_schulz"]
+
+_NS_COEFFS = (3.4445, -4.7750, 2.0315)
+
+
+@flax.struct.dataclass
+class Celo2State:
+    """State of the Celo2 optimizer."""
+
+    params: PyTree
+    model_state: PyTree
+    iteration: jax.Array
+    mom_rolling: common.MomAccumulator
+    rms_rolling: common.RMSAccumulator
+    fac_rolling: common.FactoredAccum
+
+
+def newton_schulz(
+    x: jax.Array,
+    coeffs: Sequence[float] = _NS_COEFFS,
+    iters: int = 5,
+    eps: float = 1e-8,
+) -> jax.Array:
+    """Approximately orthogonalizes a matrix (the quintic iteration of Muon).
+
+    ``x / (||x||_F + eps)``, then ``iters`` times ``X <- a X + (b A + c A^2) X`` with
+    ``A = X X^T`` (on the wider orientation). Tensors of rank > 2 are treated as
+    ``[prod(leading), last]`` matrices. The Frobenius norm has a finite derivative at 0.
+    """
+    shape = x.shape
+    x = x.reshape(-1, shape[-1])
+    a, b, c = coeffs
+    x = x / (common.safe_norm(x) + eps)
+    transpose = x.shape[0] > x.shape[1]
+    if transpose:
+        x = x.T
+    for _ in range(iters):
+        gram = x @ x.T
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    if transpose:
+        x = x.T
+    return x.reshape(shape)
+
+
+class _Celo2Optimizer(common.ThetaOptimizer):
+    """The optimizer :meth:`Celo2.opt_fn` returns."""
+
+    def init(self, params, model_state=None, num_steps=None, key=None):
+        lopt = self.lopt
+
+        def zeros(k):
+            return jax.tree_util.tree_map(
+                lambda p: jnp.zeros((*np.shape(p), k), leaf_compute_dtype(p.dtype)), params
+            )
+
+        return Celo2State(
+            params=params,
+            model_state=model_state,
+            iteration=jnp.zeros((), jnp.int32),
+            mom_rolling=common.MomAccumulator(m=zeros(len(lopt.initial_momentum_decays))),
+            rms_rolling=common.RMSAccumulator(rms=zeros(len(lopt.initial_rms_decays))),
+            fac_rolling=common.factored_tree_init(params, len(lopt.initial_adafactor_decays)),
+        )
+
+    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        lopt, s = self.lopt, opt_state
+        t = s.iteration + 1
+        mom_d, rms_d, fac_d = (
+            jnp.asarray(np.asarray(d, np.float32))
+            for d in (
+                lopt.initial_momentum_decays,
+                lopt.initial_rms_decays,
+                lopt.initial_adafactor_decays,
+            )
+        )
+        weights = self.theta["ff_mod_stack"]["~"]
+
+        def one(p, g, m, v, v_row, v_col, v_diag):
+            cd = m.dtype
+            g = jnp.clip(g.astype(cd), -1000.0, 1000.0)
+            m = common.momentum_update(m, g, mom_d)
+            v = common.rms_update(v, g, rms_d)
+            fac, fac_g = common.factored_update(
+                common.FactoredAccum(v_row, v_col, v_diag), g, fac_d
+            )
+            mc, vc, feat_fac = m, v, fac
+            if lopt.bias_correction:
+                tc = t.astype(cd)
+
+                def unbias(x, d):
+                    return x / (1 - d.astype(cd) ** tc)
+
+                mc, vc = unbias(m, mom_d), unbias(v, rms_d)
+                feat_fac = fac.replace(
+                    v_row=unbias(fac.v_row, fac_d), v_col=unbias(fac.v_col, fac_d)
+                )
+            step = lopt.direction(
+                common.cast_tree(weights, cd), p.astype(cd), g, mc, vc, fac_g, feat_fac
+            )
+            pc = p.astype(cd)
+            new_p = pc - lopt.step_mult * step - lopt.weight_decay * lopt.step_mult * pc
+            return new_p.astype(p.dtype), m, v, fac.v_row, fac.v_col, fac.v_diag
+
+        params, m, v, v_row, v_col, v_diag = tree_map_multi(
+            one,
+            s.params,
+            grads,
+            s.mom_rolling.m,
+            s.rms_rolling.rms,
+            s.fac_rolling.v_row,
+            s.fac_rolling.v_col,
+            s.fac_rolling.v_diag,
+        )
+        return Celo2State(
+            params=params,
+            model_state=model_state if model_state is not None else s.model_state,
+            iteration=t,
+            mom_rolling=common.MomAccumulator(m=m),
+            rms_rolling=common.RMSAccumulator(rms=v),
+            fac_rolling=common.FactoredAccum(v_row=v_row, v_col=v_col, v_diag=v_diag),
+        )
+
+
+class Celo2(lopt_base.LearnedOptimizer):
+    """Normalized per-parameter MLP update rule (Moudgil et al., 2026, arXiv:2602.19142).
+
+    See the module docstring. ``orthogonalize=False`` is the paper's "Celo2-base"
+    (the learned rule on every tensor); the paper's "Celo2" also orthogonalizes the
+    steps of hidden matrices and trains vectors/embeddings with AdamW, which
+    ``optax.multi_transform`` over ``as_optax(theta)`` and ``optax.adamw`` reproduces.
+
+    Args:
+      ff_hidden_size: hidden width of the MLP.
+      ff_hidden_layers: hidden layers of the MLP.
+      initial_momentum_decays, initial_rms_decays, initial_adafactor_decays: decays of
+        the accumulators.
+      exp_mult: scale of the magnitude output inside the exponential (0: unused).
+      step_mult: the learning rate (RMS of each tensor's step).
+      rmsmult: extra multiplier of the normalized step.
+      weight_decay: decoupled weight decay, times ``step_mult``.
+      param_scale_mult: multiply steps by the tensor's parameter RMS (before output
+        normalization, so it only matters with ``normalize_output=False``).
+      precondition_output: divide the step by ``sqrt(rms + 1e-6)`` after normalization.
+      normalize_input: RMS-normalize each feature group over the tensor.
+      normalize_output: RMS-normalize the step over the tensor.
+      aggregate_mag: one magnitude per tensor (mean of the magnitude output).
+      bias_correction: Adam-style bias correction of the accumulators.
+      mlp_activation: "relu" or "tanh".
+      orthogonalize: Newton-Schulz-orthogonalize the steps of rank >= 2 tensors.
+      ns_coeffs, ns_iters, ns_eps: the Newton-Schulz iteration.
+    """
+
+    def __init__(
+        self,
+        ff_hidden_size: int = 8,
+        ff_hidden_layers: int = 2,
+        initial_momentum_decays: Sequence[float] = (0.9, 0.99, 0.999),
+        initial_rms_decays: Sequence[float] = (0.95,),
+        initial_adafactor_decays: Sequence[float] = (0.9, 0.99, 0.999),
+        exp_mult: float = 0.0,
+        step_mult: float = 0.001,
+        rmsmult: float = 1.0,
+        weight_decay: float = 0.0,
+        param_scale_mult: bool = False,
+        precondition_output: bool = False,
+        normalize_input: bool = True,
+        normalize_output: bool = True,
+        aggregate_mag: bool = False,
+        bias_correction: bool = False,
+        mlp_activation: str = "relu",
+        orthogonalize: bool = False,
+        ns_coeffs: Sequence[float] = _NS_COEFFS,
+        ns_iters: int = 5,
+        ns_eps: float = 1e-8,
+    ):
+        if mlp_activation not in ("relu", "tanh"):
+            raise ValueError(f"mlp_activation must be 'relu' or 'tanh', got {mlp_activation!r}")
+        if int(ff_hidden_size) < 1 or int(ff_hidden_layers) < 0:
+            raise ValueError(
+                f"Celo2 needs ff_hidden_size >= 1 and ff_hidden_layers >= 0, got "
+                f"{ff_hidden_size}, {ff_hidden_layers}"
+            )
+        self.ff_hidden_size = int(ff_hidden_size)
+        self.ff_hidden_layers = int(ff_hidden_layers)
+        self.initial_momentum_decays = tuple(initial_momentum_decays)
+        self.initial_rms_decays = tuple(initial_rms_decays)
+        self.initial_adafactor_decays = tuple(initial_adafactor_decays)
+        self.exp_mult = exp_mult
+        self.step_mult = step_mult
+        self.rmsmult = rmsmult
+        self.weight_decay = weight_decay
+        self.param_scale_mult = param_scale_mult
+        self.precondition_output = precondition_output
+        self.normalize_input = normalize_input
+        self.normalize_output = normalize_output
+        self.aggregate_mag = aggregate_mag
+        self.bias_correction = bias_correction
+        self.mlp_activation = mlp_activation
+        self.orthogonalize = orthogonalize
+        self.ns_coeffs = tuple(ns_coeffs)
+        self.ns_iters = int(ns_iters)
+        self.ns_eps = ns_eps
+
+    def _group_widths(self) -> list[int]:
+        nm = len(self.initial_momentum_decays)
+        nr = len(self.initial_rms_decays)
+        nf = len(self.initial_adafactor_decays)
+        b = lambda x, y: int(np.broadcast_shapes((x,), (y,))[0])  # noqa: E731
+        return [1, 1, 1, nm, nr, b(nm, nr), nr, nf, nr, nf, nf, nf, nf, b(nm, nf)]
+
+    def direction(self, weights, p, g, m, rms, fac_g, acc) -> jax.Array:
+        """The normalized step of one tensor (before ``step_mult``), shape ``p.shape``."""
+        original = p.shape
+        shape = p.shape or (1,)
+        if not p.shape:
+            p, g = p.reshape(1), g.reshape(1)
+            m, rms, fac_g = m.reshape(1, -1), rms.reshape(1, -1), fac_g.reshape(1, -1)
+            acc = acc.replace(v_diag=acc.v_diag.reshape(1, -1))
+        rsqrt = jax.lax.rsqrt(rms + jnp.asarray(1e-8, rms.dtype))
+        groups = [
+            g[..., None],
+            jnp.clip(g, -0.1, 0.1)[..., None],
+            p[..., None],
+            m,
+            rms,
+            m * rsqrt,
+            rsqrt,
+            fac_g,
+            g[..., None] * rsqrt,
+        ]
+        if common.factored_dims(shape) is not None:
+            groups += common.factored_features(acc, m, shape)
+        axes = tuple(range(len(shape)))[-2:]
+        if self.normalize_input:
+            groups = [common.second_moment_normalizer(x, axis=axes) for x in groups]
+        act = jax.nn.relu if self.mlp_activation == "relu" else jnp.tanh
+        x = sum(grp @ weights[f"w0__{i}"] for i, grp in enumerate(groups)) + weights["b0"]
+        for i in range(1, self.ff_hidden_layers + 1):
+            x = act(x) @ weights[f"w{i}"] + weights[f"b{i}"]
+        direction, magnitude = x[..., 0], x[..., 1]
+        if self.aggregate_mag:
+            magnitude = jnp.mean(magnitude)
+        step = direction * jnp.exp(magnitude * self.exp_mult)
+        if self.param_scale_mult:
+            step = step * jnp.sqrt(jnp.mean(jnp.square(p)) + jnp.asarray(1e-9, p.dtype))
+        if self.orthogonalize and len(shape) >= 2:
+            step = newton_schulz(step, self.ns_coeffs, self.ns_iters, self.ns_eps)
+        if self.normalize_output:
+            step = common.second_moment_normalizer(step, axis=axes)
+        step = step * self.rmsmult
+        if self.precondition_output:
+            step = step * jax.lax.rsqrt(rms[..., -1] + jnp.asarray(1e-6, rms.dtype))
+        return step.reshape(original)
+
+    def init(self, key: jax.Array) -> dict:
+        """``{"ff_mod_stack": {"~": ...}}``: truncated-normal weights (std 1/sqrt(fan_in))."""
+        widths = self._group_widths()
+        fan_in = sum(widths)
+        h = self.ff_hidden_size
+        keys = jax.random.split(key, len(widths) + self.ff_hidden_layers + 1)
+        layer = {
+            f"w0__{i}": common.truncated_normal(keys[i], (w, h), 1 / np.sqrt(fan_in))
+            for i, w in enumerate(widths)
+        }
+        layer["b0"] = jnp.zeros((h,), jnp.float32)
+        sizes = [h] * self.ff_hidden_layers + [3]
+        for i in range(1, len(sizes)):
+            std = 1 / np.sqrt(sizes[i - 1])
+            layer[f"w{i}"] = common.truncated_normal(
+                keys[len(widths) + i], (sizes[i - 1], sizes[i]), std
+            )
+            layer[f"b{i}"] = jnp.zeros((sizes[i],), jnp.float32)
+        return {"ff_mod_stack": {"~": layer}}
+
+    def opt_fn(self, theta: dict, is_training: bool = True) -> common.ThetaOptimizer:
+        common.check_theta(self, theta)
+        return _Celo2Optimizer(theta, self)
+
+    def __repr__(self) -> str:
+        return (
+            f"Celo2(ff_hidden_size={self.ff_hidden_size}, step_mult={self.step_mult}, "
+            f"orthogonalize={self.orthogonalize})"
+        )
+
+
+lopt_base.register_learned_optimizer("Celo2", Celo2)

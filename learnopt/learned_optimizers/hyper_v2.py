@@ -1,0 +1,551 @@
+"""HyperV2: VeLO's architecture, a per-tensor LSTM that generates a per-parameter MLP.
+
+The learned optimizer of Metz et al., "VeLO: Training versatile learned optimizers by
+scaling up" (2022, arXiv:2211.09760), as learned_optimization's
+``research/general_lopt/hyper_v2.HyperV2`` defines it: same constructor, maths and
+``theta`` layout (VeLO itself is ``HyperV2(lstm_hidden_size=512, param_inits=256,
+...)`` with meta-trained weights).
+
+Each step:
+
+1. Loss features: running means of the loss at 10 timescales (clipped to twice the
+   running maximum) give 9 features in [-1, 1] comparing each mean with its running
+   minimum. (``use_bugged_loss_features``, the library's default and what the released
+   checkpoints were trained with, uses 10 identical timescales, which makes these
+   features 0 or -1.)
+2. Gradients are clipped to [-1000, 1000].
+3. A per-tensor LSTM reads 30 features per tensor computed from the accumulators of
+   the *previous* step, all scaled by ``1 / rms(p)``: 9 ``tanh(10 (t / T - s))``
+   features of the fraction of training done, the 9 loss features, log-magnitudes of
+   the mean second moment, of the variance of each momentum and of the (library-
+   quirky) spread of the second moment around the mean momentum, and the one-hot rank
+   of the tensor. With ``mix_layers`` the features first pass a linear layer plus the
+   max over tensors of a ReLU layer (information shared across tensors).
+4. From the LSTM output, per tensor: ``param_inits`` mixing coefficients ``c`` and a
+   step-size multiplier ``lr_mult``. The tensor's MLP weights are
+   ``100 * mean_i c_i W_i`` over a bank of ``param_inits`` MLPs (``ff_mod_stack``).
+5. The accumulators are updated (momenta 0.9, 0.99, 0.999; second moment 0.999;
+   factored second moments 0.9, 0.99, 0.999) and that MLP (ReLU, 2 x 4, 3 outputs)
+   reads 14 feature groups per element (``g``, ``clip(g, +-0.1)``, ``p``, ``m``, ``rms``,
+   ``m / sqrt(rms)``, ``1 / sqrt(rms)``, Adafactor ``fac_g``, ``g / sqrt(rms)``, and the
+   factored row/column statistics), each normalized by its RMS over the tensor:
+
+       p <- p - lr_mult * step_mult * d * exp(exp_mult * a) * sqrt(mean(p^2) + 1e-9)
+
+``theta = {"lstm_init_state": LSTMState([1, H], [1, H]), "rnn_params": {"linear",
+"linear_1", "linear_2", "rnn/linear", "rnn_to_controls", "step_size"}, "ff_mod_stack":
+{"~": {"w0__0", ..., "w0__13", "b0", "w1", "b1", "w2", "b2"}}}`` (each ``ff_mod_stack``
+leaf has a leading axis of ``param_inits``; "linear" exists but is unused, as in the
+library). The update needs the loss: ``opt.update(state, grads, loss=loss)``.
+
+learnopt differences: ``num_steps`` at ``init`` defaults to ``default_num_steps`` when
+not given (the library requires it); the non-factored ``m / sqrt(v)`` floors ``v`` at
+1e-20 so meta-gradients stay finite for exactly-zero gradients; no PRNG key is needed
+(the library's update splits one but nothing uses randomness); summaries are not
+written; arithmetic in float32 (float64 for float64 params).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from learnopt.canonical import compute_dtype, leaf_compute_dtype
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers import common
+from learnopt.tree_utils import tree_map_multi
+
+PyTree = Any
+
+__all__ = ["HyperV2", "HyperV2State", "LossBufferState"]
+
+_FRACTION_TIMESCALES = (0.03, 0.1, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)
+_NUM_LOSS_TIMESCALES = 10
+
+
+@flax.struct.dataclass
+class LossBufferState:
+    """Running means of the loss at several decays, their running minima, a step count."""
+
+    means: jax.Array
+    iteration: jax.Array
+    running_min: jax.Array
+    decays: jax.Array
+
+
+@flax.struct.dataclass
+class HyperV2State:
+    """State of the HyperV2 optimizer (field names as in the library's ``State``)."""
+
+    params: PyTree
+    model_state: PyTree
+    iteration: jax.Array
+    num_steps: jax.Array
+    mom_rolling: common.MomAccumulator
+    rms_rolling: common.RMSAccumulator
+    fac_rolling: common.FactoredAccum
+    lstm_hidden_state: common.LSTMState
+    loss_buffer: LossBufferState
+
+
+def loss_buffer_init(num_steps: Any) -> LossBufferState:
+    """Decays ``exp(-1 / h)`` for 10 half-lives ``h`` log-spaced from 10 to ``num_steps``."""
+    halflife = jnp.logspace(1.0, jnp.log10(jnp.asarray(num_steps, jnp.float32)), 10)
+    n = _NUM_LOSS_TIMESCALES
+    return LossBufferState(
+        means=jnp.zeros((n,), jnp.float32),
+        iteration=jnp.zeros((), jnp.int32),
+        running_min=jnp.full((n,), 999999999999.0, jnp.float32),
+        decays=jnp.exp(-1.0 / halflife).astype(jnp.float32),
+    )
+
+
+def loss_buffer_update(state: LossBufferState, loss: jax.Array) -> LossBufferState:
+    """Adds a loss (clipped to twice the largest bias-corrected mean so far)."""
+    d = state.decays
+    t = (state.iteration + 1).astype(jnp.float32)
+    cor_mean = state.means / (1 - d**t)
+    approx_max = jnp.where(state.iteration == 0, loss, jnp.max(cor_mean))
+    loss = jnp.minimum(jnp.abs(approx_max) * 2, loss)
+    means = state.means * d + loss * (1 - d)
+    cor_mean = means / (1 - d**t)
+    return LossBufferState(
+        means=means,
+        iteration=state.iteration + 1,
+        running_min=jnp.minimum(state.running_min, cor_mean),
+        decays=d,
+    )
+
+
+def loss_buffer_features(state: LossBufferState) -> jax.Array:
+    """9 features ``clip((mean_k - min_k) / (mean_{k+1} - min_k) - 1, -1, 1)``; 0 for t <= 2."""
+    d = state.decays
+    cor_mean = state.means / (1 - d ** state.iteration.astype(jnp.float32))
+    approx_max, cor_mean = cor_mean[1:], cor_mean[:-1]
+    running_min = state.running_min[:-1]
+    den = jnp.maximum(1e-8, approx_max - running_min)
+    feature = jnp.clip((cor_mean - running_min) / den - 1.0, -1, 1)
+    return jnp.where(state.iteration <= 2, feature * 0, feature)
+
+
+def _clip_log_abs(v: jax.Array, scale: float = 1.0) -> jax.Array:
+    return jnp.clip(jnp.log(1e-8 + jnp.abs(v * scale)), -5, 5) * 0.5
+
+
+def _bcast(a: int, b: int) -> int:
+    return int(np.broadcast_shapes((a,), (b,))[0])
+
+
+class _HyperV2Optimizer(common.ThetaOptimizer):
+    """The optimizer :meth:`HyperV2.opt_fn` returns."""
+
+    def init(self, params, model_state=None, num_steps=None, key=None):
+        lopt = self.lopt
+        if num_steps is None:
+            num_steps = lopt.default_num_steps
+        n = len(jax.tree_util.tree_leaves(params))
+        init_state = common.as_lstm_state(self.theta["lstm_init_state"])
+
+        def zeros(k):
+            return jax.tree_util.tree_map(
+                lambda p: jnp.zeros((*np.shape(p), k), leaf_compute_dtype(p.dtype)), params
+            )
+
+        buffer_steps = 10 if lopt.use_bugged_loss_features else num_steps
+        return HyperV2State(
+            params=params,
+            model_state=model_state,
+            iteration=jnp.zeros((), jnp.int32),
+            num_steps=jnp.asarray(num_steps, jnp.int32),
+            mom_rolling=common.MomAccumulator(m=zeros(len(lopt.initial_momentum_decays))),
+            rms_rolling=common.RMSAccumulator(rms=zeros(len(lopt.initial_rms_decays))),
+            fac_rolling=common.factored_tree_init(params, len(lopt.initial_adafactor_decays)),
+            lstm_hidden_state=jax.tree_util.tree_map(lambda x: jnp.tile(x, (n, 1)), init_state),
+            loss_buffer=loss_buffer_init(buffer_steps),
+        )
+
+    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        lopt, theta, s = self.lopt, self.theta, opt_state
+        if lopt.constant_loss:
+            loss = jnp.ones((), jnp.float32)
+        if loss is None:
+            raise ValueError("HyperV2.update needs the training loss: update(..., loss=loss)")
+        dtype = compute_dtype(s.params)
+        loss_buffer = loss_buffer_update(s.loss_buffer, jnp.asarray(loss).astype(jnp.float32))
+        loss_features = loss_buffer_features(loss_buffer)
+        grads = jax.tree_util.tree_map(
+            lambda g: jnp.clip(g.astype(leaf_compute_dtype(g.dtype)), -1000.0, 1000.0), grads
+        )
+        fraction = s.iteration.astype(jnp.float32) / s.num_steps.astype(jnp.float32)
+
+        treedef = jax.tree_util.tree_structure(s.params)
+        leaves = treedef.flatten_up_to
+        rnn_inputs = jnp.stack(
+            [
+                lopt.lstm_features_for_tensor(p, m, v, fraction, loss_features).astype(dtype)
+                for p, m, v in zip(
+                    leaves(s.params),
+                    leaves(s.mom_rolling.m),
+                    leaves(s.rms_rolling.rms),
+                    strict=True,
+                )
+            ]
+        )
+        controls, lr_mult, next_lstm = lopt.rnn_forward(
+            common.cast_tree(theta["rnn_params"], dtype), rnn_inputs, s.lstm_hidden_state
+        )
+        lstm_state = s.lstm_hidden_state if lopt.use_bugged_next_lstm_state else next_lstm
+        if lopt.rnn_state_decay > 0.0:
+            lstm_state = jax.tree_util.tree_map(
+                lambda x: x * (1.0 - lopt.rnn_state_decay), lstm_state
+            )
+
+        mom_d, rms_d, fac_d = lopt.decays()
+        stack = theta["ff_mod_stack"]["~"]
+
+        def one(i, p, g, m, v, v_row, v_col, v_diag):
+            cd = m.dtype
+            m = common.momentum_update(m, g, mom_d)
+            v = common.rms_update(v, g, rms_d)
+            fac, fac_g = common.factored_update(
+                common.FactoredAccum(v_row, v_col, v_diag), g, fac_d
+            )
+            c = controls[i].astype(jnp.float32)
+            weights = jax.tree_util.tree_map(
+                lambda w: (100.0 * jnp.tensordot(c, w, axes=1) / w.shape[0]).astype(cd), stack
+            )
+            new_p = lopt.ff_step(weights, lr_mult[i].astype(cd), p.astype(cd), g, m, v, fac_g, fac)
+            return new_p.astype(p.dtype), m, v, fac.v_row, fac.v_col, fac.v_diag
+
+        index = treedef.unflatten(list(range(treedef.num_leaves)))
+        params, m, v, v_row, v_col, v_diag = tree_map_multi(
+            lambda i, *rest: one(i, *rest),
+            index,
+            s.params,
+            grads,
+            s.mom_rolling.m,
+            s.rms_rolling.rms,
+            s.fac_rolling.v_row,
+            s.fac_rolling.v_col,
+            s.fac_rolling.v_diag,
+        )
+        return HyperV2State(
+            params=params,
+            model_state=model_state if model_state is not None else s.model_state,
+            iteration=s.iteration + 1,
+            num_steps=s.num_steps,
+            mom_rolling=common.MomAccumulator(m=m),
+            rms_rolling=common.RMSAccumulator(rms=v),
+            fac_rolling=common.FactoredAccum(v_row=v_row, v_col=v_col, v_diag=v_diag),
+            lstm_hidden_state=lstm_state,
+            loss_buffer=loss_buffer,
+        )
+
+
+class HyperV2(lopt_base.LearnedOptimizer):
+    """VeLO's hypernetwork learned optimizer (Metz et al., 2022, arXiv:2211.09760).
+
+    learned_optimization's ``HyperV2``; see the module docstring. The ``with_*`` flags
+    switch the per-parameter MLP's feature groups on and off (ablations); the theta
+    layout depends on them (one ``w0__i`` per enabled group).
+
+    Args:
+      lstm_hidden_size: width of the per-tensor LSTM.
+      ff_hidden_size: hidden width of the per-parameter MLP.
+      ff_hidden_layers: hidden layers of the per-parameter MLP.
+      initial_momentum_decays, initial_rms_decays, initial_adafactor_decays: decays of
+        the accumulators.
+      param_inits: number of MLPs in the bank the LSTM mixes.
+      mix_layers: share information across tensors before the LSTM.
+      exp_mult: scale of the magnitude output inside the exponential.
+      step_mult: scale of the step.
+      validation_mode: value of the extra LSTM input with ``with_validation_feature_dim``.
+      with_validation_feature_dim: add that input.
+      adafactor_accumulator: use the factored feature groups.
+      param_scale_mult: multiply steps by the tensor's parameter RMS.
+      use_bugged_next_lstm_state: never advance the LSTM state (old checkpoints).
+      use_bugged_loss_features: the loss features of the released checkpoints.
+      precondition_output: divide steps by ``sqrt(rms + 1e-6)``.
+      reparam_decay: unused (kept for the library's signature).
+      rnn_state_decay: shrink the LSTM state by this fraction every step.
+      summarize_each_layer, summarize_all_control: accepted; learnopt writes no summaries.
+      constant_loss: feed a constant loss of 1 (probing).
+      clip_param_scale_amount: cap the parameter RMS used in steps at this times
+        ``sqrt(size)``.
+      default_num_steps: learnopt only: the run length assumed when ``opt.init`` gets no
+        ``num_steps`` (it sets the fraction-of-training features).
+    """
+
+    def __init__(
+        self,
+        lstm_hidden_size: int = 128,
+        ff_hidden_size: int = 4,
+        ff_hidden_layers: int = 2,
+        initial_momentum_decays: Sequence[float] = (0.9, 0.99, 0.999),
+        initial_rms_decays: Sequence[float] = (0.999,),
+        initial_adafactor_decays: Sequence[float] = (0.9, 0.99, 0.999),
+        param_inits: int = 64,
+        mix_layers: bool = True,
+        exp_mult: float = 0.001,
+        step_mult: float = 0.001,
+        validation_mode: bool = False,
+        with_validation_feature_dim: bool = False,
+        with_g: bool = True,
+        with_m: bool = True,
+        with_m_feat: bool = True,
+        with_rms: bool = True,
+        with_rms_feat: bool = True,
+        with_rms_norm_g: bool = True,
+        with_rsqrt_rms: bool = True,
+        with_p: bool = True,
+        with_fac_norm_g: bool = True,
+        with_fac_rms: bool = True,
+        with_fac_rsqrt: bool = True,
+        with_grad_clip_feat: bool = True,
+        with_fac_mom_mult: bool = True,
+        with_rms_only_norm_g: bool = True,
+        adafactor_accumulator: bool = True,
+        param_scale_mult: bool = True,
+        use_bugged_next_lstm_state: bool = False,
+        use_bugged_loss_features: bool = True,
+        precondition_output: bool = False,
+        reparam_decay: float = 10.0,
+        rnn_state_decay: float = 0.0,
+        summarize_each_layer: bool = False,
+        summarize_all_control: bool = False,
+        constant_loss: bool = False,
+        clip_param_scale_amount: float | None = None,
+        default_num_steps: int = 10_000,
+    ):
+        for arg, value in (
+            ("lstm_hidden_size", lstm_hidden_size),
+            ("ff_hidden_size", ff_hidden_size),
+            ("param_inits", param_inits),
+            ("default_num_steps", default_num_steps),
+        ):
+            if int(value) < 1:
+                raise ValueError(f"HyperV2: {arg} must be >= 1, got {value}")
+        self.lstm_hidden_size = int(lstm_hidden_size)
+        self.ff_hidden_size = int(ff_hidden_size)
+        self.ff_hidden_layers = int(ff_hidden_layers)
+        self.initial_momentum_decays = tuple(initial_momentum_decays)
+        self.initial_rms_decays = tuple(initial_rms_decays)
+        self.initial_adafactor_decays = tuple(initial_adafactor_decays)
+        self.param_inits = int(param_inits)
+        self.mix_layers = mix_layers
+        self.exp_mult = exp_mult
+        self.step_mult = step_mult
+        self.validation_mode = validation_mode
+        self.with_validation_feature_dim = with_validation_feature_dim
+        self.with_g = with_g
+        self.with_m = with_m
+        self.with_m_feat = with_m_feat
+        self.with_rms = with_rms
+        self.with_rms_feat = with_rms_feat
+        self.with_rms_norm_g = with_rms_norm_g
+        self.with_rsqrt_rms = with_rsqrt_rms
+        self.with_p = with_p
+        self.with_fac_norm_g = with_fac_norm_g
+        self.with_fac_rms = with_fac_rms
+        self.with_fac_rsqrt = with_fac_rsqrt
+        self.with_grad_clip_feat = with_grad_clip_feat
+        self.with_fac_mom_mult = with_fac_mom_mult
+        self.with_rms_only_norm_g = with_rms_only_norm_g
+        self.adafactor_accumulator = adafactor_accumulator
+        self.param_scale_mult = param_scale_mult
+        self.use_bugged_next_lstm_state = use_bugged_next_lstm_state
+        self.use_bugged_loss_features = use_bugged_loss_features
+        self.precondition_output = precondition_output
+        self.reparam_decay = reparam_decay
+        self.rnn_state_decay = rnn_state_decay
+        self.summarize_each_layer = summarize_each_layer
+        self.summarize_all_control = summarize_all_control
+        self.constant_loss = constant_loss
+        self.clip_param_scale_amount = clip_param_scale_amount
+        self.default_num_steps = int(default_num_steps)
+
+    # ------------------------------------------------------------------------- pieces
+    def decays(self) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """The (fixed) momentum, second-moment and factored decays, float32."""
+        f32 = lambda d: jnp.asarray(np.asarray(d, np.float32))  # noqa: E731
+        return (
+            f32(self.initial_momentum_decays),
+            f32(self.initial_rms_decays),
+            f32(self.initial_adafactor_decays),
+        )
+
+    def _group_widths(self) -> list[int]:
+        """Widths of the enabled per-parameter feature groups, in input order."""
+        nm = len(self.initial_momentum_decays)
+        nr = len(self.initial_rms_decays)
+        nf = len(self.initial_adafactor_decays)
+        widths = []
+        widths += [1] if self.with_g else []
+        widths += [1] if self.with_grad_clip_feat else []
+        widths += [1] if self.with_p else []
+        widths += [nm] if self.with_m and self.with_m_feat else []
+        widths += [nr] if self.with_rms and self.with_rms_feat else []
+        widths += [_bcast(nm, nr)] if self.with_rms_norm_g else []
+        widths += [nr] if self.with_rsqrt_rms else []
+        widths += [nf] if self.with_fac_norm_g else []
+        widths += [nr] if self.with_rms_only_norm_g else []
+        if self.adafactor_accumulator:
+            widths += [nf, nf] if self.with_fac_rms else []
+            widths += [nf, nf] if self.with_fac_rsqrt else []
+            widths += [_bcast(nm, nf)] if self.with_fac_mom_mult else []
+        return widths
+
+    def _groups(self, p, g, m, rms, fac_g, acc) -> list[jax.Array]:
+        """The enabled feature groups of one tensor (scalars as ``[1]``)."""
+        shape = p.shape or (1,)
+        if not p.shape:
+            p, g = p.reshape(1), g.reshape(1)
+            m, rms, fac_g = m.reshape(1, -1), rms.reshape(1, -1), fac_g.reshape(1, -1)
+            acc = acc.replace(v_diag=acc.v_diag.reshape(1, -1))
+        rsqrt = jax.lax.rsqrt(rms + jnp.asarray(1e-6, rms.dtype))
+        out = []
+        out += [g[..., None]] if self.with_g else []
+        out += [jnp.clip(g, -0.1, 0.1)[..., None]] if self.with_grad_clip_feat else []
+        out += [p[..., None]] if self.with_p else []
+        out += [m] if self.with_m and self.with_m_feat else []
+        out += [rms] if self.with_rms and self.with_rms_feat else []
+        out += [m * rsqrt] if self.with_rms_norm_g else []
+        out += [rsqrt] if self.with_rsqrt_rms else []
+        out += [fac_g] if self.with_fac_norm_g else []
+        out += [g[..., None] * rsqrt] if self.with_rms_only_norm_g else []
+        if self.adafactor_accumulator:
+            row, col, rrow, rcol, mom = common.factored_features(acc, m, shape)
+            out += [row, col] if self.with_fac_rms else []
+            out += [rrow, rcol] if self.with_fac_rsqrt else []
+            out += [mom] if self.with_fac_mom_mult else []
+        return out
+
+    def ff_step(self, weights, lr_mult, p, g, m, rms, fac_g, acc) -> jax.Array:
+        """The per-parameter MLP step for one tensor with generated ``weights``."""
+        groups = self._groups(p, g, m, rms, fac_g, acc)
+        shape = p.shape or (1,)
+        axes = tuple(range(len(shape)))
+        x = sum(
+            common.second_moment_normalizer(grp, axis=axes) @ weights[f"w0__{i}"]
+            for i, grp in enumerate(groups)
+        )
+        n = self.ff_hidden_layers + 1
+        x = x + weights["b0"]
+        for i in range(1, n):
+            x = jax.nn.relu(x) @ weights[f"w{i}"] + weights[f"b{i}"]
+        direction, magnitude = x[..., 0], x[..., 1]
+        pe = p.reshape(shape)
+        mag = jnp.exp(magnitude * self.exp_mult)
+        if self.param_scale_mult:
+            scale = jnp.sqrt(jnp.mean(jnp.square(pe)) + jnp.asarray(1e-9, pe.dtype))
+            if self.clip_param_scale_amount is not None:
+                cap = self.clip_param_scale_amount * np.sqrt(np.prod(shape))
+                scale = jnp.minimum(scale, jnp.asarray(cap, scale.dtype))
+            step = direction * (scale * mag) * self.step_mult
+        else:
+            step = direction * mag * self.step_mult
+        step = lr_mult * step
+        if self.precondition_output:
+            last_rms = rms.reshape(*shape, -1)[..., -1]
+            step = step * jax.lax.rsqrt(last_rms + jnp.asarray(1e-6, last_rms.dtype))
+        return p - step.reshape(p.shape)
+
+    def lstm_features_for_tensor(self, p, m, rms, fraction_trained, loss_features) -> jax.Array:
+        """The LSTM inputs of one tensor (30 with the defaults), in the library's order."""
+        dtype = m.dtype
+        p = p.astype(dtype)
+        norm_mult = jax.lax.rsqrt(jnp.maximum(jnp.asarray(1e-9, dtype), jnp.mean(p**2)))
+        m, rms = m * norm_mult, rms * norm_mult
+        axes = tuple(range(p.ndim))
+        mean_m = jnp.mean(m, axis=axes, keepdims=True)
+        mean_rms = jnp.mean(rms, axis=axes, keepdims=True)
+        n_rank = int(np.sum(np.asarray(p.shape) > 1))
+        timescales = jnp.asarray(_FRACTION_TIMESCALES, jnp.float32)
+        feats = {
+            "fraction_left": jnp.tanh((fraction_trained - timescales) * 10),
+            "loss_features": loss_features,
+            "mean_rms": _clip_log_abs(jnp.reshape(mean_rms, (-1,)), 10.0),
+            "rank": jax.nn.one_hot(n_rank, 5, dtype=jnp.float32),
+            "var_m": _clip_log_abs(jnp.mean(jnp.square(m - mean_m), axis=axes), 10.0),
+            "var_rms": _clip_log_abs(jnp.mean(jnp.square(rms - mean_m), axis=axes), 10.0),
+        }
+        values = [jnp.reshape(feats[k], (-1,)).astype(dtype) for k in sorted(feats)]
+        if self.with_validation_feature_dim:
+            values.append(jnp.full((1,), float(self.validation_mode), dtype))
+        return jnp.concatenate(values)
+
+    @property
+    def rnn_input_features(self) -> int:
+        nm, nr = len(self.initial_momentum_decays), len(self.initial_rms_decays)
+        n = len(_FRACTION_TIMESCALES) + (_NUM_LOSS_TIMESCALES - 1) + nr + 5 + nm + _bcast(nr, nm)
+        return n + int(self.with_validation_feature_dim)
+
+    def rnn_forward(self, params, x, state):
+        """Mixing layers, LSTM, and the control / step-size heads on ``x [tensors, F]``."""
+        if self.mix_layers:
+            mix = jax.nn.relu(common.linear_apply(params["linear_1"], x))
+            x = common.linear_apply(params["linear_2"], x) + jnp.max(mix, axis=0, keepdims=True)
+        out, state = common.lstm_apply(params["rnn/linear"], x, state)
+        controls = common.linear_apply(params["rnn_to_controls"], out)
+        lr_mult = common.linear_apply(params["step_size"], out)[:, 0]
+        return controls, lr_mult, state
+
+    # ------------------------------------------------------------------ learned optimizer
+    def init(self, key: jax.Array) -> dict:
+        """Haiku-layout theta (see the module docstring)."""
+        k_ff, k_rnn = jax.random.split(key)
+        widths = self._group_widths()
+        fan_in = sum(widths)
+        h = self.ff_hidden_size
+
+        def ff_init(k):
+            keys = jax.random.split(k, len(widths) + self.ff_hidden_layers + 1)
+            layer = {
+                f"w0__{i}": common.truncated_normal(keys[i], (w, h), 1 / np.sqrt(fan_in))
+                for i, w in enumerate(widths)
+            }
+            layer["b0"] = jnp.zeros((h,), jnp.float32)
+            sizes = [h] * self.ff_hidden_layers + [3]
+            for i in range(1, len(sizes)):
+                std = 1 / np.sqrt(sizes[i - 1])
+                layer[f"w{i}"] = common.truncated_normal(
+                    keys[len(widths) + i], (sizes[i - 1], sizes[i]), std
+                )
+                layer[f"b{i}"] = jnp.zeros((sizes[i],), jnp.float32)
+            return layer
+
+        stack = jax.vmap(ff_init)(jax.random.split(k_ff, self.param_inits))
+        f, hl = self.rnn_input_features, self.lstm_hidden_size
+        ks = jax.random.split(k_rnn, 6)
+        rnn = {}
+        if self.mix_layers:
+            rnn["linear"] = common.linear_init(ks[0], f, hl)
+            rnn["linear_1"] = common.linear_init(ks[1], f, hl)
+            rnn["linear_2"] = common.linear_init(ks[2], f, hl)
+        rnn["rnn/linear"] = common.lstm_init(ks[3], hl if self.mix_layers else f, hl)
+        rnn["rnn_to_controls"] = common.linear_init(ks[4], hl, self.param_inits)
+        rnn["step_size"] = common.linear_init(ks[5], hl, 1)
+        return {
+            "ff_mod_stack": {"~": stack},
+            "lstm_init_state": common.lstm_initial_state(hl),
+            "rnn_params": rnn,
+        }
+
+    def opt_fn(self, theta: dict, is_training: bool = True) -> common.ThetaOptimizer:
+        common.check_theta(self, theta)
+        return _HyperV2Optimizer(theta, self)
+
+    def __repr__(self) -> str:
+        return (
+            f"HyperV2(lstm_hidden_size={self.lstm_hidden_size}, "
+            f"ff_hidden_size={self.ff_hidden_size}, param_inits={self.param_inits}, "
+            f"step_mult={self.step_mult})"
+        )
+
+
+lopt_base.register_learned_optimizer("HyperV2", HyperV2)

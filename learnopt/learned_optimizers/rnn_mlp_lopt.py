@@ -1,0 +1,392 @@
+"""RNNMLPLOpt: a per-tensor LSTM that conditions a per-parameter MLP.
+
+The hierarchical learned optimizer of Metz et al., "Tasks, stability, architecture, and
+compute: training more effective learned optimizers, and using them to train
+themselves" (2020, arXiv:2009.11243), as learned_optimization's
+``rnn_mlp_lopt.RNNMLPLOpt`` defines it: same constructor, maths and ``theta`` layout.
+
+Each step, in this order:
+
+1. Loss features: running means/variances of the training loss (decay 0.9) give
+   ``clip((loss - mean) / sqrt(var + 1e-8), -5, 5)``, and the same for the (bias-
+   corrected) validation loss (decay 0.95; updated by ``update(..., is_valid=True)``).
+2. Gradients are clipped elementwise to ``10 x`` a running estimate of their RMS.
+3. Momenta and second moments at decays ``(0.5, 0.9, 0.99, 0.999, 0.9999)``.
+4. A per-tensor LSTM (hidden 64) reads 52 inputs per tensor: 18 tensor statistics
+   (log-magnitudes and signs of means, log variances of ``m``, ``rms`` and ``p``, norms
+   of ``p`` and ``g``, rank, log shape, the two loss features), 16 values sent by the
+   MLP at the previous step and 18 values averaged over all tensors' LSTM outputs at
+   the previous step (a DeepSets-style exchange between tensors).
+5. A per-parameter MLP (ReLU, 2 x 32) reads 54 inputs per element: 23 normalized
+   (``g, p, log|p|, m, rms, m / sqrt(rms), 1 / sqrt(rms)``), 11 ``sin(t / (s pi))`` time
+   features, log #tensors, log norm of ``p``, log #elements and 17 values from the LSTM.
+   Outputs ``(d, a, 16 values to the LSTM)``; ``p <- p - step_multiplier * d *
+   exp(magnitude_rate * a)``.
+
+``theta = {"initial_from_lstm": [18], "initial_from_mlp": [16], "lstm_init_state":
+LSTMState([1, 64], [1, 64]), "rnn_params": {"rnn/linear": {"w": [116, 256], "b"}},
+"rnn_to_ff_params": {"rnn_to_ff": {"w": [64, 17], "b"}}, "rnn_to_in_params":
+{"rnn_to_in": {"w": [64, 18], "b"}}, "ffmod_params": {"mlp/~/linear_i": ...}}``.
+
+The update needs the training loss: ``opt.update(state, grads, loss=loss)``.
+
+learnopt differences: norms use a square root with a finite derivative at zero (the
+library's ``jnp.linalg.norm`` gives NaN meta-gradients for an all-zero tensor);
+``is_valid`` may be a Python bool (one branch traced) or an array (``lax.cond``);
+arithmetic in float32 (float64 for float64 params).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from learnopt.canonical import compute_dtype, leaf_compute_dtype
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers import common
+
+PyTree = Any
+
+__all__ = ["RNNMLPLOpt", "RNNMLPLOptState", "LossNormalizerState", "DynamicClipState"]
+
+_TENSOR_FEATURES = 18
+_MLP_FEATURES = 37
+_TRAIN_DECAY = 0.9
+_VALID_DECAY = 0.95
+
+
+@flax.struct.dataclass
+class LossNormalizerState:
+    """Running mean and variance of a loss and the number of updates."""
+
+    mean: jax.Array
+    var: jax.Array
+    updates: jax.Array
+
+
+@flax.struct.dataclass
+class DynamicClipState:
+    """The gradient clipper's step count (float) and running gradient RMS."""
+
+    iteration: jax.Array
+    value: jax.Array
+
+
+@flax.struct.dataclass
+class RNNMLPLOptState:
+    """State of the RNNMLPLOpt optimizer (field names as in the library)."""
+
+    params: PyTree
+    model_state: PyTree
+    iteration: jax.Array
+    mom_rolling: common.MomAccumulator
+    rms_rolling: common.RMSAccumulator
+    lstm_hidden_state: common.LSTMState
+    from_mlp: PyTree
+    from_lstm: jax.Array
+    train_loss_accum: LossNormalizerState
+    valid_loss_accum: LossNormalizerState
+    dynamic_clip: DynamicClipState
+
+
+def _loss_next(state: LossNormalizerState, loss: jax.Array, decay: float) -> LossNormalizerState:
+    mean = decay * state.mean + (1 - decay) * loss
+    var = decay * state.var + (1 - decay) * jnp.square(mean - loss)
+    return LossNormalizerState(mean=mean, var=var, updates=state.updates + 1)
+
+
+def _correction(state: LossNormalizerState, decay: float) -> jax.Array:
+    """``1 / (1 - decay^t + 1e-8)``; 1 before the first update (the statistics are 0 then).
+
+    (The library's formula gives ``1e8`` at ``t = 0``, which XLA may turn into ``inf``
+    when it reassociates ``1 - 1 + 1e-8``; both multiply a zero mean and variance.)
+    """
+    t = state.updates.astype(state.mean.dtype)
+    den = 1 - jnp.asarray(decay, state.mean.dtype) ** t + 1e-8
+    return 1.0 / jnp.where(state.updates > 0, den, 1.0)
+
+
+def _loss_feature(state: LossNormalizerState, loss: jax.Array, decay: float) -> jax.Array:
+    c = _correction(state, decay)
+    z = (loss - state.mean * c) * jax.lax.rsqrt(state.var * c + 1e-8)
+    return jnp.clip(z, -5, 5)
+
+
+def _clip_log_abs(x: jax.Array) -> jax.Array:
+    return jnp.clip(jnp.log(1e-8 + jnp.abs(x)), -5, 5)
+
+
+def _sin_embedding(iteration: jax.Array, dtype: Any) -> jax.Array:
+    t = jnp.asarray(iteration).astype(dtype)
+    return jnp.sin(t / (jnp.asarray(common.TIMESCALES, dtype) * np.pi))
+
+
+class _RNNMLPOptimizer(common.ThetaOptimizer):
+    """The optimizer :meth:`RNNMLPLOpt.opt_fn` returns."""
+
+    def init(self, params, model_state=None, num_steps=None, key=None):
+        theta, lopt = self.theta, self.lopt
+        n = len(jax.tree_util.tree_leaves(params))
+        dtype = compute_dtype(params)
+        init_state = common.as_lstm_state(theta["lstm_init_state"])
+        k = len(lopt.decays)
+        zeros = jax.tree_util.tree_map(
+            lambda p: jnp.zeros((*np.shape(p), k), leaf_compute_dtype(p.dtype)), params
+        )
+        loss_state = LossNormalizerState(
+            mean=jnp.zeros((), dtype), var=jnp.zeros((), dtype), updates=jnp.zeros((), jnp.int32)
+        )
+        alpha = 0.99
+        return RNNMLPLOptState(
+            params=params,
+            model_state=model_state,
+            iteration=jnp.zeros((), jnp.int32),
+            mom_rolling=common.MomAccumulator(m=zeros),
+            rms_rolling=common.RMSAccumulator(rms=zeros),
+            lstm_hidden_state=jax.tree_util.tree_map(lambda x: jnp.tile(x, (n, 1)), init_state),
+            from_mlp=jax.tree_util.tree_map(lambda p: theta["initial_from_mlp"], params),
+            from_lstm=theta["initial_from_lstm"],
+            train_loss_accum=loss_state,
+            valid_loss_accum=loss_state,
+            dynamic_clip=DynamicClipState(
+                iteration=jnp.ones((), jnp.float32), value=jnp.full((), 1 - alpha, jnp.float32)
+            ),
+        )
+
+    def update(
+        self, opt_state, grads, loss=None, model_state=None, key=None, is_valid=False, **kwargs
+    ):
+        if loss is None:
+            raise ValueError("RNNMLPLOpt.update needs the training loss: update(..., loss=loss)")
+        if isinstance(is_valid, bool):
+            if is_valid:
+                return self._update_valid(opt_state, loss)
+            return self._update_train(opt_state, grads, loss, model_state)
+        return jax.lax.cond(
+            is_valid,
+            lambda: self._update_valid(opt_state, loss),
+            lambda: self._update_train(opt_state, grads, loss, model_state),
+        )
+
+    def _update_valid(self, opt_state, loss):
+        """A validation loss only moves the validation-loss statistics."""
+        accum = _loss_next(opt_state.valid_loss_accum, loss, _VALID_DECAY)
+        return opt_state.replace(iteration=opt_state.iteration + 1, valid_loss_accum=accum)
+
+    def _update_train(self, opt_state, grads, loss, model_state):
+        theta, lopt = self.theta, self.lopt
+        s = opt_state
+        dtype = compute_dtype(s.params)
+        loss = jnp.asarray(loss).astype(dtype)
+
+        train_accum = _loss_next(s.train_loss_accum, loss, _TRAIN_DECAY)
+        train_feat = _loss_feature(train_accum, loss, _TRAIN_DECAY)
+        valid_loss = s.valid_loss_accum.mean * _correction(s.valid_loss_accum, _VALID_DECAY)
+        valid_feat = _loss_feature(train_accum, valid_loss, _TRAIN_DECAY)
+
+        # Dynamic gradient clipping (running RMS of the clipped gradients, alpha 0.99).
+        alpha, clip_mult = 0.99, 10.0
+        t, snd = s.dynamic_clip.iteration, s.dynamic_clip.value
+        clip = (snd / (1 - alpha**t)) * clip_mult
+        grads = jax.tree_util.tree_map(
+            lambda g: jnp.clip(g.astype(leaf_compute_dtype(g.dtype)), -clip, clip), grads
+        )
+        leaves = jax.tree_util.tree_leaves(grads)
+        avg_sq = sum(jnp.mean(jnp.square(g)).astype(jnp.float32) for g in leaves) / len(leaves)
+        new_snd = snd * alpha + jnp.sqrt(1e-8 + avg_sq) * (1 - alpha)
+        dynamic_clip = DynamicClipState(iteration=t + 1, value=new_snd)
+
+        decays = jnp.asarray(lopt.decays, jnp.float32)
+        ms = jax.tree_util.tree_map(
+            lambda m, g: common.momentum_update(m, g.astype(m.dtype), decays),
+            s.mom_rolling.m,
+            grads,
+        )
+        rms = jax.tree_util.tree_map(
+            lambda v, g: common.rms_update(v, g.astype(v.dtype), decays), s.rms_rolling.rms, grads
+        )
+
+        treedef = jax.tree_util.tree_structure(s.params)
+        flat = [treedef.flatten_up_to(x) for x in (ms, rms, grads, s.params, s.from_mlp)]
+        rnn_inputs = jnp.stack(
+            [
+                self._tensor_features(m, v, g, p, fm, s.from_lstm, train_feat, valid_feat, dtype)
+                for m, v, g, p, fm in zip(*flat, strict=True)
+            ]
+        )
+        lstm_params = common.cast_tree(theta["rnn_params"]["rnn/linear"], dtype)
+        lstm_out, lstm_state = common.lstm_apply(lstm_params, rnn_inputs, s.lstm_hidden_state)
+        to_in = common.linear_apply(theta["rnn_to_in_params"]["rnn_to_in"], lstm_out)
+        new_from_lstm = jnp.mean(to_in, axis=0)
+        ff_inputs = common.linear_apply(theta["rnn_to_ff_params"]["rnn_to_ff"], lstm_out)
+
+        num_tensors = len(flat[0])
+        new_params, new_from_mlp = [], []
+        for i, (m, v, g, p) in enumerate(zip(*flat[:4], strict=True)):
+            cd = m.dtype
+            feats = self._mlp_features(
+                m, v, g.astype(cd), p.astype(cd), ff_inputs[i].astype(cd), s.iteration, num_tensors
+            )
+            out = common.mlp_apply(common.cast_tree(theta["ffmod_params"], cd), feats)
+            direction, magnitude = out[:, 0], out[:, 1]
+            step = direction * jnp.exp(magnitude * lopt.magnitude_rate) * lopt.step_multiplier
+            new_params.append((p.astype(cd) - step.reshape(p.shape)).astype(p.dtype))
+            new_from_mlp.append(jnp.mean(out[:, 2:], axis=0))
+
+        return RNNMLPLOptState(
+            params=treedef.unflatten(new_params),
+            model_state=model_state if model_state is not None else s.model_state,
+            iteration=s.iteration + 1,
+            mom_rolling=common.MomAccumulator(m=ms),
+            rms_rolling=common.RMSAccumulator(rms=rms),
+            lstm_hidden_state=lstm_state,
+            from_mlp=treedef.unflatten(new_from_mlp),
+            from_lstm=new_from_lstm,
+            train_loss_accum=train_accum,
+            valid_loss_accum=s.valid_loss_accum,
+            dynamic_clip=dynamic_clip,
+        )
+
+    @staticmethod
+    def _tensor_features(ms, rms, g, v, from_mlp, from_lstm, train_feat, valid_feat, dtype):
+        """The 52 LSTM inputs of one tensor, in the library's (alphabetical) order."""
+        ms, rms, g, v = (x.astype(dtype) for x in (ms, rms, g, v))
+        mean_ms, mean_rms, mean_v = jnp.mean(ms), jnp.mean(rms), jnp.mean(v)
+        shape = list(v.shape)[:4] + [1] * max(0, 4 - v.ndim)
+        log_shape = np.log(np.asarray(shape, np.float64)) - 1.0
+        const = lambda x: jnp.asarray(x, dtype)  # noqa: E731
+        feats = {
+            "from_lstm": from_lstm,
+            "from_mlp": from_mlp,
+            "g_norm": _clip_log_abs(common.safe_norm(g)),
+            "is_scalar": const(1.0 if v.ndim == 0 else -1.0),
+            "mean_ms_mag": _clip_log_abs(mean_ms),
+            "mean_ms_sign": jnp.sign(mean_ms),
+            "mean_rms": _clip_log_abs(mean_rms),
+            "mean_sign": jnp.sign(mean_rms),
+            "mean_v_mag": _clip_log_abs(mean_v),
+            "mean_v_sign": jnp.sign(mean_v),
+            "norm_weight": _clip_log_abs(common.safe_norm(v)),
+            **{f"shape_{j}": const(log_shape[j]) for j in range(4)},
+            "train_loss_feat": train_feat,
+            "valid_loss_feat": valid_feat,
+            "var_ms": _clip_log_abs(jnp.mean(jnp.square(ms - mean_ms))),
+            "var_rms": _clip_log_abs(jnp.mean(jnp.square(rms - mean_rms))),
+            "var_v": _clip_log_abs(jnp.mean(jnp.square(v - mean_v))),
+        }
+        return jnp.concatenate(
+            [jnp.reshape(jnp.asarray(feats[k]).astype(dtype), (-1,)) for k in sorted(feats)]
+        )
+
+    @staticmethod
+    def _mlp_features(m, rms, g, v, ff_inputs, iteration, num_tensors):
+        """The 54 MLP inputs per element ``[N, 54]``, in the library's order."""
+        cd = m.dtype
+        k = m.shape[-1]
+        m, rms = m.reshape(-1, k), rms.reshape(-1, k)
+        flat_g, flat_v = g.reshape(-1, 1), v.reshape(-1, 1)
+        rsqrt = jax.lax.rsqrt(rms + jnp.asarray(1e-6, cd))
+        normalized = jnp.concatenate(
+            [flat_g, flat_v, jnp.log(jnp.abs(flat_v) + 1e-8), m, rms, m * rsqrt, rsqrt], axis=1
+        )
+        normalized = common.second_moment_normalizer(normalized, axis=0)
+        n = flat_g.shape[0]
+
+        def column(x):
+            return jnp.broadcast_to(jnp.reshape(jnp.asarray(x, cd), (1, -1)), (n, np.size(x)))
+
+        return jnp.concatenate(
+            [
+                normalized,
+                column(_sin_embedding(iteration, cd)),
+                column(np.log(float(num_tensors)) - 1.0),
+                column(jnp.log(common.safe_norm(flat_v) + 1e-8)),
+                column(np.log(float(n))),
+                column(ff_inputs),
+            ],
+            axis=1,
+        )
+
+
+class RNNMLPLOpt(lopt_base.LearnedOptimizer):
+    """Per-tensor LSTM + per-parameter MLP learned optimizer (Metz et al., 2020, 2009.11243).
+
+    learned_optimization's ``RNNMLPLOpt``; see the module docstring.
+
+    Args:
+      step_multiplier: scale of the step.
+      magnitude_rate: scale of the magnitude output inside the exponential.
+      hidden_size: hidden width of the per-parameter MLP.
+      hidden_layer: number of hidden layers of the MLP.
+      from_mlp_size: values the MLP sends to the LSTM.
+      from_lstm_size: values the LSTM outputs (averaged over tensors) feed back to it.
+      lstm_to_ff: values the LSTM sends to the MLP.
+      lstm_hidden_size: width of the LSTM.
+      decays: decays of the momentum and second-moment accumulators.
+    """
+
+    def __init__(
+        self,
+        step_multiplier: float = 0.001,
+        magnitude_rate: float = 0.001,
+        hidden_size: int = 32,
+        hidden_layer: int = 2,
+        from_mlp_size: int = 16,
+        from_lstm_size: int = 18,
+        lstm_to_ff: int = 17,
+        lstm_hidden_size: int = 64,
+        decays: Sequence[float] = (0.5, 0.9, 0.99, 0.999, 0.9999),
+    ):
+        self.step_multiplier = step_multiplier
+        self.magnitude_rate = magnitude_rate
+        self.hidden_size = int(hidden_size)
+        self.hidden_layer = int(hidden_layer)
+        self.from_mlp_size = int(from_mlp_size)
+        self.from_lstm_size = int(from_lstm_size)
+        self.lstm_to_ff = int(lstm_to_ff)
+        self.lstm_hidden_size = int(lstm_hidden_size)
+        self.decays = tuple(float(d) for d in decays)
+        if len(self.decays) != 5:
+            # The feature counts of the library's layout (23 + 14 = 37) assume 5 decays.
+            raise ValueError(f"RNNMLPLOpt needs 5 decays (the library's layout), got {decays}")
+
+    def init(self, key: jax.Array) -> dict:
+        """Haiku-layout theta (LSTM, projections, MLP, initial exchange vectors)."""
+        k1, k2, k3, k4, k5, k6 = jax.random.split(key, 6)
+
+        def variance_scaling(k, n):
+            # Haiku's VarianceScaling(): truncated normal, std sqrt(1 / fan_in) / 0.8796.
+            return common.truncated_normal(k, (n,), 1.0 / (np.sqrt(n) * 0.87962566103423978))
+
+        rnn_in = _TENSOR_FEATURES + self.from_lstm_size + self.from_mlp_size
+        mlp_in = _MLP_FEATURES + self.lstm_to_ff
+        sizes = [mlp_in] + [self.hidden_size] * self.hidden_layer + [2 + self.from_mlp_size]
+        h = self.lstm_hidden_size
+        return {
+            "ffmod_params": common.mlp_init(k6, sizes),
+            "initial_from_lstm": variance_scaling(k1, self.from_lstm_size),
+            "initial_from_mlp": variance_scaling(k2, self.from_mlp_size),
+            "lstm_init_state": common.lstm_initial_state(h),
+            "rnn_params": {"rnn/linear": common.lstm_init(k3, rnn_in, h)},
+            "rnn_to_ff_params": {"rnn_to_ff": common.linear_init(k4, h, self.lstm_to_ff)},
+            "rnn_to_in_params": {"rnn_to_in": common.linear_init(k5, h, self.from_lstm_size)},
+        }
+
+    def opt_fn(self, theta: dict, is_training: bool = False) -> common.ThetaOptimizer:
+        common.check_theta(self, theta)
+        return _RNNMLPOptimizer(theta, self)
+
+    def __repr__(self) -> str:
+        return (
+            f"RNNMLPLOpt(step_multiplier={self.step_multiplier}, "
+            f"magnitude_rate={self.magnitude_rate}, hidden_size={self.hidden_size}, "
+            f"lstm_hidden_size={self.lstm_hidden_size})"
+        )
+
+
+lopt_base.register_learned_optimizer("RNNMLPLOpt", RNNMLPLOpt)
