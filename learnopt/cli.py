@@ -114,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         title="commands",
         description=(
             "meta-train  meta-train a learned optimizer on a task\n"
+            "evaluate    evaluate a learned optimizer against tuned baselines on a suite\n"
             "list        list the registered tasks, learned optimizers and trainers"
         ),
         dest="command",
@@ -250,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="List the registered tasks, learned optimizers and trainers.",
     )
     ls.set_defaults(parser=ls)
+    from learnopt import eval_cli
+
+    eval_cli.add_parser(sub, _HelpFormatter)
     return parser
 
 
@@ -660,6 +664,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         _list()
         return 0
+    if args.command == "evaluate":
+        from learnopt import eval_cli
+
+        return eval_cli.run(args)
     sub = args.parser
     from learnopt.tasks.datasets import base as datasets_base
 

@@ -1,0 +1,162 @@
+"""Tests for ``learnopt evaluate`` (learnopt.eval_cli), run in-process on data-free tasks."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import jax
+import pytest
+
+from learnopt import checkpoints, cli
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.tasks.datasets import base as datasets_base
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+STEPS, SEEDS = 6, 2
+# Small and data-free: a sweep of SGD over two learning rates on the quadratic.
+FAST = [
+    "--tasks",
+    "QuadraticTask",
+    "--baselines",
+    "SGD",
+    "--lrs",
+    "0.01,0.3",
+    "--steps",
+    str(STEPS),
+    "--seeds",
+    str(SEEDS),
+    "--eval-every",
+    "3",
+    "--quiet",
+]
+
+
+@pytest.fixture(autouse=True)
+def data_env(tmp_path_factory, monkeypatch):
+    root = tmp_path_factory.mktemp("eval_cli_data")
+    monkeypatch.setenv(datasets_base.ENV_DATA_DIR, str(root / "data"))
+    monkeypatch.setenv(datasets_base.ENV_MANUAL_DIR, str(root / "manual"))
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def adam_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("adam_run") / "out"
+    code = cli.main(["evaluate", "--optimizer", "Adam", "--lr", "0.05", "--out", str(out), *FAST])
+    return code, out
+
+
+def test_evaluate_writes_every_output(adam_run, capsys):
+    code, out = adam_run
+    assert code == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json",
+        "curves.csv",
+        "curves.npz",
+        "curves_QuadraticTask.png",
+        "summary.csv",
+        "summary.md",
+        "sweep.csv",
+    ]
+    summary = _rows(out / "summary.csv")
+    assert [(r["optimizer"], r["role"]) for r in summary] == [
+        ("Adam(lr=0.05)", "candidate"),
+        ("SGD", "best baseline"),
+    ]
+    assert summary[1]["learning_rate"] == "0.3" and summary[1]["at_edge"] == "1"
+    assert float(summary[0]["final_train"]) > 0
+    sweep = _rows(out / "sweep.csv")
+    assert [(r["learning_rate"], r["selected"]) for r in sweep] == [("0.01", "0"), ("0.3", "1")]
+    curves = _rows(out / "curves.csv")
+    # (candidate + tuned SGD) x seeds x (train steps + valid points at 0, 3, 6)
+    assert len(curves) == 2 * SEEDS * (STEPS + 3)
+    assert {r["split"] for r in curves} == {"train", "outer_valid"}
+    assert (out / "curves_QuadraticTask.png").read_bytes()[:8] == PNG_MAGIC
+    config = json.loads((out / "config.json").read_text())
+    assert config["candidate"] == "Adam(lr=0.05)" and config["tasks"] == ["QuadraticTask"]
+    assert config["settings"]["learning_rates"] == {"SGD": [0.01, 0.3]}
+    assert "| QuadraticTask |" in (out / "summary.md").read_text()
+
+
+def test_evaluate_never_overwrites_without_the_flag(adam_run, capsys):
+    _, out = adam_run
+    before = (out / "summary.csv").read_bytes()
+    argv = ["evaluate", "--optimizer", "SGD", "--lr", "0.1", "--out", str(out), *FAST]
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert (out / "summary.csv").read_bytes() == before
+    assert cli.main([*argv, "--overwrite"]) == 0
+    assert _rows(out / "summary.csv")[0]["optimizer"] == "SGD(lr=0.1)"
+
+
+def test_theta_and_its_learned_optimizer_from_a_meta_train_folder(tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["meta-train", "--task", "QuadraticTask", "--steps", "5", "--out", str(run)]
+    assert cli.main([*argv, "--quiet", "--no-plots"]) == 0
+    assert json.loads((run / "config.json").read_text())["lopt"] == "LearnableAdam"
+    out = tmp_path / "eval"
+    argv = ["evaluate", "--theta", str(run / "theta.msgpack"), "--out", str(out), *FAST]
+    assert cli.main(argv) == 0
+    assert _rows(out / "summary.csv")[0]["optimizer"] == "LearnableAdam"
+    assert json.loads((out / "config.json").read_text())["lopt"] == "LearnableAdam"
+    assert "LearnableAdam vs tuned baselines" in capsys.readouterr().out
+
+
+def _error(argv, capsys) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    return e.value.code, capsys.readouterr().err
+
+
+def test_bad_theta_files_get_clear_errors(tmp_path, capsys):
+    base = ["evaluate", "--out", str(tmp_path / "out"), *FAST]
+    missing = tmp_path / "missing.msgpack"
+    code, err = _error([*base, "--theta", str(missing), "--lopt", "LearnableAdam"], capsys)
+    assert code == 2 and f"no file at {missing}" in err
+
+    corrupt = tmp_path / "corrupt.msgpack"
+    corrupt.write_bytes(b"\xc1 this is not msgpack")
+    code, err = _error([*base, "--theta", str(corrupt), "--lopt", "LearnableAdam"], capsys)
+    assert code == 1 and str(corrupt) in err
+    assert "expected a msgpack theta of LearnableAdam" in err and "log_lr []" in err
+
+    other = tmp_path / "sgd" / "theta.msgpack"
+    checkpoints.save_theta(other, lopt_base.LearnableSGDM().init(jax.random.PRNGKey(0)))
+    (other.parent / "config.json").write_text(json.dumps({"lopt": "LearnableAdam"}))
+    code, err = _error([*base, "--theta", str(other)], capsys)
+    assert code == 1 and f"{other} does not hold a theta of LearnableAdam" in err
+    assert "one_minus_momentum" in err
+
+    lone = tmp_path / "lone.msgpack"
+    checkpoints.save_theta(lone, lopt_base.LearnableSGD().init(jax.random.PRNGKey(0)))
+    code, err = _error([*base, "--theta", str(lone)], capsys)
+    assert code == 2 and "--lopt is needed" in err
+
+    code, err = _error([*base, "--theta", str(lone), "--lopt", "LearnableAdamm"], capsys)
+    assert code == 2 and "Did you mean LearnableAdam" in err
+
+
+def test_candidate_flags_must_agree(tmp_path, capsys):
+    base = ["evaluate", "--out", str(tmp_path / "out"), *FAST]
+    assert "--optimizer needs --lr" in _error([*base, "--optimizer", "Adam"], capsys)[1]
+    assert "--theta PATH" in _error(base, capsys)[1]
+    code, err = _error([*base, "--optimizer", "Adam", "--lr", "0.1", "--suite", "smoke"], capsys)
+    assert code == 2 and "not both" in err
+    assert (
+        "Unknown task"
+        in _error([*base[:3], "--tasks", "Nope", "--optimizer", "SGD", "--lr", "0.1"], capsys)[1]
+    )
+
+
+def test_help_lists_the_evaluate_command(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "evaluate    evaluate a learned optimizer" in capsys.readouterr().out
