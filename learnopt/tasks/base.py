@@ -153,7 +153,15 @@ def single_task_to_family(task: Task) -> TaskFamily:
 def _import_builtin_tasks() -> None:
     # Imported lazily so that ``import learnopt.tasks.base`` stays light.
     from learnopt.tasks import quadratics  # noqa: F401
-    from learnopt.tasks.fixed import image_mlp  # noqa: F401
+    from learnopt.tasks.fixed import (  # noqa: F401
+        conv,
+        image_mlp,
+        image_mlp_ae,
+        image_mlp_offline,
+        resnet,
+        rnn_lm,
+        transformer_lm,
+    )
 
 
 #: Every registered task: ``TASKS.get(name)`` builds one (zero-argument constructors).
@@ -161,7 +169,14 @@ TASKS: Registry[Task] = Registry("task", loader=_import_builtin_tasks)
 
 
 def _import_builtin_families() -> None:
-    from learnopt.tasks import quadratics  # noqa: F401
+    from learnopt.tasks import quadratics, suites  # noqa: F401
+    from learnopt.tasks.parametric import (  # noqa: F401
+        image_conv,
+        image_mlp,
+        image_mlp_ae,
+        lm_rnn,
+        lm_transformer,
+    )
 
 
 #: Every registered task family: ``TASK_FAMILIES.get(name)`` builds one.

@@ -1,0 +1,356 @@
+"""Shared plumbing of learnopt's Flax-model tasks (conv nets, ResNets, auto-encoders, LMs).
+
+:class:`FlaxModelTask` turns a ``flax.linen`` module and a loss into a
+:class:`~learnopt.tasks.base.Task`:
+
+* ``params`` is the module's ``"params"`` collection (a plain nested dict), created in
+  ``param_dtype``; the other collections (``"batch_stats"`` of batch norm) are the
+  ``model_state``, or ``None`` for stateless models. ``loss_with_state`` returns the
+  updated state cast back to the dtypes it came in with, so a jitted training step
+  compiles once.
+* Shapes come from a static ``abstract_batch``: ``init`` never touches the data, and the
+  datasets are created on first access of ``task.datasets`` (data loads at the first batch).
+* Layers run in the promoted dtype of their inputs and parameters (float32 images with
+  bfloat16 params run in float32); losses are reduced in at least float32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from learnopt.tasks import base as tasks_base
+from learnopt.tasks.datasets import base as datasets_base
+
+Params = Any
+ModelState = Any
+Batch = Any
+
+DatasetsOrFactory = Any  # a Datasets, or a zero-argument callable returning one
+
+
+def softmax_cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """Per-example ``-log softmax(logits)[label]``, computed in at least float32."""
+    logits = logits.astype(jnp.promote_types(logits.dtype, jnp.float32))
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    labels = jnp.asarray(labels).astype(jnp.int32)
+    return -jnp.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
+
+
+def classification_normalizer(loss: jax.Array, num_classes: int) -> jax.Array:
+    """Clips a cross-entropy loss to ``[0, 1.5 log(num_classes)]`` (1.5x chance)."""
+    return jnp.clip(loss, 0.0, 1.5 * math.log(num_classes))
+
+
+def cast_floating(tree: Any, dtype: Any) -> Any:
+    """Casts the floating leaves of ``tree`` to ``dtype`` (others unchanged)."""
+
+    def cast(x):
+        return x.astype(dtype) if jnp.issubdtype(jnp.result_type(x), jnp.floating) else x
+
+    return jax.tree_util.tree_map(cast, tree)
+
+
+def zeros_like_abstract(tree: Any) -> Any:
+    """Concrete zeros with the shapes and dtypes of a tree of ``ShapeDtypeStruct``."""
+    return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), tree)
+
+
+def image_abstract_batch(
+    batch_size: int, image_shape: tuple[int, int, int]
+) -> dict[str, jax.ShapeDtypeStruct]:
+    return {
+        "image": jax.ShapeDtypeStruct((batch_size, *image_shape), jnp.float32),
+        "label": jax.ShapeDtypeStruct((batch_size,), jnp.int32),
+    }
+
+
+def lm_abstract_batch(batch_size: int, sequence_length: int) -> dict[str, jax.ShapeDtypeStruct]:
+    shape = (batch_size, sequence_length)
+    return {
+        "obs": jax.ShapeDtypeStruct(shape, jnp.int32),
+        "target": jax.ShapeDtypeStruct(shape, jnp.int32),
+    }
+
+
+def check_batch(name: str, batch: Any, abstract: dict[str, jax.ShapeDtypeStruct]) -> None:
+    """Raises ValueError unless ``batch`` has the keys and trailing shapes of ``abstract``."""
+    if not isinstance(batch, dict) or set(abstract) - set(batch):
+        got = sorted(batch) if isinstance(batch, dict) else type(batch).__name__
+        raise ValueError(f"{name}: batch must be a dict with keys {sorted(abstract)}, got {got}")
+    for key, spec in abstract.items():
+        shape = tuple(jnp.shape(batch[key]))
+        if shape[1:] != tuple(spec.shape[1:]):
+            raise ValueError(
+                f"{name}: batch[{key!r}] must have shape [batch, "
+                f"{', '.join(map(str, spec.shape[1:]))}], got {shape}"
+            )
+
+
+class FlaxModelTask(tasks_base.Task):
+    """A task defined by a ``flax.linen`` module and a loss on its output.
+
+    Subclasses implement :meth:`make_module` (a fresh module), :meth:`model_input`
+    (what the module is called on) and :meth:`loss_from_output`. The module is called
+    as ``module(x, train=True)``; modules without batch norm may ignore ``train``.
+
+    Args:
+      datasets: a :class:`~learnopt.tasks.datasets.base.Datasets` or a zero-argument
+        callable returning one (called on first access of ``task.datasets``).
+      abstract_batch: shapes and dtypes of one batch (``ShapeDtypeStruct`` s).
+      param_dtype: dtype of the parameters made by ``init``.
+      name: the task's name (default: the class name).
+    """
+
+    def __init__(
+        self,
+        datasets: DatasetsOrFactory,
+        abstract_batch: dict[str, jax.ShapeDtypeStruct],
+        *,
+        param_dtype: Any = jnp.float32,
+        name: str | None = None,
+    ):
+        if isinstance(datasets, datasets_base.Datasets):
+            self._datasets, self._datasets_fn = datasets, None
+        elif callable(datasets):
+            self._datasets, self._datasets_fn = None, datasets
+        else:
+            raise TypeError(f"datasets must be a Datasets or a callable, got {datasets!r}")
+        self.abstract_batch = dict(abstract_batch)
+        self.param_dtype = jnp.dtype(param_dtype)
+        if not jnp.issubdtype(self.param_dtype, jnp.floating):
+            raise ValueError(f"param_dtype must be a float dtype, got {self.param_dtype}")
+        self._name = name
+        self._state_shapes: Any = None
+
+    @property
+    def datasets(self) -> datasets_base.Datasets:
+        if self._datasets is None:
+            self._datasets = self._datasets_fn()
+        return self._datasets
+
+    @property
+    def name(self) -> str:
+        return self._name or type(self).__name__
+
+    # -- what subclasses define
+    def make_module(self) -> nn.Module:
+        raise NotImplementedError
+
+    def model_input(self, batch: Batch) -> jax.Array:
+        raise NotImplementedError
+
+    def loss_from_output(self, output: jax.Array, batch: Batch) -> jax.Array:
+        raise NotImplementedError
+
+    # -- Task API
+    def init_with_state(self, key: jax.Array) -> tuple[Params, ModelState]:
+        k_params, k_dropout = jax.random.split(key)
+        dummy = zeros_like_abstract(self.abstract_batch)
+        variables = self.make_module().init(
+            {"params": k_params, "dropout": k_dropout}, self.model_input(dummy), train=True
+        )
+        variables = dict(variables)
+        params = cast_floating(variables.pop("params"), self.param_dtype)
+        return params, (variables or None)
+
+    def _initial_state(self) -> ModelState:
+        if self._state_shapes is None:
+            shapes = jax.eval_shape(self.init_with_state, jax.random.key(0))[1]
+            self._state_shapes = (shapes,)
+        shapes = self._state_shapes[0]
+        return None if shapes is None else zeros_like_abstract(shapes)
+
+    def loss_with_state_and_aux(
+        self, params: Params, state: ModelState, key: jax.Array, data: Batch
+    ) -> tuple[jax.Array, ModelState, dict[str, jax.Array]]:
+        check_batch(self.name, data, self.abstract_batch)
+        if state is None:
+            # Batch statistics in training mode do not depend on the running averages,
+            # so the plain ``loss`` of a batch-norm model uses a fresh state.
+            state = self._initial_state()
+        variables = {"params": params, **(state or {})}
+        x = self.model_input(data)
+        rngs = {"dropout": key}
+        if state:
+            output, updates = self.make_module().apply(
+                variables, x, train=True, rngs=rngs, mutable=list(state)
+            )
+            new_state = jax.tree_util.tree_map(
+                lambda new, old: new.astype(old.dtype), dict(updates), dict(state)
+            )
+        else:
+            output = self.make_module().apply(variables, x, train=True, rngs=rngs)
+            new_state = state
+        return self.loss_from_output(output, data), new_state, {}
+
+    def loss_with_state(
+        self, params: Params, state: ModelState, key: jax.Array, data: Batch
+    ) -> tuple[jax.Array, ModelState]:
+        loss, state, _ = self.loss_with_state_and_aux(params, state, key, data)
+        return loss, state
+
+    def loss(self, params: Params, key: jax.Array, data: Batch) -> jax.Array:
+        return self.loss_with_state(params, None, key, data)[0]
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
+
+
+class ImageClassifierTask(FlaxModelTask):
+    """A Flax image classifier: mean softmax cross-entropy of ``module(image)``.
+
+    Args:
+      module_fn: zero-argument callable returning the ``flax.linen`` module (called at
+        every ``init`` / ``loss``; the module maps ``[B, H, W, C]`` to logits).
+      datasets: datasets or a factory (see :class:`FlaxModelTask`).
+      image_shape: ``(H, W, C)``; num_classes: number of classes.
+      batch_size: batch size of ``abstract_batch``.
+    """
+
+    def __init__(
+        self,
+        module_fn: Callable[[], nn.Module],
+        datasets: DatasetsOrFactory,
+        *,
+        image_shape: tuple[int, int, int],
+        num_classes: int,
+        batch_size: int,
+        param_dtype: Any = jnp.float32,
+        name: str | None = None,
+    ):
+        super().__init__(
+            datasets,
+            image_abstract_batch(batch_size, tuple(image_shape)),
+            param_dtype=param_dtype,
+            name=name,
+        )
+        self._module_fn = module_fn
+        self.image_shape = tuple(int(s) for s in image_shape)
+        self.num_classes = int(num_classes)
+
+    def make_module(self) -> nn.Module:
+        return self._module_fn()
+
+    def model_input(self, batch: Batch) -> jax.Array:
+        return batch["image"]
+
+    def loss_from_output(self, output: jax.Array, batch: Batch) -> jax.Array:
+        return jnp.mean(softmax_cross_entropy(output, batch["label"]))
+
+    def normalizer(self, loss: jax.Array) -> jax.Array:
+        """Clips the loss to ``[0, 1.5 * log(num_classes)]``."""
+        return classification_normalizer(loss, self.num_classes)
+
+
+def image_datasets_factory(
+    dataset: str, image_size: tuple[int, int] | None, batch_size: int
+) -> tuple[Callable[[], datasets_base.Datasets], tuple[int, int, int], int]:
+    """``(lazy datasets factory, image shape, num_classes)`` of a registered image dataset."""
+    spec = datasets_base.dataset_spec(dataset)
+    size = tuple(image_size) if image_size is not None else tuple(spec.image_shape[:2])
+
+    def make() -> datasets_base.Datasets:
+        return datasets_base.image_classification_datasets(
+            spec.name, image_size=size, batch_size=batch_size
+        )
+
+    return make, (*size, spec.image_shape[2]), spec.num_classes
+
+
+#: ``truncated_normal(-2, 2) / sqrt(fan_in)``: Haiku's default for Linear and Conv, which
+#: the notes' library used throughout.
+haiku_default_init = nn.initializers.variance_scaling(
+    0.87962566103423978**2, "fan_in", "truncated_normal"
+)
+
+
+class MLP(nn.Module):
+    """Dense layers of widths ``features``; ``activation`` between them (not after the last).
+
+    Flattens all but the leading (batch) axis first.
+    """
+
+    features: tuple[int, ...]
+    activation: Callable[[jax.Array], jax.Array] = jax.nn.relu
+    kernel_init: Any = haiku_default_init
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+        x = jnp.reshape(x, (x.shape[0], -1))
+        for i, width in enumerate(self.features):
+            x = nn.Dense(width, kernel_init=self.kernel_init)(x)
+            if i < len(self.features) - 1:
+                x = self.activation(x)
+        return x
+
+
+def lm_datasets_factory(
+    dataset: str, batch_size: int, sequence_length: int
+) -> Callable[[], datasets_base.Datasets]:
+    """A lazy factory of byte-level LM datasets (``"pystdlib_bytes"`` so far)."""
+    if dataset not in ("pystdlib_bytes", "pystdlib"):
+        raise ValueError(f"unknown language dataset {dataset!r}; known: 'pystdlib_bytes'")
+
+    def make() -> datasets_base.Datasets:
+        from learnopt.tasks.datasets import language
+
+        return language.pystdlib_bytes_datasets(batch_size, sequence_length)
+
+    return make
+
+
+class LanguageModelTask(FlaxModelTask):
+    """Next-token prediction on ``{"obs", "target"}`` batches (int32 ``[B, T]``).
+
+    The loss is the softmax cross-entropy of every position whose ``obs`` is not padding
+    (id 0), averaged over those positions, as in the notes' library. With a
+    ``vocab_size`` smaller than the data's, ids ``>= vocab_size`` fold onto
+    ``1 + id % (vocab_size - 1)`` (the library's rule, which keeps 0 for padding).
+
+    Args:
+      datasets: datasets or a factory; batch_size, sequence_length: batch shape.
+      vocab_size: the model's vocabulary; data_vocab_size: the data's (259 for bytes).
+    """
+
+    def __init__(
+        self,
+        datasets: DatasetsOrFactory,
+        *,
+        batch_size: int,
+        sequence_length: int,
+        vocab_size: int | None = None,
+        data_vocab_size: int = 259,
+        param_dtype: Any = jnp.float32,
+        name: str | None = None,
+    ):
+        super().__init__(
+            datasets,
+            lm_abstract_batch(batch_size, sequence_length),
+            param_dtype=param_dtype,
+            name=name,
+        )
+        self.data_vocab_size = int(data_vocab_size)
+        self.vocab_size = int(vocab_size) if vocab_size is not None else self.data_vocab_size
+        if self.vocab_size < 2:
+            raise ValueError(f"vocab_size must be >= 2, got {self.vocab_size}")
+
+    def fold(self, ids: jax.Array) -> jax.Array:
+        """Maps data ids into the model's vocabulary (identity when it is large enough)."""
+        ids = jnp.asarray(ids).astype(jnp.int32)
+        if self.vocab_size >= self.data_vocab_size:
+            return ids
+        return jnp.where(ids >= self.vocab_size, 1 + ids % (self.vocab_size - 1), ids)
+
+    def model_input(self, batch: Batch) -> jax.Array:
+        return self.fold(batch["obs"])
+
+    def loss_from_output(self, output: jax.Array, batch: Batch) -> jax.Array:
+        per_token = softmax_cross_entropy(output, self.fold(batch["target"]))
+        mask = (jnp.asarray(batch["obs"]) != 0).astype(per_token.dtype)
+        return jnp.sum(per_token * mask) / jnp.maximum(jnp.sum(mask), 1.0)

@@ -1,0 +1,1 @@
+"""Task families with sampled configurations (the notes' library's ``tasks.parametric``)."""

@@ -1,0 +1,225 @@
+"""A small configuration language for building (and describing) tasks and task families.
+
+A :class:`CFGObject` names a registered constructor and its keyword arguments, which may
+themselves be ``CFGObject`` s; :func:`object_from_config` builds the object. Host-side
+samplers (``sample_image_mlp(key)`` ...) return such configurations, so a sampled task
+family can be logged, saved (:func:`serialize_cfg`, JSON) and rebuilt. A
+:class:`CFGNamed` carries the *traced* part of a task sample (``family.sample(key)``):
+its ``values`` are arrays, so it can be ``vmap``-ed. :class:`LogFeature` marks a value
+(a width, a batch size) best seen on a log scale by :func:`featurize`.
+
+Constructors are found in :data:`CONFIGURABLES` (the notes' library used gin);
+register one with ``@cfgobject.configurable``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from learnopt.registry import Registry
+
+__all__ = [
+    "CFGNamed",
+    "CFGObject",
+    "CONFIGURABLES",
+    "LogFeature",
+    "configurable",
+    "deserialize_cfg",
+    "featurize",
+    "flatten_cfg",
+    "hash_trick",
+    "object_from_config",
+    "serialize_cfg",
+]
+
+
+@flax.struct.dataclass
+class CFGObject:
+    """``obj(**kwargs)``: ``obj`` names a constructor in :data:`CONFIGURABLES`."""
+
+    obj: str = flax.struct.field(pytree_node=False)
+    kwargs: Mapping[str, Any] = flax.struct.field(default_factory=dict)
+
+
+@flax.struct.dataclass
+class CFGNamed:
+    """Named values (a traced task sample); ``name`` is static, ``values`` a pytree."""
+
+    name: str = flax.struct.field(pytree_node=False)
+    values: Mapping[str, Any] = flax.struct.field(default_factory=dict)
+
+
+@flax.struct.dataclass
+class LogFeature:
+    """A positive value that :func:`featurize` should see as ``log(value)``."""
+
+    value: Any
+
+
+def _load_builtin() -> None:
+    from learnopt.tasks.parametric import (  # noqa: F401
+        image_conv,
+        image_mlp,
+        image_mlp_ae,
+        lm_rnn,
+        lm_transformer,
+        parametric_utils,
+    )
+
+
+#: Constructors usable in a :class:`CFGObject` (``obj`` -> callable).
+CONFIGURABLES: Registry[Any] = Registry("configurable", loader=_load_builtin)
+
+
+def configurable(fn_or_name: Any = None, *, name: str | None = None) -> Any:
+    """Registers a constructor for :func:`object_from_config` (usable as a decorator)."""
+    return CONFIGURABLES.register(fn_or_name, name=name)
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, LogFeature):
+        return _unwrap(value.value)
+    if isinstance(value, CFGObject):
+        return object_from_config(value)
+    if isinstance(value, list | tuple):
+        return type(value)(_unwrap(v) for v in value)
+    if isinstance(value, Mapping) and not isinstance(value, CFGNamed):
+        return {k: _unwrap(v) for k, v in value.items()}
+    return value
+
+
+def object_from_config(cfg: Any) -> Any:
+    """Builds the object a :class:`CFGObject` describes (other values pass through).
+
+    :class:`LogFeature` wrappers are removed. The built object gets ``.cfg = cfg`` when
+    it accepts attributes.
+    """
+    if not isinstance(cfg, CFGObject):
+        return _unwrap(cfg)
+    obj = CONFIGURABLES.constructor(cfg.obj)(**{k: _unwrap(v) for k, v in cfg.kwargs.items()})
+    if not (isinstance(obj, type) or inspect.isroutine(obj)):
+        try:
+            obj.cfg = cfg
+        except AttributeError:
+            pass
+    return obj
+
+
+def _to_json(x: Any) -> Any:
+    if isinstance(x, CFGObject):
+        return {"__cfgobject__": x.obj, "kwargs": _to_json(dict(x.kwargs))}
+    if isinstance(x, CFGNamed):
+        return {"__cfgnamed__": x.name, "values": _to_json(dict(x.values))}
+    if isinstance(x, LogFeature):
+        return {"__log__": _to_json(x.value)}
+    if isinstance(x, Mapping):
+        return {str(k): _to_json(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return {"__tuple__": [_to_json(v) for v in x]}
+    if isinstance(x, list):
+        return [_to_json(v) for v in x]
+    if isinstance(x, jax.Array | np.ndarray | np.generic):
+        arr = np.asarray(x)
+        return {"__array__": arr.tolist(), "dtype": str(arr.dtype)}
+    if x is None or isinstance(x, bool | int | float | str):
+        return x
+    raise TypeError(f"cannot serialize a {type(x).__name__} in a task configuration")
+
+
+def _from_json(x: Any) -> Any:
+    if isinstance(x, list):
+        return [_from_json(v) for v in x]
+    if not isinstance(x, dict):
+        return x
+    if "__cfgobject__" in x:
+        return CFGObject(x["__cfgobject__"], _from_json(x["kwargs"]))
+    if "__cfgnamed__" in x:
+        return CFGNamed(x["__cfgnamed__"], _from_json(x["values"]))
+    if "__log__" in x:
+        return LogFeature(_from_json(x["__log__"]))
+    if "__tuple__" in x:
+        return tuple(_from_json(v) for v in x["__tuple__"])
+    if "__array__" in x:
+        return np.asarray(x["__array__"], dtype=x["dtype"])
+    return {k: _from_json(v) for k, v in x.items()}
+
+
+def serialize_cfg(cfg: Any) -> str:
+    """A JSON string of a configuration (arrays become lists with their dtype)."""
+    return json.dumps(_to_json(cfg), sort_keys=True)
+
+
+def deserialize_cfg(text: str | bytes) -> Any:
+    """The configuration :func:`serialize_cfg` wrote (arrays come back as numpy)."""
+    return _from_json(json.loads(text))
+
+
+def flatten_cfg(cfg: Any) -> dict[str, Any]:
+    """``{"/Obj/key/...": leaf}`` for every leaf of a nested configuration."""
+    out: dict[str, Any] = {}
+    stack: list[tuple[str, Any]] = [("", cfg)]
+    while stack:
+        prefix, node = stack.pop()
+        if isinstance(node, CFGObject):
+            stack.append((f"{prefix}/{node.obj}", node.kwargs))
+        elif isinstance(node, CFGNamed):
+            stack.append((f"{prefix}/{node.name}", node.values))
+        elif isinstance(node, Mapping):
+            stack.extend((f"{prefix}/{k}", v) for k, v in node.items())
+        else:
+            out[prefix] = node
+    return out
+
+
+def hash_trick(text: str) -> int:
+    """A stable integer id of a string (md5, modulo ``2**30``)."""
+    return int(hashlib.md5(text.encode("utf-8")).hexdigest(), 16) % (2 << 29)
+
+
+def _pad(x: Any, length: int = 8) -> np.ndarray:
+    x = np.asarray(x, np.float64).ravel()
+    if len(x) > length:
+        raise ValueError(f"a configuration value has {len(x)} entries, more than {length}")
+    return np.pad(x, (0, length - len(x)))
+
+
+def featurize(cfg: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Features of a configuration for models that condition on the task.
+
+    Returns ``ids int32 [K, 8]`` (hashed path components), ``floats float32 [K, 8]``
+    (numeric values, ``log`` of :class:`LogFeature` s) and ``ints int32 [K]`` (hashed
+    strings, integers), one row per leaf of :func:`flatten_cfg`, sorted by path.
+    """
+    rows = []
+    for path, value in sorted(flatten_cfg(cfg).items()):
+        ids = _pad([hash_trick(p) for p in path.split("/") if p]).astype(np.int64)
+        floats, ints = np.zeros(8), 0
+        if isinstance(value, LogFeature):
+            floats = _pad(np.log(np.asarray(value.value, np.float64)))
+        elif isinstance(value, str):
+            ints = hash_trick(value)
+        elif isinstance(value, bool | int | np.integer) and not isinstance(value, np.ndarray):
+            ints = int(value)
+        elif isinstance(value, Sequence | float | np.ndarray | jax.Array | np.floating):
+            floats = _pad(value)
+        rows.append((ids, floats, ints))
+    if not rows:
+        raise ValueError("cannot featurize an empty configuration")
+    ids, floats, ints = zip(*rows, strict=True)
+    return (
+        jnp.asarray(np.stack(ids) % (2**31), jnp.int32),
+        jnp.asarray(np.stack(floats), jnp.float32),
+        jnp.asarray(np.asarray(ints) % (2**31), jnp.int32),
+    )
+
+
+Constructor = Callable[..., Any]

@@ -1,0 +1,136 @@
+"""Sampled conv-net image classifiers: :class:`ParametricImageConv`, ``sample_image_conv``.
+
+Shapes (channels, kernel sizes, strides, dataset, image and batch size) are fixed per
+family; ``family.sample(key)`` draws, traced, the activation and the conv weights'
+initializer and scale. The network: conv layers (``SAME`` padding, activation after
+each), global average pooling, a linear layer (Haiku's default init), as in the notes'
+library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from learnopt.tasks import base as tasks_base
+from learnopt.tasks.fixed import _common
+from learnopt.tasks.parametric import _family, cfgobject, parametric_utils
+
+__all__ = ["ConvNet", "ParametricImageConv", "sample_image_conv"]
+
+
+class ConvNet(nn.Module):
+    """Convs (given channels, kernels, strides) -> activation -> mean pool -> linear."""
+
+    hidden_sizes: tuple[int, ...]
+    kernel_sizes: tuple[tuple[int, int], ...]
+    strides: tuple[int, ...]
+    num_classes: int
+    activation: Callable[[jax.Array], jax.Array]
+    kernel_init: Any
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+        for hs, ks, stride in zip(self.hidden_sizes, self.kernel_sizes, self.strides, strict=True):
+            x = nn.Conv(hs, ks, strides=stride, padding="SAME", kernel_init=self.kernel_init)(x)
+            x = self.activation(x)
+        x = jnp.mean(x, axis=(-3, -2))
+        return nn.Dense(self.num_classes, kernel_init=_common.haiku_default_init)(x)
+
+
+@cfgobject.configurable
+class ParametricImageConv(_family.ImageFamily):
+    """Conv nets of fixed shape on ``datasets``; sampled activation and initializer.
+
+    Args:
+      datasets: a Datasets (or a factory); num_classes: output width.
+      hidden_sizes, kernel_sizes, strides: one entry per conv layer.
+    """
+
+    def __init__(
+        self,
+        datasets: Any,
+        num_classes: int | None = None,
+        hidden_sizes: Sequence[int] = (16, 32),
+        kernel_sizes: Sequence[Any] = ((3, 3), (3, 3)),
+        strides: Sequence[int] = (2, 1),
+        name: str | None = None,
+    ):
+        super().__init__(datasets, num_classes, name)
+        if not len(hidden_sizes) == len(kernel_sizes) == len(strides):
+            raise ValueError(
+                "hidden_sizes, kernel_sizes and strides need one entry per layer, got "
+                f"{hidden_sizes}, {kernel_sizes}, {strides}"
+            )
+        self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
+        self.kernel_sizes = tuple(
+            (int(k), int(k)) if isinstance(k, int) else tuple(int(x) for x in k)
+            for k in kernel_sizes
+        )
+        self.strides = tuple(int(s) for s in strides)
+
+    def make_module(self, act: Callable, init: Callable) -> nn.Module:
+        return ConvNet(
+            self.hidden_sizes, self.kernel_sizes, self.strides, self.num_classes, act, init
+        )
+
+
+@cfgobject.configurable
+def sample_image_conv(key: jax.Array) -> cfgobject.CFGObject:
+    """A random :class:`ParametricImageConv` configuration (host side), as the library."""
+    keys = iter(jax.random.split(key, 6))
+    hidden_size = parametric_utils.log_int(next(keys), 4, 64)
+    num_layers = parametric_utils.choice(next(keys), [0, 1, 2, 3])
+    num_stride = min(num_layers, int(parametric_utils.choice(next(keys), [0, 1, 2])))
+    strides = [2] * num_stride + [1] * (num_layers - num_stride)
+    image_size = parametric_utils.log_int(next(keys), 4, 32)
+    dataset = parametric_utils.SampleImageDataset.sample(next(keys))
+    lf = cfgobject.LogFeature
+    return cfgobject.CFGObject(
+        "ParametricImageConv",
+        {
+            "hidden_sizes": lf(num_layers * [hidden_size]),
+            "strides": strides,
+            "kernel_sizes": [(3, 3)] * num_layers,
+            "num_classes": parametric_utils.SampleImageDataset.num_classes(dataset),
+            "datasets": cfgobject.CFGObject(
+                dataset,
+                {
+                    "image_size": lf((image_size, image_size)),
+                    "batch_size": lf(parametric_utils.log_int(next(keys), 4, 512)),
+                },
+            ),
+        },
+    )
+
+
+def _register(name, dataset, image_size, hidden, strides, batch, doc):
+    def make() -> ParametricImageConv:
+        fn = cfgobject.CONFIGURABLES.constructor(f"{dataset}_datasets")
+        return ParametricImageConv(
+            lambda: fn(batch_size=batch, image_size=image_size),
+            hidden_sizes=hidden,
+            kernel_sizes=[(3, 3)] * len(hidden),
+            strides=strides,
+            name=name,
+        )
+
+    make.__name__ = make.__qualname__ = name
+    make.__doc__ = doc
+    tasks_base.TASK_FAMILIES.register(make, name=name)
+    globals()[name] = make
+
+
+_register(
+    "ParametricImageConv_Digits8_16x32",
+    "digits8",
+    (8, 8),
+    (16, 32),
+    (2, 1),
+    128,
+    "Convs 16 (stride 2) - 32 on 8x8 digits, batch 128; sampled activation and initializer.",
+)

@@ -1,0 +1,112 @@
+"""Sampled Transformer language models: :class:`ParametricLMTransformer`.
+
+Shapes are fixed per family (``family.sample`` has nothing to draw, as in the notes'
+library); :func:`sample_lm_transformer` draws a family configuration on the host
+(8-128 dims per head x 8-128 heads, 1-8 layers, batch and sequence 4-512, vocabulary
+100-10000 folded onto the data's) on the offline byte corpus.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from learnopt.tasks import base as tasks_base
+from learnopt.tasks.fixed import transformer_lm
+from learnopt.tasks.parametric import _family, cfgobject, lm_rnn, parametric_utils
+
+__all__ = ["ParametricLMTransformer", "sample_lm_transformer"]
+
+
+@cfgobject.configurable
+class ParametricLMTransformer(tasks_base.TaskFamily):
+    """Decoder-only Transformer LMs of one shape (see :mod:`learnopt.tasks.fixed.transformer_lm`).
+
+    Args:
+      datasets: a language Datasets (or a factory); vocab_size: model vocabulary.
+      num_heads, num_layers, d_model, dropout_rate: the model.
+    """
+
+    def __init__(
+        self,
+        datasets: Any,
+        vocab_size: int | None,
+        num_heads: int,
+        num_layers: int,
+        d_model: int,
+        dropout_rate: float = 0.1,
+        name: str | None = None,
+    ):
+        self.datasets = _family.resolve_datasets(datasets)
+        self.vocab_size = vocab_size
+        self.num_heads, self.num_layers, self.d_model = (
+            int(num_heads),
+            int(num_layers),
+            int(d_model),
+        )
+        self.dropout_rate = float(dropout_rate)
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name or type(self).__name__
+
+    def sample(self, key: jax.Array) -> cfgobject.CFGNamed:
+        del key
+        return cfgobject.CFGNamed("ParametricLMTransformer", {})
+
+    def task_fn(self, cfg: cfgobject.CFGNamed) -> tasks_base.Task:
+        shape = lm_rnn.lm_shape(self.datasets)
+        vocab = int(self.vocab_size or shape["data_vocab_size"])
+        module = transformer_lm.Transformer(
+            self.num_heads, self.num_layers, self.d_model, vocab, self.dropout_rate
+        )
+        return lm_rnn._SampledLM(
+            module, self.datasets, vocab_size=vocab, name=f"{self.name}_sample", **shape
+        )
+
+
+@cfgobject.configurable
+def sample_lm_transformer(key: jax.Array) -> cfgobject.CFGObject:
+    """A random :class:`ParametricLMTransformer` configuration (host side)."""
+    keys = iter(jax.random.split(key, 6))
+    lf = cfgobject.LogFeature
+    per_head = parametric_utils.log_int(next(keys), 8, 128)
+    num_heads = parametric_utils.log_int(next(keys), 8, 128)
+    num_layers = parametric_utils.log_int(next(keys), 1, 8)
+    batch_size = parametric_utils.log_int(next(keys), 4, 512)
+    sequence_length = parametric_utils.log_int(next(keys), 4, 512)
+    vocab_size = parametric_utils.log_int(next(keys), 100, 10000)
+    return cfgobject.CFGObject(
+        "ParametricLMTransformer",
+        {
+            "vocab_size": lf(vocab_size),
+            "d_model": lf(num_heads * per_head),
+            "num_heads": lf(num_heads),
+            "num_layers": lf(num_layers),
+            "datasets": cfgobject.CFGObject(
+                "pystdlib_bytes_datasets",
+                {"sequence_length": lf(sequence_length), "batch_size": lf(batch_size)},
+            ),
+        },
+    )
+
+
+def _make_default() -> ParametricLMTransformer:
+    """1-layer, d_model 32, 2-head Transformer LMs on the byte corpus, batch 8 x 16."""
+    fn = cfgobject.CONFIGURABLES.constructor("pystdlib_bytes_datasets")
+    return ParametricLMTransformer(
+        lambda: fn(batch_size=8, sequence_length=16),
+        None,
+        num_heads=2,
+        num_layers=1,
+        d_model=32,
+        dropout_rate=0.0,
+        name="ParametricLMTransformer_PyStdlibBytes_1layer_32width",
+    )
+
+
+tasks_base.TASK_FAMILIES.register(
+    _make_default, name="ParametricLMTransformer_PyStdlibBytes_1layer_32width"
+)

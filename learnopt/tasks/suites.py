@@ -1,0 +1,279 @@
+"""Named task suites: what to meta-train on, and a disjoint held-out evaluation suite.
+
+**meta-train** (a registered :class:`~learnopt.tasks.base.TaskFamily`, also
+``get_suite("meta-train")`` for its buckets' representative tasks): a
+:class:`MixtureTaskFamily` of four shape buckets, each a parametric family whose members
+differ (traced) in activation (12 choices) and weight initializer (5 kinds, scale
+0.5-2):
+
+=================================  ===========================================  =====
+bucket (also in ``TASK_FAMILIES``)  model and data                               batch
+=================================  ===========================================  =====
+``MetaTrain_MLP_Digits8_32``        MLP 64-32-10, 8x8 digits                     128
+``MetaTrain_MLP_Mnist5k8_32x32``    MLP 64-32-32-10, mnist5k resized to 8x8      128
+``MetaTrain_Conv_Digits8_8x16``     conv 8 (stride 2) - 16, mean pool, digits    64
+``MetaTrain_Conv_Mnist5k8_16x16``   conv 16 (stride 2) - 16, mnist5k at 8x8      64
+=================================  ===========================================  =====
+
+Two ways to meta-train on it: the mixture family in one estimator (each member draws a
+bucket; a population ``vmap`` evaluates every bucket's model and selects one, so a step
+costs about the sum of the buckets), or, as the notes' library does, one estimator per
+bucket family (:func:`meta_train_families`) in one learner.
+
+**heldout** (``get_suite("heldout")``, 10 registered tasks, none seen in meta-training:
+other widths, depths, image sizes and kinds): three MLPs (mnist5k 14x14 tanh 64x64,
+mnist5k 28x28 ReLU 128, digits GELU 128x3), three conv nets (tanh + max pool, batch
+norm, a ResNet), an MLP auto-encoder and three byte-level language models (GRU, LSTM,
+Transformer). Each trains at a few milliseconds per step on a CPU
+(``benchmarks/bench_tasks.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from learnopt.registry import Registry
+from learnopt.tasks import base as tasks_base
+from learnopt.tasks.datasets import base as datasets_base
+
+__all__ = [
+    "HELDOUT",
+    "META_TRAIN_BUCKETS",
+    "MixtureTaskFamily",
+    "SUITES",
+    "get_suite",
+    "meta_train_families",
+    "suite_names",
+]
+
+# ----------------------------------------------------------------------- mixture
+
+
+class _MixtureSplit:
+    """One split of every member: ``{member: batch}`` (``next`` and ``take``)."""
+
+    def __init__(self, splits: Mapping[str, Any]):
+        self._splits = dict(splits)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        return {k: next(s) for k, s in self._splits.items()}
+
+    def take(self, *shape: int) -> dict[str, Any]:
+        return {k: s.take(*shape) for k, s in self._splits.items()}
+
+
+class _MixtureTask(tasks_base.Task):
+    """Holds every member's parameters; the loss is the selected member's."""
+
+    def __init__(self, tasks: Mapping[str, tasks_base.Task], which: jax.Array, datasets):
+        self.tasks = dict(tasks)
+        self.which = which
+        self.datasets = datasets
+
+    def init_with_state(self, key: jax.Array):
+        keys = jax.random.split(key, len(self.tasks))
+        params, states = {}, {}
+        for k, (name, task) in zip(keys, self.tasks.items(), strict=True):
+            params[name], states[name] = task.init_with_state(k)
+        return params, states
+
+    def loss_with_state_and_aux(self, params, state, key, data):
+        names = list(self.tasks)
+        if state is None:
+            state = {n: None for n in names}
+
+        def branch(i: int):
+            def run(operands):
+                params, state, key, data = operands
+                name = names[i]
+                loss, new, _ = self.tasks[name].loss_with_state_and_aux(
+                    params[name], state[name], key, data[name]
+                )
+                return loss.astype(jnp.float32), {**state, name: new}
+
+            return run
+
+        loss, state = jax.lax.switch(
+            self.which, [branch(i) for i in range(len(names))], (params, state, key, data)
+        )
+        return loss, state, {}
+
+    def loss_with_state(self, params, state, key, data):
+        loss, state, _ = self.loss_with_state_and_aux(params, state, key, data)
+        return loss, state
+
+    def loss(self, params, key, data):
+        return self.loss_with_state(params, None, key, data)[0]
+
+    def normalizer(self, loss: jax.Array) -> jax.Array:
+        fns = [
+            lambda x, t=t: jnp.asarray(t.normalizer(x), jnp.float32) for t in self.tasks.values()
+        ]
+        return jax.lax.switch(self.which, fns, loss)
+
+
+class MixtureTaskFamily(tasks_base.TaskFamily):
+    """A family that draws one of several member families (buckets) per sample.
+
+    ``sample(key)`` returns ``{"which": int32, "cfgs": {member: cfg}}`` (every member's
+    cfg is drawn so that samples share one structure and ``vmap``); the task holds every
+    member's parameters (``{member: params}``) and its loss is the chosen member's
+    (``lax.switch``; the other members' parameters get zero gradients). Batches are
+    ``{member: batch}``. Under ``vmap`` the switch evaluates every member, so a step
+    costs about the sum of the members' steps.
+
+    Args:
+      families: ``{member name: family}``; weights: sampling probabilities (uniform).
+      name: the family's name.
+    """
+
+    def __init__(
+        self,
+        families: Mapping[str, tasks_base.TaskFamily],
+        weights: Sequence[float] | None = None,
+        name: str = "MixtureTaskFamily",
+    ):
+        if not families:
+            raise ValueError("families must not be empty")
+        self.families = dict(families)
+        n = len(self.families)
+        w = jnp.ones((n,)) if weights is None else jnp.asarray(weights, jnp.float32)
+        if w.shape != (n,) or bool(jnp.any(w < 0)) or float(jnp.sum(w)) <= 0:
+            raise ValueError(f"weights must be {n} non-negative numbers, got {weights}")
+        self.log_weights = jnp.log(w / jnp.sum(w))
+        self._name = name
+        splits = {
+            split: _MixtureSplit({k: getattr(f.datasets, split) for k, f in self.families.items()})
+            for split in datasets_base.SPLITS
+        }
+        self.datasets = datasets_base.Datasets(
+            *(splits[s] for s in datasets_base.SPLITS),
+            extra_info={"members": list(self.families)},
+            abstract_batch={k: f.datasets.abstract_batch for k, f in self.families.items()},
+        )
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def sample(self, key: jax.Array) -> dict[str, Any]:
+        k_which, *k_members = jax.random.split(key, len(self.families) + 1)
+        which = jax.random.categorical(k_which, self.log_weights).astype(jnp.int32)
+        cfgs = {
+            name: fam.sample(k)
+            for k, (name, fam) in zip(k_members, self.families.items(), strict=True)
+        }
+        return {"which": which, "cfgs": cfgs}
+
+    def task_fn(self, cfg: Mapping[str, Any]) -> tasks_base.Task:
+        tasks = {name: fam.task_fn(cfg["cfgs"][name]) for name, fam in self.families.items()}
+        return _MixtureTask(tasks, cfg["which"], self.datasets)
+
+
+# ------------------------------------------------------------------------ buckets
+
+
+def _image_mlp_bucket(dataset: str, hidden: Sequence[int], name: str):
+    from learnopt.tasks.parametric import image_mlp
+
+    def make():
+        return image_mlp.ParametricImageMLP(
+            lambda: datasets_base.image_classification_datasets(
+                dataset, image_size=(8, 8), batch_size=128
+            ),
+            hidden_layers=hidden,
+            name=name,
+        )
+
+    return make
+
+
+def _image_conv_bucket(dataset: str, hidden: Sequence[int], name: str):
+    from learnopt.tasks.parametric import image_conv
+
+    def make():
+        return image_conv.ParametricImageConv(
+            lambda: datasets_base.image_classification_datasets(
+                dataset, image_size=(8, 8), batch_size=64
+            ),
+            hidden_sizes=hidden,
+            kernel_sizes=[(3, 3)] * len(hidden),
+            strides=[2] + [1] * (len(hidden) - 1),
+            name=name,
+        )
+
+    return make
+
+
+#: The meta-train buckets: name -> zero-argument family constructor.
+META_TRAIN_BUCKETS = {
+    "MetaTrain_MLP_Digits8_32": _image_mlp_bucket("digits8", (32,), "MetaTrain_MLP_Digits8_32"),
+    "MetaTrain_MLP_Mnist5k8_32x32": _image_mlp_bucket(
+        "mnist5k", (32, 32), "MetaTrain_MLP_Mnist5k8_32x32"
+    ),
+    "MetaTrain_Conv_Digits8_8x16": _image_conv_bucket(
+        "digits8", (8, 16), "MetaTrain_Conv_Digits8_8x16"
+    ),
+    "MetaTrain_Conv_Mnist5k8_16x16": _image_conv_bucket(
+        "mnist5k", (16, 16), "MetaTrain_Conv_Mnist5k8_16x16"
+    ),
+}
+for _name, _make in META_TRAIN_BUCKETS.items():
+    tasks_base.TASK_FAMILIES.register(_make, name=_name)
+
+
+def meta_train_families() -> list[tasks_base.TaskFamily]:
+    """The meta-train buckets as separate families (one estimator each)."""
+    return [make() for make in META_TRAIN_BUCKETS.values()]
+
+
+def _meta_train() -> MixtureTaskFamily:
+    return MixtureTaskFamily(
+        {name: make() for name, make in META_TRAIN_BUCKETS.items()}, name="meta-train"
+    )
+
+
+tasks_base.TASK_FAMILIES.register(_meta_train, name="meta-train")
+
+
+# -------------------------------------------------------------------------- suites
+
+#: The held-out evaluation suite (registered task names).
+HELDOUT: tuple[str, ...] = (
+    "ImageMLP_Mnist5k_14_Tanh64x64",
+    "ImageMLP_Mnist5k_28_Relu128",
+    "ImageMLP_Digits8_Gelu128x128x128",
+    "Conv_Mnist5k_16_8x16_Tanh",
+    "Conv_Mnist5k_16_16x32x32_batchnorm",
+    "Resnet_Mnist5k_16_8x16x16x16",
+    "ImageMLPAE_Digits8_32x8x32_bs128",
+    "RNNLM_pystdlibbytes_Patch16_GRU32_Embed16_bs32",
+    "RNNLM_pystdlibbytes_Patch32_LSTM32_Embed32_bs32",
+    "TransformerLM_PyStdlibBytes_MultiRuntime_3",
+)
+
+#: Fixed tasks with the meta-train buckets' shapes (ReLU, default init): for quick
+#: in-distribution checks of a meta-trained optimizer.
+META_TRAIN_TASKS: tuple[str, ...] = ("ImageMLP_Digits8_Relu32",)
+
+#: Suites by name: ``SUITES.get(name)`` is a tuple of registered task names.
+SUITES: Registry[tuple[str, ...]] = Registry("task suite")
+SUITES.register(lambda: HELDOUT, name="heldout")
+SUITES.register(lambda: META_TRAIN_TASKS, name="meta-train")
+
+
+def suite_names() -> list[str]:
+    """Names accepted by :func:`get_suite`."""
+    return SUITES.names()
+
+
+def get_suite(name: str) -> tuple[str, ...]:
+    """The registered task names of suite ``name`` (``"heldout"``, ``"meta-train"``)."""
+    return SUITES.get(name)
