@@ -10,7 +10,7 @@ compares the result with learning-rate sweeps of baselines::
 
     lopt = lopt_base.LearnableAdam()
     candidate = lopt_eval.learned_sweep(lopt, theta)           # theta in memory or loaded
-    result = lopt_eval.evaluate_suite("quick", candidate, num_steps=500, num_seeds=3)
+    result = lopt_eval.evaluate_suite("heldout", candidate, num_steps=1000, num_seeds=3)
     print(result.markdown())                                   # per task, then the suite
 
 **Sweeps.** A :class:`Sweep` is an optimizer constructor ``make_opt(hparams) ->
@@ -200,7 +200,7 @@ def lr_sweep(
       A :class:`Sweep` whose ``hparams`` are ``{"learning_rate": float32[len(lrs)]}``.
     """
     if isinstance(optimizer, str):
-        ctor = opt_base.OPTIMIZERS.constructor(optimizer)
+        ctor = _optimizer_constructor(optimizer)
         label = name or optimizer
     elif callable(optimizer):
         ctor = optimizer
@@ -255,12 +255,27 @@ def optimizer_sweep(optimizer: opt_base.Optimizer, *, name: str | None = None) -
     )
 
 
+def _optimizer_constructor(name: str) -> Callable[..., opt_base.Optimizer]:
+    """A registered optimizer's constructor; ``NAdamW`` also from its module if unregistered."""
+    if name == "NAdamW" and name not in opt_base.OPTIMIZERS:
+        try:
+            from learnopt.optimizers import nadamw
+        except ImportError:
+            pass
+        else:
+            return nadamw.NAdamW
+    return opt_base.OPTIMIZERS.constructor(name)
+
+
 def default_baselines() -> tuple[str, ...]:
-    """:data:`DEFAULT_BASELINES` with ``NAdamW`` replaced by ``AdamW`` if not registered."""
+    """:data:`DEFAULT_BASELINES`, with ``AdamW`` standing in for ``NAdamW`` if it is missing."""
     names = []
     for b in DEFAULT_BASELINES:
-        if b == "NAdamW" and b not in opt_base.OPTIMIZERS:
-            b = "AdamW"
+        if b == "NAdamW":
+            try:
+                _optimizer_constructor(b)
+            except KeyError:
+                b = "AdamW"
         names.append(b)
     return tuple(names)
 
@@ -843,17 +858,14 @@ class TaskEvaluator:
                 valid_losses[i].append(valid)
             done += length
             valid_steps.append(done)
-            # Report the previous chunk once this one is queued: host data fetching
-            # overlaps the device's work, and the bar only counts finished steps.
+            # Wait for the previous chunk once this one is queued: fetching the next
+            # batches overlaps the device's work, at most two chunks of batches are
+            # alive, and the progress bar counts finished steps only.
             pending.append((length, valid_losses[-1][-1]))
-            if progress is not None and len(pending) > 1:
-                n, marker = pending.pop(0)
-                jax.block_until_ready(marker)
-                progress(n)
-        for n, marker in pending:
-            jax.block_until_ready(marker)
-            if progress is not None:
-                progress(n)
+            if len(pending) > 1:
+                self._finish(pending.pop(0), progress)
+        for item in pending:
+            self._finish(item, progress)
         curves = {}
         for sweep, tl, vl in zip(self.sweeps, train_losses, valid_losses, strict=True):
             tl, vl = jax.device_get((tl, vl))
@@ -875,6 +887,13 @@ class TaskEvaluator:
             valid_batches=self.valid_batches,
             seconds=time.perf_counter() - start,
         )
+
+    @staticmethod
+    def _finish(item: tuple[int, Any], progress: Callable[[int], None] | None) -> None:
+        steps, marker = item
+        jax.block_until_ready(marker)
+        if progress is not None:
+            progress(steps)
 
 
 def _sweep_hparams(sweep: Sweep) -> PyTree:
