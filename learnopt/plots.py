@@ -64,9 +64,13 @@ def save_figure(fig: Any, path: str | os.PathLike) -> Path:
     return path
 
 
-def _positive(values: np.ndarray) -> bool:
+def _use_log(values: np.ndarray) -> bool:
+    """Log scale for non-negative values spanning more than a factor of 30 (zeros hidden)."""
     finite = values[np.isfinite(values)]
-    return finite.size > 0 and bool(np.all(finite > 0))
+    positive = finite[finite > 0]
+    if finite.size == 0 or np.any(finite < 0) or positive.size == 0:
+        return False
+    return bool(positive.max() > 30 * positive.min())
 
 
 def plot_mean_band(
@@ -110,13 +114,13 @@ def line_plot(
     title: str = "",
     logy: bool | None = None,
 ) -> Path:
-    """Curves ``ys[label]`` against ``x`` into a PNG; ``logy=None`` uses a log scale when
-    every finite value is positive."""
+    """Curves ``ys[label]`` against ``x`` into a PNG; ``logy=None`` picks a log scale for
+    non-negative values that span more than a factor of 30."""
     fig = new_figure()
     ax = fig.add_subplot()
     x = np.asarray(x)
     all_values = np.concatenate([np.asarray(y, np.float64).ravel() for y in ys.values()])
-    log = _positive(all_values) if logy is None else logy
+    log = _use_log(all_values) if logy is None else logy
     for i, (label, y) in enumerate(ys.items()):
         y = np.asarray(y, np.float64)
         ok = np.isfinite(y) & ((y > 0) if log else True)
@@ -137,7 +141,7 @@ def _ylim(ax: Any, curves: list[np.ndarray], log: bool) -> None:
     """Limits from the best value seen to the curves' level after the first 10 %."""
     lows, highs = [], []
     for c in curves:
-        finite = c[np.isfinite(c)]
+        finite = c[np.isfinite(c) & ((c > 0) if log else True)]
         if finite.size:
             lows.append(finite.min())
             start = c[..., max(1, c.shape[-1] // 10) :]
@@ -170,31 +174,34 @@ def eval_task_figure(result: Any, summary: Any, path: str | os.PathLike) -> Path
     smoothing, _ = lopt_eval.windows(result.num_steps)
     fig = new_figure(11.0, 4.2)
     ax_train, ax_valid = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    picks = [(summary.candidate, 0, summary.candidate)]
+    picks = [(summary.candidate, 0, f"{summary.candidate} (candidate)")]
     for name, b in summary.baselines.items():
         picks.append((name, b.index, f"{name} ({b.label}{', edge' if b.at_edge else ''})"))
     train_all, valid_all = [], []
-    for i, (name, index, label) in enumerate(picks):
+    # Baselines first, the candidate last so that it is drawn on top.
+    for i, (name, index, label) in reversed(list(enumerate(picks))):
         curves = result.curves[name]
         train = lopt_eval.smooth(curves.train_loss[index], smoothing)
         valid = np.asarray(curves.valid_loss[index], np.float64)
-        color = COLORS[i % len(COLORS)]
-        plot_mean_band(ax_train, np.arange(train.shape[-1]), train, label=label, color=color)
-        plot_mean_band(ax_valid, curves.valid_steps, valid, label=label, color=color)
+        color, lw = COLORS[i % len(COLORS)], (2.2 if i == 0 else 1.4)
+        steps = np.arange(train.shape[-1])
+        plot_mean_band(ax_train, steps, train, label=label, color=color, lw=lw)
+        plot_mean_band(ax_valid, curves.valid_steps, valid, label=label, color=color, lw=lw)
         train_all.append(train)
         valid_all.append(valid)
     for ax, values, ylabel in (
         (ax_train, train_all, f"train loss (trailing mean of {smoothing})"),
         (ax_valid, valid_all, f"{result.valid_split} loss"),
     ):
-        log = _positive(np.concatenate([v.ravel() for v in values]))
+        log = _use_log(np.concatenate([v.ravel() for v in values]))
         if log:
             ax.set_yscale("log")
         _ylim(ax, values, log)
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
-    ax_train.legend(fontsize=8)
+    handles, labels = ax_train.get_legend_handles_labels()
+    ax_train.legend(handles[::-1], labels[::-1], fontsize=8)  # the candidate first
     fig.suptitle(
         f"{result.task}: {summary.candidate} vs tuned baselines "
         f"({result.num_seeds} seeds, band = range over seeds)",
