@@ -178,7 +178,7 @@ def check_conformance(
         opt = make_opt()
         params, loss_fn = tiny_problem(params_dtype)
         extra = {"value_fn": loss_fn} if isinstance(opt, opt_base.OptaxOptimizer) else {}
-        state0 = opt.init(params)
+        state0 = opt.init(params, num_steps=100)  # schedules (NAdamW, OptList) need it
 
         step_counter, scan_counter = TraceCounter(), TraceCounter()
 
