@@ -73,9 +73,13 @@ and loses against any finite run):
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import math
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -149,6 +153,8 @@ class Sweep:
       hparams: a pytree whose leaves share a leading sweep axis of size ``size``.
       labels: one readable label per sweep point (``"lr=0.001"``).
       values: per hyperparameter name, the swept values (for CSVs); may be empty.
+      cache_id: what identifies the sweep's results across processes (set by
+        :func:`lr_sweep` for registered optimizers), or ``None``: never cached.
     """
 
     name: str
@@ -156,6 +162,7 @@ class Sweep:
     hparams: PyTree
     labels: tuple[str, ...]
     values: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    cache_id: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -222,6 +229,11 @@ def lr_sweep(
         hparams={"learning_rate": jnp.asarray(np.asarray(lrs, np.float32))},
         labels=tuple(f"lr={x:.3g}" for x in lrs),
         values={"learning_rate": lrs},
+        cache_id=(
+            f"{optimizer}|lrs={list(lrs)}|{sorted((k, repr(v)) for k, v in fixed.items())}"
+            if isinstance(optimizer, str)
+            else None
+        ),
     )
 
 
@@ -948,6 +960,7 @@ def evaluate_suite(
     num_seeds: int = 3,
     select_by: str = "final",
     progress: bool | Callable[[int], None] = False,
+    baseline_cache: str | os.PathLike | None = None,
     **kwargs: Any,
 ) -> SuiteResult:
     """Evaluates ``candidate`` against tuned ``baselines`` on every task of a suite.
@@ -959,6 +972,11 @@ def evaluate_suite(
       num_steps, num_seeds: per run.
       select_by: how a baseline's learning rate is picked, ``"final"`` or ``"mean"``.
       progress: ``True`` for a tqdm bar over all tasks' steps, or a callback.
+      baseline_cache: a folder where the baselines' curves are kept and reused by
+        later evaluations with the same settings (tasks given by name, sweeps from
+        :func:`lr_sweep` with a registered optimizer). The key includes every setting
+        and a hash of learnopt's source, so changed code never reuses old curves. The
+        candidate always runs, and sees the same data as the cached baselines did.
       **kwargs: further :class:`TaskEvaluator` arguments (``eval_every``, ...).
 
     Returns:
@@ -984,20 +1002,29 @@ def evaluate_suite(
 
         bar = tqdm(total=num_steps * len(entries), desc="evaluate", unit="step")
         callback = bar.update
+    cache = _BaselineCache(baseline_cache) if baseline_cache is not None else None
     tasks, summaries = [], []
     try:
         for entry in entries:
             task, name = _task_and_name(entry)
             if bar is not None:
                 bar.set_postfix_str(name)
-            result = evaluate_task(
-                task,
-                [candidate, *baselines],
-                num_steps=num_steps,
-                num_seeds=num_seeds,
-                progress=callback,
-                **kwargs,
+            sweeps = [candidate, *baselines]
+            evaluator = TaskEvaluator(
+                task, sweeps, num_steps=num_steps, num_seeds=num_seeds, **kwargs
             )
+            cached: dict[str, Curves] = {}
+            if cache is not None and isinstance(entry, str):
+                cached = cache.load(evaluator, baselines)
+                if cached:
+                    rest = [s for s in sweeps if s.name not in cached]
+                    evaluator = TaskEvaluator(
+                        task, rest, num_steps=num_steps, num_seeds=num_seeds, **kwargs
+                    )
+            result = evaluator.run(callback)
+            if cache is not None and isinstance(entry, str):
+                cache.save(evaluator, [b for b in baselines if b.name not in cached], result)
+            result.curves = {s.name: cached.get(s.name) or result.curves[s.name] for s in sweeps}
             tasks.append(result)
             summaries.append(summarize_task(result, candidate.name, names, select_by))
     finally:
@@ -1015,6 +1042,74 @@ def evaluate_suite(
         "learning_rates": {b.name: list(b.values.get("learning_rate", ())) for b in baselines},
     }
     return SuiteResult(candidate.name, tuple(names), tasks, summaries, settings)
+
+
+@functools.lru_cache(maxsize=1)
+def _source_hash() -> str:
+    """A hash of every learnopt source file (cached baselines die with code changes)."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+class _BaselineCache:
+    """Baseline curves on disk, one ``.npz`` per task and sweep, keyed by every setting."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+
+    def _path(self, ev: TaskEvaluator, sweep: Sweep) -> Path | None:
+        if sweep.cache_id is None:
+            return None
+        key = {
+            "task": ev.task.name,
+            "sweep": sweep.cache_id,
+            "num_steps": ev.num_steps,
+            "num_seeds": ev.num_seeds,
+            "eval_every": ev.eval_every,
+            "valid_split": ev.valid_split,
+            "valid_batches": ev.valid_batches,
+            "seed": ev.seed,
+            "param_dtype": str(ev.param_dtype),
+            "source": _source_hash(),
+            "jax": jax.__version__,
+            "backend": jax.default_backend(),
+        }
+        digest = hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()[:20]
+        return self.folder / f"{_file_safe(ev.task.name)}__{_file_safe(sweep.name)}__{digest}.npz"
+
+    def load(self, ev: TaskEvaluator, sweeps: Sequence[Sweep]) -> dict[str, Curves]:
+        out = {}
+        for sweep in sweeps:
+            path = self._path(ev, sweep)
+            if path is None or not path.is_file():
+                continue
+            with np.load(path) as data:
+                out[sweep.name] = Curves(
+                    name=sweep.name,
+                    labels=sweep.labels,
+                    values=dict(sweep.values),
+                    train_loss=data["train_loss"],
+                    valid_steps=data["valid_steps"],
+                    valid_loss=data["valid_loss"],
+                )
+        return out
+
+    def save(self, ev: TaskEvaluator, sweeps: Sequence[Sweep], result: TaskResult) -> None:
+        for sweep in sweeps:
+            path = self._path(ev, sweep)
+            if path is None:
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            c = result.curves[sweep.name]
+            tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.npz")
+            np.savez_compressed(
+                tmp, train_loss=c.train_loss, valid_loss=c.valid_loss, valid_steps=c.valid_steps
+            )
+            os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------ reports
@@ -1219,7 +1314,6 @@ def write_results(result: SuiteResult, out_dir: Any, *, plots: bool = True) -> d
     Returns ``{file kind: path}`` (``"plots"``: list of paths).
     """
     import csv
-    from pathlib import Path
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -169,6 +169,12 @@ def add_parser(subparsers: Any, formatter_class: Any = None) -> argparse.Argumen
     g.add_argument(
         "--overwrite", action="store_true", help="replace outputs of an earlier run in --out"
     )
+    g.add_argument(
+        "--baseline-cache",
+        metavar="DIR",
+        help="keep the baselines' curves here and reuse them when the settings and "
+        "learnopt's source are unchanged (default: no cache)",
+    )
     g.add_argument("--data-dir", metavar="DIR", help="TFDS data dir (default: $LEARNOPT_DATA_DIR)")
     g.add_argument("--no-plots", action="store_true", help="do not write curves_<task>.png")
     g.add_argument("--quiet", action="store_true", help="no progress bar, only the summary")
@@ -363,7 +369,6 @@ def evaluate(args: argparse.Namespace):
     from learnopt.tasks import base as tasks_base
     from learnopt.tasks.datasets import base as datasets_base
 
-    built = []
     for entry in tasks:  # fail on missing data before compiling anything
         task = tasks_base.get_task(entry) if isinstance(entry, str) else entry
         try:
@@ -375,7 +380,6 @@ def evaluate(args: argparse.Namespace):
                 f"task {task.name} needs data that is not available (--data-dir sets the "
                 f"data dir).\n{e}"
             ) from None
-        built.append(task)
 
     if not args.quiet:
         names = ", ".join(b.name for b in baselines)
@@ -387,7 +391,7 @@ def evaluate(args: argparse.Namespace):
         )
     try:
         result = lopt_eval.evaluate_suite(
-            built,
+            tasks,  # names are built afresh there: reproducible data, cacheable baselines
             candidate,
             baselines,
             num_steps=args.steps,
@@ -398,6 +402,7 @@ def evaluate(args: argparse.Namespace):
             valid_split=args.valid_split,
             valid_batches=args.valid_batches,
             seed=args.seed,
+            baseline_cache=args.baseline_cache,
         )
     except (datasets_base.DatasetNotFoundError, datasets_base.ChecksumMismatchError) as e:
         raise EvalError(

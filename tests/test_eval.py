@@ -346,3 +346,28 @@ def test_suite_aggregates_wins_and_geometric_means(tmp_path):
     written = lopt_eval.write_results(result, tmp_path, plots=True)
     assert {p.name for p in written["plots"]} == {"curves_QuadraticTask.png"}
     assert (tmp_path / "summary.md").read_text() == text
+
+
+def test_baseline_cache_reuses_curves_and_runs_only_the_candidate(tmp_path):
+    lopt = lopt_base.LearnableSGD(initial_lr=0.05)
+    candidate = lopt_eval.learned_sweep(lopt, lopt.init(jax.random.PRNGKey(0)))
+    kwargs = dict(num_steps=6, num_seeds=2, baseline_cache=tmp_path / "cache")
+
+    def run():
+        baselines = [lopt_eval.lr_sweep("SGD", (0.01, 0.3)), lopt_eval.lr_sweep("Adam", (0.1,))]
+        with testing.count_compiles() as names:
+            result = lopt_eval.evaluate_suite(["QuadraticTask"], candidate, baselines, **kwargs)
+        return result, names.count("_train_chunk")
+
+    first, compiled_first = run()
+    assert compiled_first == 3 and len(list((tmp_path / "cache").glob("*.npz"))) == 2
+    second, compiled_second = run()
+    assert compiled_second == 1  # only the candidate trains
+    for name in ("SGD", "Adam", "LearnableSGD"):
+        np.testing.assert_array_equal(
+            first.tasks[0][name].train_loss, second.tasks[0][name].train_loss
+        )
+    assert list(second.tasks[0].curves) == ["LearnableSGD", "SGD", "Adam"]
+    # Other settings (here: more steps) never reuse the cached curves.
+    kwargs["num_steps"] = 7
+    assert run()[1] == 3

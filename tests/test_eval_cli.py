@@ -93,7 +93,9 @@ def test_evaluate_never_overwrites_without_the_flag(adam_run, capsys):
     assert e.value.code == 2
     assert "--overwrite" in capsys.readouterr().err
     assert (out / "summary.csv").read_bytes() == before
-    assert cli.main([*argv, "--overwrite"]) == 0
+    cache = out.parent / "cache"
+    assert cli.main([*argv, "--overwrite", "--baseline-cache", str(cache)]) == 0
+    assert len(list(cache.glob("QuadraticTask__SGD__*.npz"))) == 1
     assert _rows(out / "summary.csv")[0]["optimizer"] == "SGD(lr=0.1)"
 
 
