@@ -1,9 +1,17 @@
-"""Saving and loading meta-parameters ``theta`` as msgpack files.
+"""Saving and loading ``theta`` and any other pytree as msgpack files.
 
-The file is Flax's msgpack encoding of ``theta``'s state dict
-(:func:`flax.serialization.to_state_dict`): nested dicts of numpy arrays, readable with
-:func:`flax.serialization.msgpack_restore` alone. So a checkpoint loads back **without
-knowing theta's structure**::
+Two pairs of functions, both writing Flax's msgpack encoding of the state dict
+(:func:`flax.serialization.to_state_dict`) atomically:
+
+* :func:`save_state` / :func:`load_state` (the notes' library's functions): any pytree,
+  exactly, restored into the structure of a target pytree (``ParameterCheckpoint`` and
+  ``OptCheckpoint`` of :mod:`learnopt.outer_trainers.gradient_learner`, a learner state,
+  an optimizer state, ...).
+* :func:`save_theta` / :func:`load_theta`: meta-parameters, loadable without a target.
+
+A ``theta`` file holds nested dicts of numpy arrays, readable with
+:func:`flax.serialization.msgpack_restore` alone, so it loads back **without knowing
+theta's structure**::
 
     save_theta("theta.msgpack", theta)
     theta = load_theta("theta.msgpack")          # dict of float32 jnp arrays
@@ -19,16 +27,26 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import flax.serialization
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-PyTree = Any
+from learnopt.tree_utils import cast_leaf_like
 
-__all__ = ["save_theta", "load_theta", "theta_to_bytes", "theta_from_bytes"]
+PyTree = Any
+T = TypeVar("T")
+
+__all__ = [
+    "save_state",
+    "load_state",
+    "save_theta",
+    "load_theta",
+    "theta_to_bytes",
+    "theta_from_bytes",
+]
 
 
 def _to_numpy(leaf: Any) -> np.ndarray:
@@ -75,14 +93,10 @@ def _cast_like(value: Any, ref: Any) -> Any:
     return jnp.asarray(value, dtype=dtype)
 
 
-def save_theta(path: str | os.PathLike, theta: PyTree) -> Path:
-    """Writes ``theta`` (any pytree of arrays: dicts, lists, flax dataclasses) to ``path``.
-
-    Parent folders are created. The write is atomic. Returns the path.
-    """
+def _write_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    """Writes ``data`` to a temporary file beside ``path`` and renames it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = theta_to_bytes(theta)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         tmp.write_bytes(data)
@@ -91,6 +105,61 @@ def save_theta(path: str | os.PathLike, theta: PyTree) -> Path:
         if tmp.exists():
             tmp.unlink()
     return path
+
+
+def save_theta(path: str | os.PathLike, theta: PyTree) -> Path:
+    """Writes ``theta`` (any pytree of arrays: dicts, lists, flax dataclasses) to ``path``.
+
+    Parent folders are created. The write is atomic. Returns the path.
+    """
+    return _write_atomic(path, theta_to_bytes(theta))
+
+
+def save_state(path: str | os.PathLike, state: PyTree) -> Path:
+    """Writes any pytree ``state`` to ``path``, every leaf as it is (dtypes kept).
+
+    Array leaves are stored as numpy arrays (bfloat16 included); Python scalars and
+    strings (e.g. ``ParameterCheckpoint.gen_id``) as themselves. Parent folders are
+    created; the write is atomic. Returns the path. Read it back with :func:`load_state`.
+    """
+    state_dict = flax.serialization.to_state_dict(state)
+    state_dict = jax.tree_util.tree_map(
+        lambda x: np.asarray(jax.device_get(x)) if isinstance(x, jax.Array) else x, state_dict
+    )
+    return _write_atomic(path, flax.serialization.msgpack_serialize(state_dict))
+
+
+def load_state(path: str | os.PathLike, state: T) -> T:
+    """Reads a pytree written by :func:`save_state` into the structure of ``state``.
+
+    ``state`` is a target of the same structure (its values are not used; e.g. a freshly
+    initialized one). Array leaves come back as jax arrays with the target's dtype and
+    weak type, so a restored state does not recompile the step that produced the target;
+    a shape that differs from the target's raises ``ValueError``. Non-array leaves
+    (strings, Python numbers) come back as stored.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no state checkpoint at {path}")
+    raw = flax.serialization.msgpack_restore(path.read_bytes())
+    try:
+        restored = flax.serialization.from_state_dict(state, raw)
+    except (KeyError, ValueError, TypeError) as e:
+        raise ValueError(
+            f"the checkpoint at {path} does not match the structure of the target "
+            f"{type(state).__name__}: {e}"
+        ) from None
+    return jax.tree_util.tree_map(_restore_like, restored, state)
+
+
+def _restore_like(value: Any, ref: Any) -> Any:
+    if not isinstance(ref, jax.Array | np.ndarray | np.generic):
+        return value
+    if np.shape(value) != np.shape(ref):
+        raise ValueError(
+            f"checkpoint leaf has shape {np.shape(value)}, target expects {np.shape(ref)}"
+        )
+    return cast_leaf_like(jnp.asarray(value), ref)
 
 
 def load_theta(path: str | os.PathLike, target: PyTree | None = None) -> PyTree:

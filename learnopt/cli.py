@@ -4,13 +4,13 @@
 its results to an output folder::
 
     learnopt meta-train                                  # the notes' walkthrough
-    learnopt meta-train --trainer pes --unroll 10 --steps 500
+    learnopt meta-train --trainer pes --trunc-length 10 --steps 500
     learnopt list                                        # tasks, optimizers, trainers
 
 The default run is the notes' tutorial: ``LearnableAdam`` on the embedded 8x8 digits
 MLP (``ImageMLP_Digits8_Relu32``, offline stand-in for ``ImageMLP_FashionMnist8_Relu32``),
 the exact meta-gradient of the mean training loss over a fresh 4-step inner run
-(``full_grad``, K = 4), outer optimizer ``opt_base.Adam(1e-2)``, 2000 meta-steps.
+(``full_grad``, ``--total-length 4``), outer optimizer ``opt_base.Adam(1e-2)``, 2000 meta-steps.
 
 Output folder (``--out``): ``metrics.csv`` (one row per meta-step), ``theta.msgpack``
 (the final theta, also written every ``--checkpoint-every`` steps; read it back with
@@ -40,14 +40,17 @@ DEFAULT_LOPT = "LearnableAdam"
 #: Names accepted by ``--lopt`` (the learned optimizer registry also accepts these).
 LOPTS = ("LearnableSGD", "LearnableSGDM", "LearnableAdam", "MLPLOpt")
 TRAINERS = {
-    "full_grad": "FullGrad: backprop through a whole fresh K-step inner run (exact)",
-    "tbptt": "TruncatedGrad: backprop through K-step truncations of longer runs (biased)",
-    "full_es": "FullES: antithetic ES over a whole fresh K-step inner run",
-    "tes": "TruncatedES: antithetic ES over K-step truncations (biased)",
-    "pes": "TruncatedPES: persistent ES over K-step truncations (unbiased)",
-    "nres": "NoiseReuseES: noise-reuse ES over K-step truncations (unbiased)",
+    "full_grad": "FullGrad: backprop through a whole fresh inner run of T steps (exact)",
+    "tbptt": "TruncatedGrad: backprop through K-step truncations of T-step runs (biased)",
+    "full_es": "FullES: antithetic ES over a whole fresh inner run of T steps",
+    "tes": "TruncatedES: antithetic ES over K-step truncations of T-step runs (biased)",
+    "pes": "TruncatedPES: persistent ES over K-step truncations of T-step runs (unbiased)",
+    "nres": "NoiseReuseES: noise-reuse ES over K-step truncations of T-step runs (unbiased)",
 }
 FULL_TRAINERS = ("full_grad", "full_es")
+#: Defaults of --trunc-length and --total-length (as ``outer_trainers.registry``).
+DEFAULT_TRUNC_LENGTH = 4
+DEFAULT_TOTAL_LENGTH = {"full": 4, "truncated": 200}
 ES_TRAINERS = ("full_es", "tes", "pes", "nres")
 #: Columns of metrics.csv before the ``theta/<name>`` columns.
 BASE_COLUMNS = ("step", "meta_loss", "learning_rate", "grad_norm", "num_nonfinite")
@@ -105,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "examples:\n"
             f"  {PROG} meta-train                      # LearnableAdam on 8x8 digits, 2000 steps\n"
-            f"  {PROG} meta-train --trainer pes --unroll 10 --steps 500\n"
+            f"  {PROG} meta-train --trainer pes --trunc-length 10 --steps 500\n"
             f"  {PROG} meta-train --lopt MLPLOpt --outer-lr 1e-3 --out runs/mlp\n"
         ),
     )
@@ -158,22 +161,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="gradient estimator (default: full_grad; see 'trainers' below)",
     )
     g.add_argument(
-        "--unroll",
-        type=_positive_int,
-        default=4,
-        metavar="K",
-        help="inner steps per meta-step: the whole horizon for full_grad/full_es, the "
-        "steps per truncation for tbptt/tes/pes/nres (default: 4)",
-    )
-    g.add_argument(
         "--trunc-length",
         type=_positive_int,
-        default=200,
-        metavar="T",
-        help="length of each inner run for the truncated trainers (tbptt/tes/pes/nres); "
-        "runs start staggered in [0, T) and restart when they reach T; must be >= K; "
-        "ignored by full_grad/full_es (default: 200)",
+        default=None,
+        metavar="K",
+        help="inner steps per meta-gradient estimate (a truncation) of the truncated "
+        "trainers tbptt/tes/pes/nres; must be <= T; full_grad/full_es unroll whole runs "
+        f"and take --total-length instead (default: {DEFAULT_TRUNC_LENGTH})",
     )
+    g.add_argument(
+        "--total-length",
+        type=_positive_int,
+        default=None,
+        metavar="T",
+        help="length of each inner training run: the whole horizon of full_grad/full_es "
+        f"(default: {DEFAULT_TOTAL_LENGTH['full']}); for tbptt/tes/pes/nres the runs start "
+        f"staggered in [0, T) and restart when they reach T (default: "
+        f"{DEFAULT_TOTAL_LENGTH['truncated']})",
+    )
+    g.add_argument("--unroll", action=_RenamedUnroll, help=argparse.SUPPRESS)
     g.add_argument(
         "--num-tasks",
         type=_positive_int,
@@ -277,10 +283,36 @@ def _known_lopts() -> list[str]:
 def _validate(args: argparse.Namespace) -> None:
     if args.steps < 1:
         raise _UsageError(f"--steps must be >= 1, got {args.steps}")
-    if args.trainer not in FULL_TRAINERS and args.trunc_length < args.unroll:
+    full = args.trainer in FULL_TRAINERS
+    if full and args.trunc_length is not None:
         raise _UsageError(
-            f"--trunc-length ({args.trunc_length}) must be >= --unroll ({args.unroll}) for "
-            f"the truncated trainer {args.trainer}"
+            f"{args.trainer} unrolls whole inner runs: set their length with --total-length "
+            "(--trunc-length is the truncation of tbptt/tes/pes/nres)"
+        )
+    if args.total_length is None:
+        args.total_length = DEFAULT_TOTAL_LENGTH["full" if full else "truncated"]
+    if not full:
+        if args.trunc_length is None:
+            args.trunc_length = DEFAULT_TRUNC_LENGTH
+        if args.trunc_length > args.total_length:
+            raise _UsageError(
+                f"--trunc-length ({args.trunc_length}, steps per estimate) must be <= "
+                f"--total-length ({args.total_length}, the length of an inner run) for "
+                f"the truncated trainer {args.trainer}"
+            )
+
+
+class _RenamedUnroll(argparse.Action):
+    """The old ``--unroll`` flag: an error that says which flag replaced it."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=1, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(
+            "--unroll was renamed: use --trunc-length K for the inner steps per estimate "
+            "of tbptt/tes/pes/nres, or --total-length T for the length of a whole inner "
+            "run (the horizon of full_grad/full_es)"
         )
 
 
@@ -334,9 +366,9 @@ def build_learner(args: argparse.Namespace, task: Any, lopt: Any):
         args.trainer,
         task,
         lopt,
-        unroll=args.unroll,
         num_tasks=_num_tasks(args),
         trunc_length=args.trunc_length,
+        total_length=args.total_length,
         std=args.std,
     )
     return gradient_learner.SingleMachineGradientLearner(
@@ -462,7 +494,7 @@ def meta_train(args: argparse.Namespace) -> MetaTrainResult:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise _RunError(f"cannot create the output folder {out_dir}: {e}") from None
-    config = {k: v for k, v in vars(args).items() if k != "parser"}
+    config = {k: v for k, v in vars(args).items() if k not in ("parser", "unroll")}
     num_tasks = _num_tasks(args)
     config.update(
         out=str(out_dir),
@@ -472,9 +504,9 @@ def meta_train(args: argparse.Namespace) -> MetaTrainResult:
     )
     (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     horizon = (
-        f"K={args.unroll}"
+        f"T={args.total_length}"
         if args.trainer in FULL_TRAINERS
-        else f"K={args.unroll}, T={args.trunc_length}"
+        else f"K={args.trunc_length}, T={args.total_length}"
     )
     if not args.quiet:
         print(

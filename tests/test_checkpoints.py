@@ -87,3 +87,103 @@ def test_bytes_roundtrip_under_jit_output():
     theta = jax.jit(lambda: {"a": jnp.float32(2.0) * 3})()
     data = checkpoints.theta_to_bytes(theta)
     assert float(checkpoints.theta_from_bytes(data)["a"]) == 6.0
+
+
+# ----------------------------------------------------------------------------------------
+# save_state / load_state (the library's functions) and the learner's init from files
+# ----------------------------------------------------------------------------------------
+
+
+def test_state_roundtrip_keeps_dtypes_structure_and_python_leaves(tmp_path):
+    from learnopt.outer_trainers import gradient_learner
+
+    theta = {
+        "w": jnp.arange(6, dtype=jnp.float32).reshape(2, 3),
+        "half": jnp.full((2,), 0.5, jnp.bfloat16),
+    }
+    ckpt = gradient_learner.ParameterCheckpoint(params=theta, gen_id="run-7", step=123)
+    path = checkpoints.save_state(tmp_path / "a" / "params", ckpt)
+    target = gradient_learner.ParameterCheckpoint(
+        params=jax.tree_util.tree_map(jnp.zeros_like, theta), gen_id="", step=0
+    )
+    loaded = checkpoints.load_state(path, target)
+    assert isinstance(loaded, gradient_learner.ParameterCheckpoint)
+    assert loaded.gen_id == "run-7" and loaded.step == 123
+    _assert_same(loaded.params, theta)
+    assert loaded.params["half"].dtype == jnp.bfloat16  # not widened, unlike save_theta
+    # The library's files are flax.serialization.to_bytes of the same tree: readable.
+    assert flax.serialization.msgpack_restore(path.read_bytes())["gen_id"] == "run-7"
+    lib_bytes = flax.serialization.to_bytes(ckpt)
+    (tmp_path / "lib").write_bytes(lib_bytes)
+    _assert_same(checkpoints.load_state(tmp_path / "lib", target).params, theta)
+
+
+def test_load_state_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no state checkpoint"):
+        checkpoints.load_state(tmp_path / "missing", {"a": jnp.zeros(2)})
+    path = checkpoints.save_state(tmp_path / "s", {"a": jnp.zeros((2,), jnp.float32)})
+    with pytest.raises(ValueError, match="shape"):
+        checkpoints.load_state(path, {"a": jnp.zeros((3,), jnp.float32)})
+    with pytest.raises(ValueError, match="does not match the structure"):
+        checkpoints.load_state(path, {"b": jnp.zeros((2,), jnp.float32)})
+
+
+def test_learner_starts_from_a_parameter_checkpoint_or_a_theta_file(tmp_path):
+    """The library's test_init_from_params, plus learnopt's own theta files."""
+    from learnopt.optimizers import base as opt_base
+    from learnopt.outer_trainers import gradient_learner
+
+    lopt = lopt_base.LearnableSGD(1)
+    key = jax.random.PRNGKey(0)
+    theta = jax.tree_util.tree_map(lambda x: (x + 1) * 10, lopt.init(key))
+    param_path = tmp_path / "param.param"
+    checkpoints.save_state(
+        param_path, gradient_learner.ParameterCheckpoint(params=theta, gen_id="test", step=123)
+    )
+    theta_path = checkpoints.save_theta(tmp_path / "theta.msgpack", theta)
+    for path in (param_path, theta_path):
+        learner = gradient_learner.GradientLearner(lopt, opt_base.SGD(3), init_theta_from_path=path)
+        restored = learner.get_meta_params(learner.init(key))
+        _assert_same(restored, theta)
+    with pytest.raises(FileNotFoundError, match="init_theta_from_path"):
+        gradient_learner.GradientLearner(lopt, opt_base.SGD(3), init_theta_from_path=tmp_path / "x")
+
+
+def test_learner_resumes_its_outer_state_and_compiles_once(tmp_path):
+    """The library's test_init_from_checkpoint on the single-machine learner, then steps."""
+    from learnopt.optimizers import base as opt_base
+    from learnopt.outer_trainers import full_grad, gradient_learner, lopt_truncated_step
+    from learnopt.outer_trainers import truncation_schedule as tsched
+    from learnopt.tasks import quadratics
+    from learnopt.testing import count_compiles
+
+    lopt = lopt_base.LearnableSGDM(initial_lr=0.05)
+
+    def make(**kw):
+        step = lopt_truncated_step.VectorizedLOptTruncatedStep(
+            quadratics.CurvatureQuadraticFamily(3), lopt, tsched.ConstantTruncationSchedule(4), 2
+        )
+        return gradient_learner.SingleMachineGradientLearner(
+            lopt, [full_grad.FullGrad(step)], opt_base.Adam(1e-2), **kw
+        )
+
+    learner = make()
+    state = learner.init(jax.random.PRNGKey(0))
+    for i in range(3):
+        state, _, _ = learner.update(state, jax.random.PRNGKey(i))
+    learner_state = jax.tree_util.tree_map(lambda x: x + 11, state.gradient_learner_state)
+    path = checkpoints.save_state(
+        tmp_path / "checkpoint.param",
+        gradient_learner.OptCheckpoint(learner_state, elapsed_time=123.0, total_inner_steps=123),
+    )
+
+    resumed = make(init_outer_state_from_path=path)
+    new = resumed.init(jax.random.PRNGKey(5))
+    assert int(new.theta_opt_state.iteration) == 3 + 11  # Adam's step count came back
+    assert int(new.outer_iteration) == 3 + 11
+    _assert_same(new.gradient_learner_state, learner_state)
+    with count_compiles() as names:
+        for i in range(3):
+            new, loss, _ = resumed.update(new, jax.random.PRNGKey(10 + i))
+    assert names.count("_update") == 1
+    assert np.isfinite(float(loss)) and int(new.theta_opt_state.iteration) == 17

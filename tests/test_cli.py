@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import os
@@ -23,8 +24,8 @@ ALL_FLAGS = (
     "--lopt",
     "--trainer",
     "--steps",
-    "--unroll",
     "--trunc-length",
+    "--total-length",
     "--num-tasks",
     "--std",
     "--outer-lr",
@@ -84,7 +85,10 @@ def _check_png(path: Path):
 
 @pytest.mark.parametrize(
     "trainer, extra",
-    [("full_grad", []), ("pes", ["--unroll", "5", "--trunc-length", "20", "--num-tasks", "4"])],
+    [
+        ("full_grad", []),
+        ("pes", ["--trunc-length", "5", "--total-length", "20", "--num-tasks", "4"]),
+    ],
 )
 def test_meta_train_writes_everything(trainer, extra, tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
@@ -159,7 +163,7 @@ def test_data_dir_flag_is_used_and_restored(tmp_path, monkeypatch):
     before = os.environ[datasets_base.ENV_DATA_DIR]
     data_dir = tmp_path / "own_data"
     argv = ["meta-train", "--steps", "1", "--no-plots", "--quiet", "--data-dir", str(data_dir)]
-    code, _ = _run([*argv, "--out", str(tmp_path / "o"), "--unroll", "1"], monkeypatch)
+    code, _ = _run([*argv, "--out", str(tmp_path / "o"), "--total-length", "1"], monkeypatch)
     assert code == 0
     assert (data_dir / "learnopt_digits8").is_dir()  # prepared where --data-dir says
     assert os.environ[datasets_base.ENV_DATA_DIR] == before
@@ -174,7 +178,9 @@ def test_data_dir_flag_is_used_and_restored(tmp_path, monkeypatch):
         (["--steps", "0"], "--steps must be >= 1, got 0"),
         (["--steps", "-5"], "--steps must be >= 1, got -5"),
         (["--steps", "many"], "argument --steps: expected an integer, got 'many'"),
-        (["--unroll", "0"], "argument --unroll: must be >= 1, got 0"),
+        (["--trunc-length", "0"], "argument --trunc-length: must be >= 1, got 0"),
+        (["--unroll", "4"], "--unroll was renamed: use --trunc-length K"),
+        (["--trunc-length", "3"], "full_grad unrolls whole inner runs: set their length with"),
         (["--num-tasks", "0"], "argument --num-tasks: must be >= 1, got 0"),
         (["--trainer", "sgd"], "argument --trainer: invalid choice: 'sgd'"),
         (["--std", "0"], "argument --std: must be a finite number > 0"),
@@ -182,7 +188,10 @@ def test_data_dir_flag_is_used_and_restored(tmp_path, monkeypatch):
         (["--max-grad-norm", "inf"], "argument --max-grad-norm: must be a finite number > 0"),
         (["--log-every", "0"], "argument --log-every: must be >= 1"),
         (["--checkpoint-every", "-1"], "argument --checkpoint-every: must be >= 0"),
-        (["--trainer", "pes", "--trunc-length", "3"], "--trunc-length (3) must be >= --unroll (4)"),
+        (
+            ["--trainer", "pes", "--trunc-length", "300"],
+            "--trunc-length (300, steps per estimate) must be <= --total-length (200",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_message(argv, message, tmp_path, capsys):
@@ -245,7 +254,13 @@ def test_help_lists_every_flag(capsys):
     text = capsys.readouterr().out
     parser = cli.build_parser()
     sub = parser._subparsers._group_actions[0].choices["meta-train"]
-    declared = {s for a in sub._actions for s in a.option_strings if s.startswith("--")}
+    declared = {
+        s
+        for a in sub._actions
+        if a.help != argparse.SUPPRESS  # --unroll: only an error naming its replacements
+        for s in a.option_strings
+        if s.startswith("--")
+    }
     assert declared == set(ALL_FLAGS) | {"--help"}
     for flag in declared:
         assert flag in text, flag

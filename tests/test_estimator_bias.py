@@ -94,7 +94,7 @@ def _episode_vs_exact(cls):
 
     def run(theta, key):
         ts = _truncated_step()
-        est = cls(ts, unroll_length=UNROLL, std=STD)
+        est = cls(ts, trunc_length=UNROLL, std=STD)
         k_init, k_steps = jax.random.split(key)
         state = est.init_worker_state(theta, k_init)
         loss, grad = _exact(ts, theta, state.pos_state)
@@ -246,7 +246,7 @@ def _ib_estimator(name, unroll, num_pairs):
         num_tasks=num_pairs,
     )
     if name == "TBPTT":
-        return truncated_grad.TruncatedGrad(ts, unroll_length=unroll)
+        return truncated_grad.TruncatedGrad(ts, trunc_length=unroll)
     cls = {
         "TruncatedES": truncated_es.TruncatedES,
         "PES": truncated_pes.TruncatedPES,
@@ -257,7 +257,7 @@ def _ib_estimator(name, unroll, num_pairs):
         # times the right gradient, so NRES still converges to the right theta.
         "NRES": noise_reuse_es.NoiseReuseES,
     }[name]
-    return cls(ts, unroll_length=unroll, std=0.1)
+    return cls(ts, trunc_length=unroll, std=0.1)
 
 
 # name, truncation length, antithetic pairs (TBPTT: inner runs)
@@ -315,7 +315,7 @@ def test_tbptt_over_a_whole_episode_is_exact():
     ts = lts.VectorizedLOptTruncatedStep(
         FAMILY, LOPT, tsched.ConstantTruncationSchedule(HORIZON), num_tasks=16
     )
-    est = truncated_grad.TruncatedGrad(ts, unroll_length=HORIZON)
+    est = truncated_grad.TruncatedGrad(ts, trunc_length=HORIZON)
     theta = LOPT.init(jax.random.PRNGKey(0))
 
     @jax.jit
@@ -350,7 +350,7 @@ def test_stacked_and_separate_antithetic_unrolls_agree():
         outs = []
         for cls in classes:
             for stacked in (True, False):
-                est = cls(ts, unroll_length=5, std=STD, stack_antithetic_samples=stacked)
+                est = cls(ts, trunc_length=5, std=STD, stack_antithetic_samples=stacked)
                 k_init, k_est = jax.random.split(key)
 
                 def step(state, k, est=est):

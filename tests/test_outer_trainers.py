@@ -86,7 +86,7 @@ def test_pes_meta_trains_learnable_adam_on_digits8(data_dir):
         num_tasks=8,
         random_initial_iteration_offset=40,
     )
-    est = truncated_pes.TruncatedPES(ts, unroll_length=10, std=0.01)
+    est = truncated_pes.TruncatedPES(ts, trunc_length=10, std=0.01)
     learner = gradient_learner.SingleMachineGradientLearner(lopt, [est], opt_base.Adam(3e-2))
 
     # Evaluation: the mean training loss of 4 fresh 40-step runs on fixed batches.
@@ -296,7 +296,7 @@ def _first_step_cost(unroll):
         num_tasks=4,
         random_initial_iteration_offset=100,
     )
-    est = truncated_pes.TruncatedPES(ts, unroll_length=unroll, std=0.01)
+    est = truncated_pes.TruncatedPES(ts, trunc_length=unroll, std=0.01)
     learner = gradient_learner.SingleMachineGradientLearner(lopt, [est], opt_base.Adam(1e-3))
     state = learner.init(jax.random.PRNGKey(0))
     k1, k2 = jax.random.split(jax.random.PRNGKey(1))
@@ -387,7 +387,7 @@ def test_staggered_starts_give_distinct_inner_steps():
         random_initial_iteration_offset=50,
     )
     theta = lopt.init(jax.random.PRNGKey(0))
-    state = jax.jit(ts.init_step_state)(theta, jax.random.PRNGKey(1))
+    state = jax.jit(ts.init_step_state)(theta, None, jax.random.PRNGKey(1))
     steps = np.asarray(state.inner_step)
     assert steps.dtype == np.int32
     assert np.all((steps >= 0) & (steps < 50))
@@ -478,7 +478,10 @@ def test_estimator_registry_builds_every_trainer(name):
     from learnopt.outer_trainers import registry
 
     fam = quadratics.CurvatureQuadraticFamily(dim=3)
-    est = registry.make_estimator(name, fam, lopt_base.LearnableSGD(), unroll=2, trunc_length=6)
+    lengths = (
+        {"total_length": 6} if name in registry.FULL_RUN else {"trunc_length": 2, "total_length": 6}
+    )
+    est = registry.make_estimator(name, fam, lopt_base.LearnableSGD(), **lengths)
     assert isinstance(est, registry.ESTIMATORS.constructor(name))
     assert est.truncated_step.num_tasks == (1 if name == "full_grad" else 8)
     theta = lopt_base.LearnableSGD().init(jax.random.PRNGKey(0))
@@ -496,4 +499,6 @@ def test_estimator_registry_rejects_bad_input():
     with pytest.raises(KeyError, match="Known: full_es, full_grad"):
         registry.make_estimator("pes2", fam, lopt_base.LearnableSGD())
     with pytest.raises(ValueError, match="trunc_length"):
-        registry.make_estimator("pes", fam, lopt_base.LearnableSGD(), unroll=10, trunc_length=5)
+        registry.make_estimator(
+            "pes", fam, lopt_base.LearnableSGD(), trunc_length=10, total_length=5
+        )

@@ -25,8 +25,8 @@ SCRIPT = textwrap.dedent(
     def run(mesh, name, num_tasks):
         task = tasks_base.get_task("ImageMLP_Digits8_Relu32")  # fresh, same data stream
         lopt = lopt_base.LearnableAdam()
-        est = registry.make_estimator(name, task, lopt, unroll=3, num_tasks=num_tasks,
-                                      trunc_length=9)
+        est = registry.make_estimator(name, task, lopt, trunc_length=3, num_tasks=num_tasks,
+                                      total_length=9)
         learner = gradient_learner.SingleMachineGradientLearner(
             lopt, [est], opt_base.Adam(1e-2), mesh=mesh)
         state = learner.init(jax.random.PRNGKey(0))

@@ -1,4 +1,10 @@
-"""Pieces shared by the gradient estimators: perturbations, antithetic unrolls, ES maths."""
+"""Pieces shared by the gradient estimators: perturbations, antithetic unrolls, ES maths.
+
+Vocabulary used by every estimator: ``trunc_length`` is the number of inner steps one
+estimate unrolls (a truncation); the length of a whole inner run comes from a truncation
+schedule (``ConstantTruncationSchedule(total_length)``). Full-run estimators (FullES,
+FullGrad) unroll a whole run per estimate, so for them the two are the same.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from learnopt.outer_trainers.gradient_learner import GradientEstimator, GradientEstimatorOut
+from learnopt.outer_trainers import truncation_schedule as ts_mod
+from learnopt.outer_trainers.gradient_learner import (
+    GradientEstimator,
+    GradientEstimatorOut,
+    UnrollInfo,
+)
 from learnopt.outer_trainers.lopt_truncated_step import (
     TruncatedUnrollOut,
     TruncatedUnrollState,
@@ -21,7 +32,11 @@ __all__ = [
     "antithetic_unroll",
     "es_grad",
     "reduce_loss",
-    "constant_horizon",
+    "steps_per_estimate",
+    "check_steps_per_jit",
+    "FullHorizon",
+    "unroll_info",
+    "AntitheticEstimator",
     "TruncatedAntitheticEstimator",
 ]
 
@@ -51,12 +66,14 @@ def antithetic_unroll(
     data: PyTree,
     num_steps: int,
     stacked: bool = True,
+    length: jax.Array | None = None,
 ) -> tuple[TruncatedUnrollState, TruncatedUnrollState, TruncatedUnrollOut, TruncatedUnrollOut]:
     """Unrolls ``theta + eps`` from ``pos_state`` and ``theta - eps`` from ``neg_state``.
 
     Both halves see the same batches and the same random keys (common random numbers),
     which is what makes the antithetic difference low-variance. ``stacked`` runs them as
     one population of ``2 * num_tasks`` members; otherwise as two unrolls (less memory).
+    ``length`` (optional) skips the steps past it (see ``VectorizedLOptTruncatedStep.unroll``).
     """
     theta_pos, theta_neg = _plus(theta, eps, 1.0), _plus(theta, eps, -1.0)
     if stacked:
@@ -69,6 +86,7 @@ def antithetic_unroll(
             num_steps,
             theta_is_vector=True,
             num_copies=2,
+            length=length,
         )
         n = truncated_step.num_tasks
         first = lambda t, ax: jax.tree_util.tree_map(
@@ -87,21 +105,38 @@ def antithetic_unroll(
         )
         return first(state, 0), last(state, 0), pos_out, neg_out
     pos_state, pos_out = truncated_step.unroll(
-        theta_pos, pos_state, key, data, num_steps, theta_is_vector=True
+        theta_pos, pos_state, key, data, num_steps, theta_is_vector=True, length=length
     )
     neg_state, neg_out = truncated_step.unroll(
-        theta_neg, neg_state, key, data, num_steps, theta_is_vector=True
+        theta_neg, neg_state, key, data, num_steps, theta_is_vector=True, length=length
     )
     return pos_state, neg_state, pos_out, neg_out
 
 
-def reduce_loss(out: TruncatedUnrollOut, loss_type: str = "avg") -> jax.Array:
-    """Per-member meta-loss of an unroll: mean over its steps (``avg``) or the last step."""
-    if loss_type == "avg":
-        return jnp.mean(out.loss, axis=0)
-    if loss_type == "last":
-        return out.loss[-1]
-    raise ValueError(f"loss_type must be 'avg' or 'last' here, got {loss_type!r}")
+def reduce_loss(
+    out: TruncatedUnrollOut, loss_type: str = "avg", length: jax.Array | None = None
+) -> jax.Array:
+    """Per-member meta-loss of an unroll: the mean over its steps, the min, or the last.
+
+    ``length`` (optional int32 scalar): only the first ``length`` steps count.
+    """
+    loss = out.loss
+    if length is None:
+        if loss_type == "avg":
+            return jnp.mean(loss, axis=0)
+        if loss_type == "min":
+            return jnp.min(loss, axis=0)
+        if loss_type == "last":
+            return loss[-1]
+    else:
+        valid = (jnp.arange(loss.shape[0]) < length)[:, None]
+        if loss_type == "avg":
+            return jnp.sum(jnp.where(valid, loss, 0.0), axis=0) / length.astype(loss.dtype)
+        if loss_type == "min":
+            return jnp.min(jnp.where(valid, loss, jnp.inf), axis=0)
+        if loss_type == "last":
+            return jax.lax.dynamic_index_in_dim(loss, length - 1, axis=0, keepdims=False)
+    raise ValueError(f"loss_type must be 'avg', 'min' or 'last' here, got {loss_type!r}")
 
 
 def es_grad(
@@ -110,14 +145,19 @@ def es_grad(
     neg_loss: jax.Array,
     std: float,
     clip_loss_diff: float | None = None,
+    sign_delta_loss_scalar: float | None = None,
 ) -> tuple[PyTree, jax.Array]:
     """Antithetic ES estimate ``mean_i eps_i (L+_i - L-_i) / (2 std^2)`` and the deltas.
 
     ``eps`` has a leading ``[num]`` axis (for PES: the accumulated perturbations).
+    ``clip_loss_diff`` clips each ``L+ - L-``; ``sign_delta_loss_scalar`` replaces it by
+    its sign times that scalar.
     """
     delta = pos_loss - neg_loss
     if clip_loss_diff is not None:
         delta = jnp.clip(delta, -clip_loss_diff, clip_loss_diff)
+    if sign_delta_loss_scalar is not None:
+        delta = jnp.sign(delta) * sign_delta_loss_scalar
     scale = delta / (2.0 * std**2)
     grad = jax.tree_util.tree_map(
         lambda e: jnp.tensordot(scale, e.astype(jnp.float32), axes=1).astype(e.dtype) / e.shape[0],
@@ -126,60 +166,149 @@ def es_grad(
     return grad, delta
 
 
-def constant_horizon(truncated_step: VectorizedLOptTruncatedStep, who: str) -> int:
-    """The fixed inner-run length that full-unroll estimators differentiate through."""
-    sched = truncated_step.trunc_sched
-    length = getattr(sched, "total_length", None)
-    if length is None:
+def steps_per_estimate(
+    who: str, trunc_length: int | None, unroll_length: int | None, default: int
+) -> int:
+    """``trunc_length``, also accepted as ``unroll_length`` (the library's name in TES/TBPTT)."""
+    if trunc_length is not None and unroll_length is not None and trunc_length != unroll_length:
         raise ValueError(
-            f"{who} unrolls whole inner runs, so it needs a ConstantTruncationSchedule; "
-            f"got {sched!r}"
+            f"{who}: trunc_length={trunc_length} and unroll_length={unroll_length} name the "
+            "same thing (inner steps per estimate); pass one"
         )
-    return int(length)
+    value = trunc_length if trunc_length is not None else unroll_length
+    value = default if value is None else value
+    if int(value) != value or int(value) < 1:
+        raise ValueError(
+            f"{who}: trunc_length (inner steps per estimate) must be an integer >= 1, got {value}"
+        )
+    return int(value)
 
 
-def loss_metrics(prefix: str, pos_loss: jax.Array, neg_loss: jax.Array, delta: jax.Array) -> dict:
-    return {
-        f"{prefix}/mean_loss": jnp.mean((pos_loss + neg_loss) / 2),
-        f"{prefix}/delta_loss_abs": jnp.mean(jnp.abs(delta)),
-    }
+def check_steps_per_jit(who: str, steps_per_jit: int | None, trunc_length: int | None) -> None:
+    """Validates the library's ``steps_per_jit`` (learnopt compiles a whole estimate anyway)."""
+    if steps_per_jit is None:
+        return
+    if int(steps_per_jit) != steps_per_jit or int(steps_per_jit) < 1:
+        raise ValueError(
+            f"{who}: steps_per_jit must be None or an integer >= 1, got {steps_per_jit}"
+        )
+    if trunc_length is not None and trunc_length % int(steps_per_jit):
+        raise ValueError(
+            f"{who}: trunc_length={trunc_length} must be a multiple of steps_per_jit="
+            f"{steps_per_jit}"
+        )
 
 
-class TruncatedAntitheticEstimator(GradientEstimator):
-    """Shared plumbing of the antithetic ES estimators over truncations (TES, PES, NRES).
+def unroll_info(state: TruncatedUnrollState, out: TruncatedUnrollOut) -> UnrollInfo:
+    """The library's record of an unroll (from the positive half for ES)."""
+    return UnrollInfo(
+        loss=out.loss, iteration=out.iteration, task_param=state.task_param, is_done=out.is_done
+    )
+
+
+class FullHorizon:
+    """The horizon of full-run estimators: a static number of steps and an optional length.
+
+    With ``truncation_schedule`` (the library's way) the truncated step must have a
+    ``NeverEndingTruncationSchedule``; without it, the truncated step's own schedule
+    gives the run length (learnopt's shortcut). A schedule that is not constant makes a
+    variable horizon: the estimator unrolls ``max_length`` steps in one compiled program
+    and skips those past the sampled length (all members share one length, as in the
+    library), so the batches of ``max_length`` steps are fetched.
+    ``steps_per_jit`` rounds lengths down to a multiple of it (at least one multiple),
+    as the library does.
+    """
+
+    def __init__(
+        self,
+        who: str,
+        truncated_step: VectorizedLOptTruncatedStep,
+        truncation_schedule: ts_mod.TruncationSchedule | None,
+        steps_per_jit: int | None,
+    ):
+        never = ts_mod.NeverEndingTruncationSchedule
+        if truncation_schedule is None:
+            sched = truncated_step.trunc_sched
+            if isinstance(sched, never):
+                raise ValueError(
+                    f"{who} unrolls whole inner runs: pass truncation_schedule= (e.g. "
+                    "ConstantTruncationSchedule(100)) for their length"
+                )
+        else:
+            if not hasattr(truncation_schedule, "sample_length"):
+                raise TypeError(
+                    f"{who}: truncation_schedule must be a learnopt TruncationSchedule, got "
+                    f"{type(truncation_schedule).__name__}"
+                )
+            if not isinstance(truncated_step.trunc_sched, never):
+                raise ValueError(
+                    f"{who} manages the length of its runs with truncation_schedule=; give "
+                    "the truncated step a NeverEndingTruncationSchedule() (got "
+                    f"{truncated_step.trunc_sched!r})"
+                )
+            sched = truncation_schedule
+        check_steps_per_jit(who, steps_per_jit, None)
+        max_length = sched.max_length
+        if max_length is None or isinstance(sched, never):
+            raise ValueError(
+                f"{who} compiles its whole horizon: {sched!r} has no static max_length "
+                "(give ScheduledTruncationSchedule a max_length=)"
+            )
+        self.schedule = sched
+        self.steps_per_jit = None if steps_per_jit is None else int(steps_per_jit)
+        self.variable = not isinstance(sched, ts_mod.ConstantTruncationSchedule)
+        self.num_steps = self._round(int(max_length))
+
+    def _round(self, n):
+        spj = self.steps_per_jit
+        if spj is None:
+            return n
+        if isinstance(n, int):
+            return max(n // spj * spj, spj)
+        return jnp.maximum(n // spj * spj, spj)
+
+    def length(self, key: jax.Array, outer_state: Any) -> jax.Array | None:
+        """The sampled horizon (int32 scalar), or None when it is always ``num_steps``."""
+        if not self.variable:
+            return None
+        return self._round(self.schedule.sample_length(key, outer_state))
+
+
+class AntitheticEstimator(GradientEstimator):
+    """Shared plumbing of the antithetic ES estimators (FullES, TES, PES, NRES).
 
     Args:
       truncated_step: its ``num_tasks`` is the number of antithetic pairs.
-      unroll_length: inner steps per estimate.
       std: perturbation standard deviation.
       stack_antithetic_samples: run the + and - halves as one population of
-        ``2 * num_tasks`` (faster) or as two unrolls (half the peak memory).
+        ``2 * num_tasks`` (faster; learnopt's default) or as two unrolls (half the peak
+        memory; the library's default). Same results either way.
       clip_loss_diff: clip ``L+ - L-`` to this magnitude (robustness to outliers).
+      sign_delta_loss_scalar: use ``sign(L+ - L-)`` times this instead of the difference.
     """
 
     def __init__(
         self,
         truncated_step: VectorizedLOptTruncatedStep,
-        unroll_length: int = 20,
         std: float = 0.01,
         stack_antithetic_samples: bool = True,
         clip_loss_diff: float | None = None,
+        sign_delta_loss_scalar: float | None = None,
     ):
-        if int(unroll_length) < 1:
-            raise ValueError(f"unroll_length must be >= 1, got {unroll_length}")
-        if std <= 0:
+        if not std > 0:
             raise ValueError(f"std must be > 0, got {std}")
+        if clip_loss_diff is not None and not clip_loss_diff > 0:
+            raise ValueError(f"clip_loss_diff must be None or > 0, got {clip_loss_diff}")
         self.truncated_step = truncated_step
-        self.unroll_length = int(unroll_length)
         self.std = float(std)
-        self.stack_antithetic_samples = stack_antithetic_samples
+        self.stack_antithetic_samples = bool(stack_antithetic_samples)
         self.clip_loss_diff = clip_loss_diff
+        self.sign_delta_loss_scalar = sign_delta_loss_scalar
 
-    def get_datas(self) -> Any:
-        return self.truncated_step.get_batch(self.unroll_length)
-
-    def _unroll_pair(self, theta, eps, pos_state, neg_state, key, datas):
-        """Antithetic unroll; returns (pos, neg, per-member pos loss, neg loss)."""
+    def _unroll_pair(
+        self, theta, eps, pos_state, neg_state, key, datas, num_steps, length=None, loss_type="avg"
+    ):
+        """Antithetic unroll; returns (pos, neg, pos loss, neg loss [P], pos_out)."""
         pos, neg, pos_out, neg_out = antithetic_unroll(
             self.truncated_step,
             theta,
@@ -188,17 +317,79 @@ class TruncatedAntitheticEstimator(GradientEstimator):
             neg_state,
             key,
             datas,
-            self.unroll_length,
+            num_steps,
             stacked=self.stack_antithetic_samples,
+            length=length,
         )
-        return pos, neg, reduce_loss(pos_out), reduce_loss(neg_out)
+        pos_loss = reduce_loss(pos_out, loss_type, length)
+        neg_loss = reduce_loss(neg_out, loss_type, length)
+        return pos, neg, pos_loss, neg_loss, pos_out
 
-    def _output(self, weights, pos_loss, neg_loss, done, new_state):
+    def _output(self, weights, pos_loss, neg_loss, new_state, metrics=None, info=None):
         """The estimate ``mean_i w_i (L+_i - L-_i) / (2 std^2)``, its output and metrics."""
-        grad, delta = es_grad(weights, pos_loss, neg_loss, self.std, self.clip_loss_diff)
-        metrics = {
-            "delta_loss_abs": jnp.mean(jnp.abs(delta)),
-            "num_done": jnp.sum(done).astype(jnp.float32),
-        }
+        grad, delta = es_grad(
+            weights,
+            pos_loss,
+            neg_loss,
+            self.std,
+            self.clip_loss_diff,
+            self.sign_delta_loss_scalar,
+        )
+        metrics = {"delta_loss_abs": jnp.mean(jnp.abs(delta)), **(metrics or {})}
         mean_loss = jnp.mean((pos_loss + neg_loss) / 2)
-        return GradientEstimatorOut(mean_loss=mean_loss, grad=grad, unroll_state=new_state), metrics
+        out = GradientEstimatorOut(
+            mean_loss=mean_loss, grad=grad, unroll_state=new_state, unroll_info=info
+        )
+        return out, metrics
+
+
+class TruncatedAntitheticEstimator(AntitheticEstimator):
+    """Antithetic ES over truncations of ongoing runs (TES, PES, NRES).
+
+    Args:
+      truncated_step: its ``num_tasks`` is the number of antithetic pairs.
+      trunc_length: inner steps per estimate (``unroll_length`` is accepted as the same).
+      std: perturbation standard deviation.
+      steps_per_jit: the library's chunking of a truncation; accepted and validated
+        (``trunc_length`` must be a multiple of it), the whole truncation is one program.
+      stack_antithetic_samples, clip_loss_diff, sign_delta_loss_scalar: see
+        :class:`AntitheticEstimator`.
+    """
+
+    default_trunc_length = 10
+
+    def __init__(
+        self,
+        truncated_step: VectorizedLOptTruncatedStep,
+        trunc_length: int | None = None,
+        std: float = 0.01,
+        steps_per_jit: int | None = None,
+        stack_antithetic_samples: bool = True,
+        sign_delta_loss_scalar: float | None = None,
+        clip_loss_diff: float | None = None,
+        *,
+        unroll_length: int | None = None,
+    ):
+        super().__init__(
+            truncated_step,
+            std=std,
+            stack_antithetic_samples=stack_antithetic_samples,
+            clip_loss_diff=clip_loss_diff,
+            sign_delta_loss_scalar=sign_delta_loss_scalar,
+        )
+        self.trunc_length = steps_per_estimate(
+            self.name, trunc_length, unroll_length, self.default_trunc_length
+        )
+        check_steps_per_jit(self.name, steps_per_jit, self.trunc_length)
+        self.steps_per_jit = steps_per_jit
+
+    @property
+    def unroll_length(self) -> int:
+        """The same as :attr:`trunc_length` (the library's name in TES and TBPTT)."""
+        return self.trunc_length
+
+    def get_datas(self) -> Any:
+        return self.truncated_step.get_batch(self.trunc_length)
+
+    def _unroll_truncation(self, theta, eps, pos_state, neg_state, key, datas):
+        return self._unroll_pair(theta, eps, pos_state, neg_state, key, datas, self.trunc_length)

@@ -13,55 +13,83 @@ from typing import Any
 
 import flax.struct
 import jax
-import jax.numpy as jnp
 
 from learnopt.outer_trainers import common
-from learnopt.outer_trainers.gradient_learner import GradientEstimator, GradientEstimatorOut
+from learnopt.outer_trainers import truncation_schedule as ts_mod
+from learnopt.outer_trainers.gradient_learner import GradientEstimatorState
 from learnopt.outer_trainers.lopt_truncated_step import VectorizedLOptTruncatedStep
 
-__all__ = ["FullES", "FullESState"]
+__all__ = ["FullES", "FullESState", "UnrollState"]
+
+_LOSS_TYPES = ("avg", "min", "last", "last_recompute")
 
 
 @flax.struct.dataclass
-class FullESState:
+class FullESState(GradientEstimatorState):
     pass
 
 
-class FullES(GradientEstimator):
-    """Antithetic ES on complete runs of ``T`` steps (``T`` from the constant schedule).
+#: The library's name of FullES's (empty) state.
+UnrollState = FullESState
+
+
+class FullES(common.AntitheticEstimator):
+    """Antithetic ES on complete fresh runs (all members share one sampled length).
 
     Args:
       truncated_step: its ``num_tasks`` is the number of antithetic pairs.
+      truncation_schedule: the length of the runs (the library's argument; the
+        truncated step must then have a ``NeverEndingTruncationSchedule``). Without it,
+        the truncated step's schedule gives the length. See
+        :class:`~learnopt.outer_trainers.common.FullHorizon` for variable lengths.
       std: perturbation standard deviation.
-      loss_type: ``"avg"``, ``"last"`` or ``"last_recompute"`` (see :class:`FullGrad`).
+      steps_per_jit: if given, lengths are rounded down to a multiple of it (at least
+        one), as the library does; the whole run is one program anyway.
+      loss_type: the meta-loss of a run: ``"avg"`` (mean over its steps), ``"min"``,
+        ``"last"`` (last step) or ``"last_recompute"`` (the final params' mean loss on
+        ``recompute_samples`` fresh batches of the truncated step's ``outer_data_split``).
       recompute_samples: batches for ``"last_recompute"``.
-      stack_antithetic_samples: run the + and - halves as one population (faster) or as
-        two unrolls (half the peak memory).
-      clip_loss_diff: clip ``L+ - L-`` to this magnitude (robustness to outliers).
+      clip_loss_diff, stack_antithetic_samples, sign_delta_loss_scalar: see
+        :class:`~learnopt.outer_trainers.common.AntitheticEstimator`.
     """
 
     def __init__(
         self,
         truncated_step: VectorizedLOptTruncatedStep,
+        truncation_schedule: ts_mod.TruncationSchedule | None = None,
         std: float = 0.01,
+        steps_per_jit: int | None = None,
         loss_type: str = "avg",
-        recompute_samples: int = 4,
-        stack_antithetic_samples: bool = True,
+        recompute_samples: int = 50,
         clip_loss_diff: float | None = None,
+        stack_antithetic_samples: bool = True,
+        sign_delta_loss_scalar: float | None = None,
     ):
-        if loss_type not in ("avg", "last", "last_recompute"):
-            raise ValueError(f"loss_type must be avg, last or last_recompute, got {loss_type!r}")
-        if std <= 0:
-            raise ValueError(f"std must be > 0, got {std}")
-        self.truncated_step = truncated_step
-        self.std = float(std)
+        if loss_type not in _LOSS_TYPES:
+            raise ValueError(f"loss_type must be one of {_LOSS_TYPES}, got {loss_type!r}")
+        if int(recompute_samples) < 1:
+            raise ValueError(f"recompute_samples must be >= 1, got {recompute_samples}")
+        super().__init__(
+            truncated_step,
+            std=std,
+            stack_antithetic_samples=stack_antithetic_samples,
+            clip_loss_diff=clip_loss_diff,
+            sign_delta_loss_scalar=sign_delta_loss_scalar,
+        )
         self.loss_type = loss_type
-        self.recompute_samples = recompute_samples
-        self.stack_antithetic_samples = stack_antithetic_samples
-        self.clip_loss_diff = clip_loss_diff
-        self.horizon = common.constant_horizon(truncated_step, "FullES")
+        self.recompute_samples = int(recompute_samples)
+        self._horizon = common.FullHorizon(
+            "FullES", truncated_step, truncation_schedule, steps_per_jit
+        )
+        self.truncation_schedule = self._horizon.schedule
+        self.steps_per_jit = steps_per_jit
 
-    def init_worker_state(self, theta: Any, key: jax.Array) -> FullESState:
+    @property
+    def horizon(self) -> int:
+        """Inner steps of a run (the maximum, for a variable length)."""
+        return self._horizon.num_steps
+
+    def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> FullESState:
         return FullESState()
 
     def get_datas(self) -> Any:
@@ -70,32 +98,25 @@ class FullES(GradientEstimator):
             return data, self.truncated_step.get_outer_batch(self.recompute_samples)
         return data, None
 
-    def compute_gradient_estimate(self, theta, key, state, datas):
+    def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
         data, recompute = datas
         ts = self.truncated_step
         k_eps, k_init, k_unroll, k_re = jax.random.split(key, 4)
+        length = self._horizon.length(jax.random.fold_in(key, 4), outer_state)
         eps = common.sample_perturbations(theta, k_eps, self.std, ts.num_tasks)
-        start = ts.init_population(theta, k_init)
-        pos, neg, pos_out, neg_out = common.antithetic_unroll(
-            ts,
+        start = ts.init_population(
             theta,
-            eps,
-            start,
-            start,
-            k_unroll,
-            data,
-            self.horizon,
-            stacked=self.stack_antithetic_samples,
+            k_init,
+            outer_state=outer_state,
+            num_steps_override=self.horizon if length is None else length,
+        )
+        loss_type = "avg" if self.loss_type == "last_recompute" else self.loss_type
+        pos, neg, pos_loss, neg_loss, pos_out = self._unroll_pair(
+            theta, eps, start, start, k_unroll, data, self.horizon, length, loss_type
         )
         if self.loss_type == "last_recompute":
             theta_pos = jax.tree_util.tree_map(lambda t, e: t[None] + e, theta, eps)
             theta_neg = jax.tree_util.tree_map(lambda t, e: t[None] - e, theta, eps)
-            pos_loss = ts.meta_loss_batch(theta_pos, pos, k_re, recompute, theta_is_vector=True)
-            neg_loss = ts.meta_loss_batch(theta_neg, neg, k_re, recompute, theta_is_vector=True)
-        else:
-            pos_loss = common.reduce_loss(pos_out, self.loss_type)
-            neg_loss = common.reduce_loss(neg_out, self.loss_type)
-        grad, delta = common.es_grad(eps, pos_loss, neg_loss, self.std, self.clip_loss_diff)
-        mean_loss = jnp.mean((pos_loss + neg_loss) / 2)
-        metrics = {"delta_loss_abs": jnp.mean(jnp.abs(delta))}
-        return GradientEstimatorOut(mean_loss=mean_loss, grad=grad, unroll_state=state), metrics
+            pos_loss = ts.mean_meta_loss(theta_pos, pos, k_re, recompute, theta_is_vector=True)
+            neg_loss = ts.mean_meta_loss(theta_neg, neg, k_re, recompute, theta_is_vector=True)
+        return self._output(eps, pos_loss, neg_loss, state, info=common.unroll_info(pos, pos_out))

@@ -1,9 +1,9 @@
 """Full backpropagation through whole inner training runs.
 
-The exact meta-gradient of the mean (or last) meta-loss over a complete inner run of
-``T`` steps, computed by reverse-mode autodiff through the unrolled ``lax.scan``
-(Maclaurin et al., 2015, arXiv:1502.03492; the notes' walkthrough with ``T = 4``).
-Memory grows with ``T``; pass ``remat=True`` to the truncated step to trade compute for it.
+The exact meta-gradient of the mean (or last) meta-loss over a complete inner run,
+computed by reverse-mode autodiff through the unrolled ``lax.scan`` (Maclaurin et al.,
+2015, arXiv:1502.03492; the notes' walkthrough with a run of 4 steps). Memory grows
+with the run length; pass ``remat=True`` to the truncated step to trade compute for it.
 """
 
 from __future__ import annotations
@@ -15,42 +15,73 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.outer_trainers import common
-from learnopt.outer_trainers.gradient_learner import GradientEstimator, GradientEstimatorOut
+from learnopt.outer_trainers import truncation_schedule as ts_mod
+from learnopt.outer_trainers.gradient_learner import (
+    GradientEstimator,
+    GradientEstimatorOut,
+    GradientEstimatorState,
+)
 from learnopt.outer_trainers.lopt_truncated_step import VectorizedLOptTruncatedStep
 
-__all__ = ["FullGrad", "FullGradState"]
+__all__ = ["FullGrad", "FullGradState", "UnrollState"]
+
+_LOSS_TYPES = ("avg", "last", "last_recompute")
 
 
 @flax.struct.dataclass
-class FullGradState:
+class FullGradState(GradientEstimatorState):
     pass
 
 
+#: The library's name of FullGrad's (empty) state.
+UnrollState = FullGradState
+
+
 class FullGrad(GradientEstimator):
-    """Backprop through ``T`` inner steps from a fresh init (``T`` from the schedule).
+    """Backprop through whole fresh runs (all members share one sampled length).
 
     Args:
-      truncated_step: population of inner runs; needs a ``ConstantTruncationSchedule``.
+      truncated_step: the population of inner runs.
+      truncation_schedule: the length of the runs (the library's argument; the
+        truncated step must then have a ``NeverEndingTruncationSchedule``). Without it,
+        the truncated step's schedule gives the length. See
+        :class:`~learnopt.outer_trainers.common.FullHorizon` for variable lengths.
       loss_type: ``"avg"`` (mean meta-loss over the run), ``"last"`` (last step) or
         ``"last_recompute"`` (loss of the final params on ``recompute_samples`` fresh
-        batches of the meta split).
+        batches of the truncated step's ``outer_data_split``; learnopt's addition).
       recompute_samples: batches for ``"last_recompute"``.
+      steps_per_jit: if given, lengths are rounded down to a multiple of it, as FullES.
     """
 
     def __init__(
         self,
         truncated_step: VectorizedLOptTruncatedStep,
+        truncation_schedule: ts_mod.TruncationSchedule | None = None,
         loss_type: str = "avg",
         recompute_samples: int = 4,
+        steps_per_jit: int | None = None,
     ):
-        if loss_type not in ("avg", "last", "last_recompute"):
-            raise ValueError(f"loss_type must be avg, last or last_recompute, got {loss_type!r}")
+        if loss_type not in _LOSS_TYPES:
+            raise ValueError(f"loss_type must be one of {_LOSS_TYPES}, got {loss_type!r}")
+        if int(recompute_samples) < 1:
+            raise ValueError(f"recompute_samples must be >= 1, got {recompute_samples}")
         self.truncated_step = truncated_step
         self.loss_type = loss_type
-        self.recompute_samples = recompute_samples
-        self.horizon = common.constant_horizon(truncated_step, "FullGrad")
+        self.recompute_samples = int(recompute_samples)
+        self._horizon = common.FullHorizon(
+            "FullGrad", truncated_step, truncation_schedule, steps_per_jit
+        )
+        self.truncation_schedule = self._horizon.schedule
+        self.steps_per_jit = steps_per_jit
 
-    def init_worker_state(self, theta: Any, key: jax.Array) -> FullGradState:
+    @property
+    def horizon(self) -> int:
+        """Inner steps of a run (the maximum, for a variable length)."""
+        return self._horizon.num_steps
+
+    def init_worker_state(
+        self, theta: Any, key: jax.Array, outer_state: Any = None
+    ) -> FullGradState:
         return FullGradState()
 
     def get_datas(self) -> Any:
@@ -59,20 +90,39 @@ class FullGrad(GradientEstimator):
             return data, self.truncated_step.get_outer_batch(self.recompute_samples)
         return data, None
 
-    def meta_loss(self, theta: Any, key: jax.Array, datas: Any) -> tuple[jax.Array, Any]:
-        """The meta-loss whose gradient this estimator returns (differentiable in theta)."""
+    def meta_loss(
+        self, theta: Any, key: jax.Array, datas: Any, outer_state: Any = None
+    ) -> tuple[jax.Array, Any]:
+        """The meta-loss whose gradient this estimator returns (differentiable in theta).
+
+        Returns ``(loss, (final_state, unroll_out))``.
+        """
         data, recompute = datas
         ts = self.truncated_step
         k_init, k_unroll, k_re = jax.random.split(key, 3)
-        state = ts.init_population(theta, k_init)
-        state, out = ts.unroll(theta, state, k_unroll, data, self.horizon)
+        length = self._horizon.length(jax.random.fold_in(key, 3), outer_state)
+        state = ts.init_population(
+            theta,
+            k_init,
+            outer_state=outer_state,
+            num_steps_override=self.horizon if length is None else length,
+        )
+        state, out = ts.unroll(theta, state, k_unroll, data, self.horizon, length=length)
         if self.loss_type == "last_recompute":
-            per_task = ts.meta_loss_batch(theta, state, k_re, recompute)
+            per_task = ts.mean_meta_loss(theta, state, k_re, recompute)
         else:
-            per_task = common.reduce_loss(out, self.loss_type)
-        return jnp.mean(per_task), out
+            per_task = common.reduce_loss(out, self.loss_type, length)
+        return jnp.mean(per_task), (state, out)
 
-    def compute_gradient_estimate(self, theta, key, state, datas):
-        (loss, out), grad = jax.value_and_grad(self.meta_loss, has_aux=True)(theta, key, datas)
-        metrics = {"last_loss": jnp.mean(out.loss[-1])}
-        return GradientEstimatorOut(mean_loss=loss, grad=grad, unroll_state=state), metrics
+    def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
+        (loss, (final, out)), grad = jax.value_and_grad(self.meta_loss, has_aux=True)(
+            theta, key, datas, outer_state
+        )
+        # Every run took final.inner_step steps from 0: its last loss is at that index - 1.
+        last = jnp.take_along_axis(out.loss, final.inner_step[None] - 1, axis=0)
+        metrics = {"last_loss": jnp.mean(last)}
+        info = common.unroll_info(final, out)
+        return (
+            GradientEstimatorOut(mean_loss=loss, grad=grad, unroll_state=state, unroll_info=info),
+            metrics,
+        )

@@ -2,16 +2,21 @@
 
 :class:`VectorizedLOptTruncatedStep` holds ``num_tasks`` inner runs on a ``vmap``
 axis. Each run has its own task sample, inner optimizer state, step counter and
-truncation length. Gradient estimators unroll it for a few steps at a time
-(:meth:`~VectorizedLOptTruncatedStep.unroll`, a ``lax.scan``, so compile time does not
-grow with the unroll length) and then re-initialize the runs that reached their length
-(:meth:`~VectorizedLOptTruncatedStep.reset_done`). The re-initialization runs under one
-``lax.cond`` on "any run finished" *outside* the ``vmap``, so the population pays for
-an init only in the unrolls where some run actually ends, not at every step.
+length (from the truncation schedule). Gradient estimators unroll it ``trunc_length``
+steps at a time (:meth:`~VectorizedLOptTruncatedStep.unroll`, a ``lax.scan``, so compile
+time does not grow with the unroll length) and then re-initialize the runs that reached
+their length (:meth:`~VectorizedLOptTruncatedStep.reset_done`). The re-initialization runs
+under one ``lax.cond`` on "any run finished" *outside* the ``vmap``, so the population
+pays for an init only in the unrolls where some run actually ends, not at every step.
 
 Everything here is traceable and is meant to run inside one jitted outer step. Batches
 are fetched on the host with :meth:`~VectorizedLOptTruncatedStep.get_batch` and passed
 in, stacked ``[num_steps, num_tasks, batch, ...]``.
+
+The notes' library resets a finished run inside the step after it finishes
+(``unroll_step``, a per-member ``lax.cond`` that ``vmap`` turns into computing both
+branches at every step); learnopt resets at the end of the truncation. Its one-step
+``unroll_step`` and ``meta_loss_batch`` are provided for code written against it.
 """
 
 from __future__ import annotations
@@ -34,9 +39,16 @@ __all__ = [
     "TruncatedUnrollState",
     "TruncatedUnrollOut",
     "VectorizedLOptTruncatedStep",
+    "META_LOSS_SPLITS",
     "tree_where",
     "tile_population",
 ]
+
+#: Values of ``meta_loss_split``: None (the training loss of each step, before its
+#: update), ``"same_data"`` (the updated params on the same batch) or a dataset split
+#: (the updated params on a batch of that split).
+META_LOSS_SPLITS = (None, "same_data", "train", "inner_valid", "outer_valid", "test")
+_DATA_SPLITS = ("train", "inner_valid", "outer_valid", "test")
 
 
 @flax.struct.dataclass
@@ -48,6 +60,16 @@ class TruncatedUnrollState:
     truncation_length: jax.Array  # int32 [P]: when the current run ends
     task_param: PyTree  # the task sample of each run
 
+    @property
+    def is_done(self) -> jax.Array:
+        """bool [P]: the run has reached its length (it restarts at the next reset)."""
+        return self.inner_step >= self.truncation_length
+
+    @property
+    def truncation_state(self) -> ts.ConstantTruncationState:
+        """The library's name for the per-run schedule state."""
+        return ts.ConstantTruncationState(length=self.truncation_length)
+
 
 @flax.struct.dataclass
 class TruncatedUnrollOut:
@@ -56,6 +78,11 @@ class TruncatedUnrollOut:
     loss: jax.Array  # float32 [K, P]: meta-loss of every step of every run
     iteration: jax.Array  # int32 [K, P]: the inner step each loss was taken at
     is_done: jax.Array  # bool [P]: the run reached its truncation length in this unroll
+
+    @property
+    def mask(self) -> jax.Array:
+        """bool [K, P]: which losses count (all of them: learnopt never resets mid-unroll)."""
+        return jnp.ones(jnp.shape(self.loss), bool)
 
 
 def tree_where(mask: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:
@@ -81,14 +108,24 @@ class VectorizedLOptTruncatedStep:
     Args:
       task_family: a :class:`~learnopt.tasks.base.TaskFamily` (or a single ``Task``).
       learned_opt: the learned optimizer whose ``theta`` is meta-trained.
-      trunc_sched: how long each inner run lasts.
+      trunc_sched: the length of each inner run (a
+        :class:`~learnopt.outer_trainers.truncation_schedule.TruncationSchedule`).
       num_tasks: population size.
+      meta_loss_split: what the meta-loss of a step is: None, the training loss of the
+        step (of the params *before* its update); ``"same_data"``, the loss of the
+        updated params on the same batch; a split name (``"outer_valid"``, ...), the
+        loss of the updated params on a batch of that split.
       random_initial_iteration_offset: the first runs start at a random inner step in
-        ``[0, offset)`` so that they end at different times (staggered starts).
-      meta_loss_split: ``None`` uses the training loss of each step as the meta-loss;
-        a split name (``"outer_valid"``) evaluates the updated params on a batch of it.
+        ``[0, offset)`` so that they end at different times (staggered starts; set it
+        to the run length).
+      outer_data_split: the split :meth:`get_outer_batch` draws from (the batches of
+        ``loss_type="last_recompute"``).
+      meta_loss_with_aux_key: use this entry of the task's
+        ``loss_with_state_and_aux`` aux dict (e.g. an accuracy) as the meta-loss
+        instead of the loss (not passed through the task's ``normalizer``).
+      task_name: a name for metrics (default: the task family's name).
       remat: rematerialize each inner step in the backward pass (memory for compute:
-        for long unrolls differentiated with backprop).
+        for long unrolls differentiated with backprop). learnopt's addition.
     """
 
     def __init__(
@@ -97,68 +134,105 @@ class VectorizedLOptTruncatedStep:
         learned_opt: lopt_base.LearnedOptimizer,
         trunc_sched: ts.TruncationSchedule,
         num_tasks: int,
-        random_initial_iteration_offset: int = 0,
         meta_loss_split: str | None = None,
+        random_initial_iteration_offset: int = 0,
+        outer_data_split: str = "train",
+        meta_loss_with_aux_key: str | None = None,
+        task_name: str | None = None,
         remat: bool = False,
     ):
         if isinstance(task_family, tasks_base.Task):
             task_family = tasks_base.single_task_to_family(task_family)
         if not isinstance(task_family, tasks_base.TaskFamily):
-            raise TypeError(f"expected a TaskFamily or Task, got {type(task_family).__name__}")
+            raise TypeError(
+                f"task_family must be a TaskFamily or Task, got {type(task_family).__name__}"
+            )
+        if not hasattr(trunc_sched, "sample_length"):
+            raise TypeError(
+                "trunc_sched must be a learnopt TruncationSchedule (e.g. "
+                f"ConstantTruncationSchedule(100)), got {type(trunc_sched).__name__}"
+            )
         if int(num_tasks) < 1:
             raise ValueError(f"num_tasks must be >= 1, got {num_tasks}")
-        if meta_loss_split not in (None, "train", "inner_valid", "outer_valid", "test"):
+        if int(random_initial_iteration_offset) < 0:
             raise ValueError(
-                f"meta_loss_split must be None or a split name (train, inner_valid, "
-                f"outer_valid, test), got {meta_loss_split!r}"
+                "random_initial_iteration_offset must be >= 0, got "
+                f"{random_initial_iteration_offset}"
+            )
+        if meta_loss_split not in META_LOSS_SPLITS:
+            raise ValueError(
+                f"meta_loss_split must be one of {META_LOSS_SPLITS}, got {meta_loss_split!r}"
+            )
+        if outer_data_split not in _DATA_SPLITS:
+            raise ValueError(
+                f"outer_data_split must be one of {_DATA_SPLITS}, got {outer_data_split!r}"
             )
         self.task_family = task_family
         self.learned_opt = learned_opt
         self.trunc_sched = trunc_sched
         self.num_tasks = int(num_tasks)
-        self.random_initial_iteration_offset = int(random_initial_iteration_offset)
         self.meta_loss_split = meta_loss_split
+        self.random_initial_iteration_offset = int(random_initial_iteration_offset)
+        self.outer_data_split = outer_data_split
+        self.meta_loss_with_aux_key = meta_loss_with_aux_key
+        self._task_name = task_name
         self.remat = remat
 
     def task_name(self) -> str:
-        return self.task_family.name
+        return self._task_name if self._task_name is not None else self.task_family.name
+
+    def cfg_name(self) -> str:
+        return getattr(self.learned_opt, "name", type(self.learned_opt).__name__)
+
+    def outer_init(self, key: jax.Array) -> MetaParams:
+        """A fresh ``theta`` (``learned_opt.init``)."""
+        return self.learned_opt.init(key)
 
     # ----------------------------------------------------------------- data (host side)
-    def get_batch(self, num_steps: int) -> PyTree:
-        """Stacked batches for ``num_steps`` steps of the population (numpy, on the host).
+    def _take(self, split: str, steps: int | None) -> PyTree:
+        source = getattr(self.task_family.datasets, split)
+        if steps is None:
+            return source.take(self.num_tasks)
+        return source.take(int(steps), self.num_tasks)
 
-        Returns ``None`` for data-free families, else ``{"train": ..., "meta": ...}`` with
-        leaves ``[num_steps, num_tasks, batch, ...]`` (``"meta"`` only with a meta split).
+    def get_batch(self, steps: int | None = None) -> PyTree:
+        """Batches for ``steps`` inner steps of the population (numpy, on the host).
+
+        Returns ``None`` for data-free families, else ``{"train": ...}`` with leaves
+        ``[steps, num_tasks, batch, ...]`` (``[num_tasks, batch, ...]`` when ``steps`` is
+        None), plus ``"meta"`` of the same shape when ``meta_loss_split`` names a split.
         """
-        datasets = self.task_family.datasets
-        if datasets is None:
+        if self.task_family.datasets is None:
             return None
-        out = {"train": datasets.train.take(num_steps, self.num_tasks)}
-        if self.meta_loss_split is not None:
-            split = getattr(datasets, self.meta_loss_split)
-            out["meta"] = split.take(num_steps, self.num_tasks)
+        out = {"train": self._take("train", steps)}
+        if self.meta_loss_split not in (None, "same_data"):
+            out["meta"] = self._take(self.meta_loss_split, steps)
         return out
 
-    def get_outer_batch(self, num_batches: int) -> PyTree:
-        """``num_batches`` batches per task from the meta split (for loss recomputation)."""
-        datasets = self.task_family.datasets
-        if datasets is None:
+    def get_outer_batch(self, steps: int | None = None) -> PyTree:
+        """``steps`` batches per task of ``outer_data_split`` (``[steps, num_tasks, ...]``)."""
+        if self.task_family.datasets is None:
             return None
-        split = getattr(datasets, self.meta_loss_split or "train")
-        return split.take(num_batches, self.num_tasks)
+        return self._take(self.outer_data_split, steps)
 
     # -------------------------------------------------------------- init / reset (traced)
-    def _init_one(self, theta: MetaParams, key: jax.Array) -> TruncatedUnrollState:
+    def _init_one(
+        self, theta: MetaParams, key: jax.Array, outer_state: Any, num_steps_override: Any
+    ) -> TruncatedUnrollState:
         k_task, k_params, k_len, k_opt = jax.random.split(key, 4)
         task_param = self.task_family.sample(k_task)
         task = self.task_family.task_fn(task_param)
         params, model_state = task.init_with_state(k_params)
+        if num_steps_override is None:
+            length = self.trunc_sched.sample_length(k_len, outer_state)
+        else:
+            length = jnp.asarray(num_steps_override, jnp.int32)
         opt = self.learned_opt.opt_fn(theta, is_training=True)
-        opt_state = opt.init(params, model_state=model_state, key=k_opt)
+        opt_state = opt.init(params, model_state=model_state, num_steps=length, key=k_opt)
         return TruncatedUnrollState(
             inner_opt_state=opt_state,
             inner_step=jnp.zeros((), jnp.int32),
-            truncation_length=self.trunc_sched.sample_length(k_len),
+            truncation_length=length,
             task_param=task_param,
         )
 
@@ -169,12 +243,20 @@ class VectorizedLOptTruncatedStep:
         theta_is_vector: bool = False,
         num_copies: int = 1,
         stagger: bool = False,
+        outer_state: Any = None,
+        num_steps_override: int | None = None,
     ) -> TruncatedUnrollState:
-        """Fresh runs for ``num_copies * num_tasks`` members (copies share keys and tasks)."""
+        """Fresh runs for ``num_copies * num_tasks`` members (copies share keys and tasks).
+
+        ``stagger`` starts them at random inner steps (``random_initial_iteration_offset``);
+        ``num_steps_override`` fixes every run's length instead of sampling it.
+        """
         k_init, k_offset = jax.random.split(key)
         keys = tile_population(jax.random.split(k_init, self.num_tasks), num_copies)
-        in_axes = (0 if theta_is_vector else None, 0)
-        state = jax.vmap(self._init_one, in_axes=in_axes)(theta, keys)
+        in_axes = (0 if theta_is_vector else None, 0, None, None)
+        state = jax.vmap(self._init_one, in_axes=in_axes)(
+            theta, keys, outer_state, num_steps_override
+        )
         if stagger and self.random_initial_iteration_offset > 0:
             offsets = jax.random.randint(
                 k_offset, (self.num_tasks,), 0, self.random_initial_iteration_offset, jnp.int32
@@ -183,10 +265,22 @@ class VectorizedLOptTruncatedStep:
         return state
 
     def init_step_state(
-        self, theta: MetaParams, key: jax.Array, theta_is_vector: bool = False
+        self,
+        theta: MetaParams,
+        outer_state: Any,
+        key: jax.Array,
+        theta_is_vector: bool = False,
+        num_steps_override: int | None = None,
     ) -> TruncatedUnrollState:
-        """The first state of the population, with staggered starts."""
-        return self.init_population(theta, key, theta_is_vector, stagger=True)
+        """The first state of the population, with staggered starts (library signature)."""
+        return self.init_population(
+            theta,
+            key,
+            theta_is_vector,
+            stagger=True,
+            outer_state=outer_state,
+            num_steps_override=num_steps_override,
+        )
 
     def reset_done(
         self,
@@ -195,22 +289,43 @@ class VectorizedLOptTruncatedStep:
         key: jax.Array,
         theta_is_vector: bool = False,
         num_copies: int = 1,
+        outer_state: Any = None,
     ) -> tuple[TruncatedUnrollState, jax.Array]:
         """Re-initializes the runs that reached their truncation length.
 
         Returns the new state and the ``[P]`` mask of runs that were reset. The
         initialization is skipped entirely (``lax.cond``) when no run is done.
         """
-        done = state.inner_step >= state.truncation_length
+        done = state.is_done
 
         def reset(s):
-            fresh = self.init_population(theta, key, theta_is_vector, num_copies)
+            fresh = self.init_population(
+                theta, key, theta_is_vector, num_copies, outer_state=outer_state
+            )
             return tree_where(done, fresh, s)
 
         state = jax.lax.cond(jnp.any(done), reset, lambda s: s, state)
         return state, done
 
     # ------------------------------------------------------------------- unroll (traced)
+    def _meta_value(self, task: tasks_base.Task, loss: jax.Array, aux: Any) -> jax.Array:
+        key = self.meta_loss_with_aux_key
+        if key is None:
+            return jnp.asarray(task.normalizer(loss), jnp.float32)
+        if key not in aux:
+            raise ValueError(
+                f"meta_loss_with_aux_key={key!r} is not in the aux of task family "
+                f"{self.task_family.name}; its keys are {sorted(aux)}"
+            )
+        return jnp.asarray(aux[key], jnp.float32)
+
+    def _loss_and_aux(self, task, params, model_state, key, batch):
+        """``(loss, model_state, aux)``; aux is computed only when the meta-loss needs it."""
+        if self.meta_loss_with_aux_key is None:
+            loss, model_state = task.loss_with_state(params, model_state, key, batch)
+            return loss, model_state, None
+        return task.loss_with_state_and_aux(params, model_state, key, batch)
+
     def _step_one(
         self,
         theta: MetaParams,
@@ -223,18 +338,26 @@ class VectorizedLOptTruncatedStep:
         task = self.task_family.task_fn(state.task_param)
         params, model_state = opt.get_params_state(state.inner_opt_state)
         k_loss, k_opt, k_meta = jax.random.split(key, 3)
-        (loss, model_state), grads = jax.value_and_grad(task.loss_with_state, has_aux=True)(
-            params, model_state, k_loss, batch
+
+        def train_loss(p, s):
+            loss, s, aux = self._loss_and_aux(task, p, s, k_loss, batch)
+            return loss, (s, aux)
+
+        (loss, (model_state, aux)), grads = jax.value_and_grad(train_loss, has_aux=True)(
+            params, model_state
         )
         opt_state = opt.update(
             state.inner_opt_state, grads, loss=loss, model_state=model_state, key=k_opt
         )
         if self.meta_loss_split is None:
-            meta_loss = loss
+            meta_loss = self._meta_value(task, loss, aux)
         else:
+            eval_batch = batch if self.meta_loss_split == "same_data" else meta_batch
             new_params, new_model_state = opt.get_params_state(opt_state)
-            meta_loss, _ = task.loss_with_state(new_params, new_model_state, k_meta, meta_batch)
-        meta_loss = jnp.asarray(task.normalizer(meta_loss), jnp.float32)
+            m_loss, _, m_aux = self._loss_and_aux(
+                task, new_params, new_model_state, k_meta, eval_batch
+            )
+            meta_loss = self._meta_value(task, m_loss, m_aux)
         new_state = state.replace(inner_opt_state=opt_state, inner_step=state.inner_step + 1)
         return new_state, (meta_loss, state.inner_step)
 
@@ -247,6 +370,7 @@ class VectorizedLOptTruncatedStep:
         num_steps: int,
         theta_is_vector: bool = False,
         num_copies: int = 1,
+        length: jax.Array | None = None,
     ) -> tuple[TruncatedUnrollState, TruncatedUnrollOut]:
         """Runs ``num_steps`` inner steps of every member (a ``lax.scan``; no resets).
 
@@ -258,6 +382,9 @@ class VectorizedLOptTruncatedStep:
           data: from :meth:`get_batch` (``[num_steps, num_tasks, ...]``) or ``None``.
           num_steps: the unroll length (static).
           num_copies: 2 for antithetic pairs stacked along the population axis.
+          length: optional int32 scalar shared by all members: steps ``i >= length`` are
+            skipped (state unchanged, loss 0) with a ``lax.cond`` outside the ``vmap``,
+            so a variable horizon costs its own length in one compiled program.
         """
         step_keys = jax.random.split(key, num_steps)
         train = None if data is None else tile_population(data["train"], num_copies, axis=1)
@@ -269,17 +396,54 @@ class VectorizedLOptTruncatedStep:
             step_one = jax.checkpoint(step_one)
         vstep = jax.vmap(step_one, in_axes=(theta_axis, 0, 0, 0, 0))
 
-        def body(s, xs):
-            k, batch, meta_batch = xs
+        def step(s, k, batch, meta_batch):
             member_keys = tile_population(jax.random.split(k, self.num_tasks), num_copies)
-            s, (loss, iteration) = vstep(theta, s, member_keys, batch, meta_batch)
-            return s, (loss, iteration)
+            return vstep(theta, s, member_keys, batch, meta_batch)
 
-        state, (losses, iterations) = jax.lax.scan(body, state, (step_keys, train, meta))
-        is_done = state.inner_step >= state.truncation_length
-        return state, TruncatedUnrollOut(loss=losses, iteration=iterations, is_done=is_done)
+        def body(s, xs):
+            i, k, batch, meta_batch = xs
+            if length is None:
+                return step(s, k, batch, meta_batch)
 
-    def meta_loss_batch(
+            def skip(s):
+                zeros = jnp.zeros(jnp.shape(s.inner_step), jnp.float32)
+                return s, (zeros, s.inner_step)
+
+            return jax.lax.cond(i < length, lambda s: step(s, k, batch, meta_batch), skip, s)
+
+        steps = jnp.arange(num_steps, dtype=jnp.int32)
+        state, (losses, iterations) = jax.lax.scan(body, state, (steps, step_keys, train, meta))
+        return state, TruncatedUnrollOut(loss=losses, iteration=iterations, is_done=state.is_done)
+
+    def unroll_step(
+        self,
+        theta: MetaParams,
+        unroll_state: TruncatedUnrollState,
+        key: jax.Array,
+        data: PyTree,
+        outer_state: Any = None,
+        theta_is_vector: bool = False,
+        override_num_steps: int | None = None,
+    ) -> tuple[TruncatedUnrollState, TruncatedUnrollOut]:
+        """One inner step of every member, then finished runs restart (library interface).
+
+        ``data`` is one step of :meth:`get_batch` (``get_batch()``, leaves
+        ``[num_tasks, ...]``). The output has a leading axis of length 1.
+        """
+        k_step, k_reset = jax.random.split(key)
+        if override_num_steps is not None:
+            unroll_state = unroll_state.replace(
+                truncation_length=jnp.full_like(unroll_state.truncation_length, override_num_steps)
+            )
+        data = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], data)
+        copies = population_size(unroll_state) // self.num_tasks
+        state, out = self.unroll(
+            theta, unroll_state, k_step, data, 1, theta_is_vector, num_copies=copies
+        )
+        state, _ = self.reset_done(theta, state, k_reset, theta_is_vector, copies, outer_state)
+        return state, out
+
+    def mean_meta_loss(
         self,
         theta: MetaParams,
         state: TruncatedUnrollState,
@@ -288,9 +452,10 @@ class VectorizedLOptTruncatedStep:
         theta_is_vector: bool = False,
         num_copies: int = 1,
     ) -> jax.Array:
-        """Mean loss of each member's current params over ``data`` (``[S, num_tasks, ...]``).
+        """``[P]`` mean meta-loss of each member's current params over ``data``.
 
-        Used to recompute a final loss on fresh batches (``loss_type="last_recompute"``).
+        ``data`` is ``[S, num_tasks, ...]`` (e.g. :meth:`get_outer_batch` ``(S)``) or
+        ``None``; used to recompute a final loss (``loss_type="last_recompute"``).
         """
 
         def one(theta, s, k, batches):
@@ -302,8 +467,8 @@ class VectorizedLOptTruncatedStep:
             batch_axis = None if batches is None else 0
 
             def loss_on(k_i, b):
-                loss, _ = task.loss_with_state(params, model_state, k_i, b)
-                return jnp.asarray(task.normalizer(loss), jnp.float32)
+                loss, _, aux = self._loss_and_aux(task, params, model_state, k_i, b)
+                return self._meta_value(task, loss, aux)
 
             return jnp.mean(jax.vmap(loss_on, in_axes=(0, batch_axis))(keys, batches))
 
@@ -317,6 +482,21 @@ class VectorizedLOptTruncatedStep:
         return jax.vmap(one, in_axes=(theta_axis, 0, 0, 0 if data is not None else None))(
             theta, state, member_keys, batches
         )
+
+    def meta_loss_batch(
+        self,
+        theta: MetaParams,
+        unroll_state: TruncatedUnrollState,
+        key: jax.Array,
+        data: PyTree,
+        outer_state: Any = None,
+        theta_is_vector: bool = False,
+    ) -> jax.Array:
+        """``[P]`` meta-loss of each member on one batch ``[num_tasks, ...]`` (library API)."""
+        if data is not None:
+            data = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], data)
+        copies = population_size(unroll_state) // self.num_tasks
+        return self.mean_meta_loss(theta, unroll_state, key, data, theta_is_vector, copies)
 
 
 def population_size(state: TruncatedUnrollState) -> int:

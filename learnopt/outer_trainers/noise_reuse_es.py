@@ -13,6 +13,7 @@ from typing import Any
 
 import flax.struct
 import jax
+import jax.numpy as jnp
 
 from learnopt.outer_trainers import common
 from learnopt.outer_trainers.lopt_truncated_step import tree_where
@@ -28,29 +29,32 @@ class NRESState:
 
 
 class NoiseReuseES(common.TruncatedAntitheticEstimator):
-    """NRES over ``unroll_length``-step truncations (see module doc).
+    """NRES over ``trunc_length``-step truncations (see module doc).
 
-    Arguments as :class:`~learnopt.outer_trainers.common.TruncatedAntitheticEstimator`.
+    Arguments as :class:`~learnopt.outer_trainers.common.TruncatedAntitheticEstimator`
+    (default 10 steps per estimate, as PES). learnopt's own; not in the notes' library.
     """
 
-    def init_worker_state(self, theta: Any, key: jax.Array) -> NRESState:
+    def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> NRESState:
         k_state, k_eps = jax.random.split(key)
-        state = self.truncated_step.init_step_state(theta, k_state)
+        state = self.truncated_step.init_step_state(theta, outer_state, k_state)
         eps = common.sample_perturbations(theta, k_eps, self.std, self.truncated_step.num_tasks)
         return NRESState(pos_state=state, neg_state=state, perturbation=eps)
 
-    def compute_gradient_estimate(self, theta, key, state, datas):
+    def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
         ts = self.truncated_step
         k_eps, k_unroll, k_reset = jax.random.split(key, 3)
         eps = state.perturbation
-        pos, neg, pos_loss, neg_loss = self._unroll_pair(
+        pos, neg, pos_loss, neg_loss, pos_out = self._unroll_truncation(
             theta, eps, state.pos_state, state.neg_state, k_unroll, datas
         )
-        new_pos, done = ts.reset_done(theta, pos, k_reset)
-        new_neg, _ = ts.reset_done(theta, neg, k_reset)
+        new_pos, done = ts.reset_done(theta, pos, k_reset, outer_state=outer_state)
+        new_neg, _ = ts.reset_done(theta, neg, k_reset, outer_state=outer_state)
         # A run that restarts draws its perturbation for the whole of its next run.
         fresh = common.sample_perturbations(theta, k_eps, self.std, ts.num_tasks)
         new_state = NRESState(
             pos_state=new_pos, neg_state=new_neg, perturbation=tree_where(done, fresh, eps)
         )
-        return self._output(eps, pos_loss, neg_loss, done, new_state)
+        metrics = {"num_done": jnp.sum(done).astype(jnp.float32)}
+        info = common.unroll_info(pos, pos_out)
+        return self._output(eps, pos_loss, neg_loss, new_state, metrics, info)

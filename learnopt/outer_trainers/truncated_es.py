@@ -10,25 +10,58 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from learnopt.outer_trainers import common
+from learnopt.outer_trainers.lopt_truncated_step import VectorizedLOptTruncatedStep
 
 __all__ = ["TruncatedES"]
 
 
 class TruncatedES(common.TruncatedAntitheticEstimator):
-    """Antithetic ES over ``unroll_length`` steps from a shared state (see module doc).
+    """Antithetic ES over ``trunc_length`` steps from a shared state (see module doc).
 
-    Arguments as :class:`~learnopt.outer_trainers.common.TruncatedAntitheticEstimator`.
+    Arguments as :class:`~learnopt.outer_trainers.common.TruncatedAntitheticEstimator`,
+    in the library's order (it names ``trunc_length`` ``unroll_length``; both are
+    accepted). Default 20 steps per estimate, as the library's.
     """
 
-    def init_worker_state(self, theta: Any, key: jax.Array) -> Any:
-        return self.truncated_step.init_step_state(theta, key)
+    default_trunc_length = 20
 
-    def compute_gradient_estimate(self, theta, key, state, datas):
+    def __init__(
+        self,
+        truncated_step: VectorizedLOptTruncatedStep,
+        trunc_length: int | None = None,
+        steps_per_jit: int | None = None,
+        std: float = 0.01,
+        stack_antithetic_samples: bool = True,
+        sign_delta_loss_scalar: float | None = None,
+        clip_loss_diff: float | None = None,
+        *,
+        unroll_length: int | None = None,
+    ):
+        super().__init__(
+            truncated_step,
+            trunc_length=trunc_length,
+            std=std,
+            steps_per_jit=steps_per_jit,
+            stack_antithetic_samples=stack_antithetic_samples,
+            sign_delta_loss_scalar=sign_delta_loss_scalar,
+            clip_loss_diff=clip_loss_diff,
+            unroll_length=unroll_length,
+        )
+
+    def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> Any:
+        return self.truncated_step.init_step_state(theta, outer_state, key)
+
+    def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
         ts = self.truncated_step
         k_eps, k_unroll, k_reset = jax.random.split(key, 3)
         eps = common.sample_perturbations(theta, k_eps, self.std, ts.num_tasks)
-        pos, _, pos_loss, neg_loss = self._unroll_pair(theta, eps, state, state, k_unroll, datas)
-        new_state, done = ts.reset_done(theta, pos, k_reset)
-        return self._output(eps, pos_loss, neg_loss, done, new_state)
+        pos, _, pos_loss, neg_loss, pos_out = self._unroll_truncation(
+            theta, eps, state, state, k_unroll, datas
+        )
+        new_state, done = ts.reset_done(theta, pos, k_reset, outer_state=outer_state)
+        metrics = {"num_done": jnp.sum(done).astype(jnp.float32)}
+        info = common.unroll_info(pos, pos_out)
+        return self._output(eps, pos_loss, neg_loss, new_state, metrics, info)

@@ -1,13 +1,13 @@
 """Truncated backpropagation through time (TBPTT) over a population of inner runs.
 
-Each estimate backpropagates through the last ``unroll_length`` inner steps only; the
+Each estimate backpropagates through the next ``trunc_length`` inner steps only; the
 inner state carried between estimates is treated as a constant. Cheap and low-variance
 but biased: it ignores the effect of theta on the state at the start of the unroll
 (Werbos, 1990; Wu et al., 2018, arXiv:1803.02021 on short-horizon bias).
 
 The meta-loss of a step is the loss *before* that step's update (as in
-learned_optimization), so with ``unroll_length=1`` it does not depend on theta and the
-estimate is zero: use ``unroll_length >= 2``.
+learned_optimization), so with ``trunc_length=1`` it does not depend on theta and the
+estimate is zero: use ``trunc_length >= 2`` (or a ``meta_loss_split``).
 """
 
 from __future__ import annotations
@@ -25,30 +25,56 @@ __all__ = ["TruncatedGrad"]
 
 
 class TruncatedGrad(GradientEstimator):
-    """TBPTT: the gradient of the mean meta-loss of one unroll of ``unroll_length`` steps."""
+    """TBPTT: the gradient of the mean meta-loss of the next ``trunc_length`` steps.
 
-    def __init__(self, truncated_step: VectorizedLOptTruncatedStep, unroll_length: int = 20):
-        if int(unroll_length) < 1:
-            raise ValueError(f"unroll_length must be >= 1, got {unroll_length}")
+    Args:
+      truncated_step: the population of inner runs.
+      trunc_length: inner steps per estimate (default 20, as the library's
+        ``unroll_length``, which is accepted as the same).
+      steps_per_jit: the library's chunking; accepted and validated (``trunc_length``
+        must be a multiple of it), the whole truncation is one program.
+    """
+
+    def __init__(
+        self,
+        truncated_step: VectorizedLOptTruncatedStep,
+        trunc_length: int | None = None,
+        steps_per_jit: int | None = None,
+        *,
+        unroll_length: int | None = None,
+    ):
         self.truncated_step = truncated_step
-        self.unroll_length = int(unroll_length)
+        self.trunc_length = common.steps_per_estimate(
+            "TruncatedGrad", trunc_length, unroll_length, 20
+        )
+        common.check_steps_per_jit("TruncatedGrad", steps_per_jit, self.trunc_length)
+        self.steps_per_jit = steps_per_jit
 
-    def init_worker_state(self, theta: Any, key: jax.Array) -> Any:
-        return self.truncated_step.init_step_state(theta, key)
+    @property
+    def unroll_length(self) -> int:
+        """The same as :attr:`trunc_length` (the library's name)."""
+        return self.trunc_length
+
+    def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> Any:
+        return self.truncated_step.init_step_state(theta, outer_state, key)
 
     def get_datas(self) -> Any:
-        return self.truncated_step.get_batch(self.unroll_length)
+        return self.truncated_step.get_batch(self.trunc_length)
 
-    def compute_gradient_estimate(self, theta, key, state, datas):
+    def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
         ts = self.truncated_step
         k_unroll, k_reset = jax.random.split(key)
         state = jax.lax.stop_gradient(state)
 
         def loss_fn(theta):
-            new_state, out = ts.unroll(theta, state, k_unroll, datas, self.unroll_length)
+            new_state, out = ts.unroll(theta, state, k_unroll, datas, self.trunc_length)
             return jnp.mean(common.reduce_loss(out)), (new_state, out)
 
         (loss, (new_state, out)), grad = jax.value_and_grad(loss_fn, has_aux=True)(theta)
-        new_state, done = ts.reset_done(theta, new_state, k_reset)
+        info = common.unroll_info(new_state, out)
+        new_state, done = ts.reset_done(theta, new_state, k_reset, outer_state=outer_state)
         metrics = {"num_done": jnp.sum(done).astype(jnp.float32)}
-        return GradientEstimatorOut(mean_loss=loss, grad=grad, unroll_state=new_state), metrics
+        out = GradientEstimatorOut(
+            mean_loss=loss, grad=grad, unroll_state=new_state, unroll_info=info
+        )
+        return out, metrics

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from learnopt.outer_trainers import common
 from learnopt.outer_trainers.lopt_truncated_step import tree_where
 
-__all__ = ["TruncatedPES", "PESState"]
+__all__ = ["TruncatedPES", "PESState", "PESWorkerState"]
 
 
 @flax.struct.dataclass
@@ -28,33 +28,40 @@ class PESState:
     accumulator: Any  # theta-shaped, leading [num_tasks]: perturbations summed over the run
 
 
-class TruncatedPES(common.TruncatedAntitheticEstimator):
-    """PES over ``unroll_length``-step truncations (see module doc).
+#: The library's name of the PES state.
+PESWorkerState = PESState
 
-    Arguments as :class:`~learnopt.outer_trainers.common.TruncatedAntitheticEstimator`.
+
+class TruncatedPES(common.TruncatedAntitheticEstimator):
+    """PES over ``trunc_length``-step truncations (see module doc).
+
+    Arguments as :class:`~learnopt.outer_trainers.common.TruncatedAntitheticEstimator`
+    (the library's order; default 10 steps per estimate, as the library's).
     """
 
-    def init_worker_state(self, theta: Any, key: jax.Array) -> PESState:
-        state = self.truncated_step.init_step_state(theta, key)
+    def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> PESState:
+        state = self.truncated_step.init_step_state(theta, outer_state, key)
         n = self.truncated_step.num_tasks
         accumulator = jax.tree_util.tree_map(lambda t: jnp.zeros((n, *t.shape), t.dtype), theta)
         return PESState(pos_state=state, neg_state=state, accumulator=accumulator)
 
-    def compute_gradient_estimate(self, theta, key, state, datas):
+    def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
         ts = self.truncated_step
         k_eps, k_unroll, k_reset = jax.random.split(key, 3)
         eps = common.sample_perturbations(theta, k_eps, self.std, ts.num_tasks)
-        pos, neg, pos_loss, neg_loss = self._unroll_pair(
+        pos, neg, pos_loss, neg_loss, pos_out = self._unroll_truncation(
             theta, eps, state.pos_state, state.neg_state, k_unroll, datas
         )
         accumulator = jax.tree_util.tree_map(jnp.add, state.accumulator, eps)
         # Finished runs restart (both halves from the same fresh state) with a zero sum.
-        new_pos, done = ts.reset_done(theta, pos, k_reset)
-        new_neg, _ = ts.reset_done(theta, neg, k_reset)
+        new_pos, done = ts.reset_done(theta, pos, k_reset, outer_state=outer_state)
+        new_neg, _ = ts.reset_done(theta, neg, k_reset, outer_state=outer_state)
         zeros = jax.tree_util.tree_map(jnp.zeros_like, accumulator)
         new_state = PESState(
             pos_state=new_pos,
             neg_state=new_neg,
             accumulator=tree_where(done, zeros, accumulator),
         )
-        return self._output(accumulator, pos_loss, neg_loss, done, new_state)
+        metrics = {"num_done": jnp.sum(done).astype(jnp.float32)}
+        info = common.unroll_info(pos, pos_out)
+        return self._output(accumulator, pos_loss, neg_loss, new_state, metrics, info)

@@ -1,35 +1,103 @@
 """Truncation schedules: how many inner steps an inner training run lasts.
 
-A schedule samples the length of each new inner run (``sample_length(key)``, traceable).
-Runs end, and are re-initialized, at the end of the unroll in which they reach their
-length, so lengths are effectively rounded up to a multiple of the unroll length.
+Vocabulary (the same across ``learnopt.outer_trainers``): a schedule gives the **length of
+an inner training run** (``total_length`` of :class:`ConstantTruncationSchedule`); a
+truncated gradient estimator advances the runs by ``trunc_length`` steps per estimate.
+
+A schedule samples the length of each new inner run with ``sample_length(key,
+outer_state)``, which is traceable and may depend on the outer iteration
+(``outer_state.outer_iteration``, see :class:`ScheduledTruncationSchedule`). In
+learnopt a run ends, and is re-initialized, at the end of the truncation in which it
+reaches its length, so lengths are effectively rounded up to a multiple of
+``trunc_length``.
+
+The notes' library drives schedules through ``init(key, outer_state)`` and
+``next_state(state, step, key, outer_state)``; both are provided on top of
+``sample_length`` for code that calls them directly.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
     "TruncationSchedule",
+    "ConstantTruncationState",
     "ConstantTruncationSchedule",
     "LogUniformLengthSchedule",
     "NeverEndingTruncationSchedule",
+    "ScheduledTruncationSchedule",
+    "outer_iteration",
 ]
 
-_NEVER = np.iinfo(np.int32).max
+_NEVER = int(np.iinfo(np.int32).max)
+
+#: A length given as a function of the outer iteration (the library's ``ScalarSchedule``).
+LengthSchedule = Callable[..., Any]
+
+
+@flax.struct.dataclass
+class ConstantTruncationState:
+    """The state of a schedule for one run: its length (int32)."""
+
+    length: jax.Array
+
+
+def outer_iteration(outer_state: Any) -> jax.Array:
+    """``outer_state.outer_iteration`` as an int32 scalar (0 when ``outer_state`` is None)."""
+    if outer_state is None:
+        return jnp.zeros((), jnp.int32)
+    return jnp.asarray(getattr(outer_state, "outer_iteration", outer_state), jnp.int32)
+
+
+def _value(schedule: Any, step: jax.Array, max_steps: int | None = None) -> jax.Array:
+    """A length: an int, or a schedule called on the outer iteration."""
+    if not callable(schedule):
+        return jnp.asarray(schedule, jnp.float32)
+    if max_steps is None:
+        return jnp.asarray(schedule(step), jnp.float32)
+    return jnp.asarray(schedule(step, max_steps=max_steps), jnp.float32)
 
 
 class TruncationSchedule:
-    """Base class: ``sample_length(key) -> int32`` scalar."""
+    """Base class: ``sample_length(key, outer_state=None) -> int32`` scalar.
 
-    def sample_length(self, key: jax.Array) -> jax.Array:
+    Subclasses implement :meth:`sample_length` (traceable) and :attr:`max_length`.
+    """
+
+    def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
+        """The length of a new inner run (int32 scalar; traceable).
+
+        Args:
+          key: randomness for this run's length.
+          outer_state: anything with an ``outer_iteration`` (``gradient_learner.OuterState``)
+            or None (outer iteration 0).
+        """
         raise NotImplementedError
 
     @property
-    def max_length(self) -> int:
+    def max_length(self) -> int | None:
+        """A static upper bound on the sampled lengths, or None if there is none."""
         raise NotImplementedError
+
+    # The library's interface, on top of sample_length.
+    def init(self, key: jax.Array, outer_state: Any = None) -> ConstantTruncationState:
+        """The state of a new run (library interface): ``ConstantTruncationState(length)``."""
+        return ConstantTruncationState(length=self.sample_length(key, outer_state))
+
+    def next_state(
+        self, state: ConstantTruncationState, step: Any, key: jax.Array, outer_state: Any = None
+    ) -> tuple[ConstantTruncationState, jax.Array]:
+        """``(state, is_done)`` after ``step`` inner steps; a finished run samples a new length."""
+        is_done = jnp.asarray(step) >= state.length
+        fresh = self.init(key, outer_state)
+        return jax.tree_util.tree_map(lambda a, b: jnp.where(is_done, a, b), fresh, state), is_done
 
 
 class ConstantTruncationSchedule(TruncationSchedule):
@@ -40,7 +108,7 @@ class ConstantTruncationSchedule(TruncationSchedule):
             raise ValueError(f"total_length must be >= 1, got {total_length}")
         self.total_length = int(total_length)
 
-    def sample_length(self, key: jax.Array) -> jax.Array:
+    def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
         return jnp.asarray(self.total_length, jnp.int32)
 
     @property
@@ -52,31 +120,41 @@ class ConstantTruncationSchedule(TruncationSchedule):
 
 
 class LogUniformLengthSchedule(TruncationSchedule):
-    """Lengths log-uniform in ``[min_length, max_length]`` (learned_optimization's default)."""
+    """Lengths log-uniform in ``[min_length, max_length]`` (more short runs than long).
 
-    def __init__(self, min_length: int, max_length: int):
-        if not 1 <= min_length <= max_length:
-            raise ValueError(f"need 1 <= min_length <= max_length, got {min_length}, {max_length}")
-        self.min_length = int(min_length)
-        self._max_length = int(max_length)
+    Either bound may be a schedule of the outer iteration (a callable ``f(step)``, as the
+    library's ``ScalarSchedule``); then :attr:`max_length` is None (no static bound).
+    """
 
-    def sample_length(self, key: jax.Array) -> jax.Array:
-        lo, hi = np.log(self.min_length), np.log(self._max_length)
-        u = jax.random.uniform(key, (), jnp.float32, lo, hi)
-        return jnp.clip(jnp.round(jnp.exp(u)), self.min_length, self._max_length).astype(jnp.int32)
+    def __init__(self, min_length: int | LengthSchedule, max_length: int | LengthSchedule):
+        if not callable(min_length) and not callable(max_length):
+            if not 1 <= min_length <= max_length:
+                raise ValueError(
+                    f"need 1 <= min_length <= max_length, got {min_length}, {max_length}"
+                )
+            min_length, max_length = int(min_length), int(max_length)
+        self.min_length = min_length
+        self._max_length = max_length
+
+    def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
+        step = outer_iteration(outer_state)
+        lo = _value(self.min_length, step)
+        hi = _value(self._max_length, step)
+        u = jax.random.uniform(key, (), jnp.float32, jnp.log(lo), jnp.log(hi))
+        return jnp.clip(jnp.round(jnp.exp(u)), lo, hi).astype(jnp.int32)
 
     @property
-    def max_length(self) -> int:
-        return self._max_length
+    def max_length(self) -> int | None:
+        return None if callable(self._max_length) else self._max_length
 
     def __repr__(self) -> str:
         return f"LogUniformLengthSchedule({self.min_length}, {self._max_length})"
 
 
 class NeverEndingTruncationSchedule(TruncationSchedule):
-    """Inner runs never end (online problems such as influence balancing)."""
+    """Inner runs never end (online problems; the inner step of FullES / FullGrad)."""
 
-    def sample_length(self, key: jax.Array) -> jax.Array:
+    def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
         return jnp.asarray(_NEVER, jnp.int32)
 
     @property
@@ -85,3 +163,67 @@ class NeverEndingTruncationSchedule(TruncationSchedule):
 
     def __repr__(self) -> str:
         return "NeverEndingTruncationSchedule()"
+
+
+class ScheduledTruncationSchedule(TruncationSchedule):
+    """Length given by a schedule of the outer iteration (e.g. longer runs as training goes).
+
+    ``length = schedule(outer_iteration, max_steps=max_steps)`` (``schedule(outer_iteration)``
+    when ``max_steps`` is None), plus ``int(N(0, 1) * std)`` when ``std > 0`` with the
+    result kept ``>= min_length``; lengths are truncated to integers and are at least 1.
+
+    Args:
+      schedule: a callable of the outer iteration (the library's ``ScalarSchedule``, an
+        optax schedule, or any traceable function).
+      max_steps: passed to ``schedule`` (the number of outer steps, for schedules that
+        need it).
+      std: standard deviation of the random shift of the length (0: deterministic).
+      min_length: lower bound of the length after the random shift.
+      max_length: learnopt's addition: a static upper bound (lengths are clipped to it).
+        FullES / FullGrad need one to unroll a variable horizon in one compiled program.
+    """
+
+    def __init__(
+        self,
+        schedule: LengthSchedule,
+        max_steps: int | None = None,
+        std: float = 0,
+        min_length: int = 10,
+        max_length: int | None = None,
+    ):
+        if not callable(schedule):
+            raise TypeError(
+                f"schedule must be a callable of the outer iteration, got {type(schedule).__name__}"
+            )
+        if std < 0:
+            raise ValueError(f"std must be >= 0, got {std}")
+        if int(min_length) < 1:
+            raise ValueError(f"min_length must be >= 1, got {min_length}")
+        if max_length is not None and int(max_length) < 1:
+            raise ValueError(f"max_length must be None or >= 1, got {max_length}")
+        self.schedule = schedule
+        self.max_steps = max_steps
+        self.std = float(std)
+        self.min_length = int(min_length)
+        self._max_length = None if max_length is None else int(max_length)
+
+    def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
+        length = _value(self.schedule, outer_iteration(outer_state), self.max_steps)
+        length = length.astype(jnp.int32)
+        if self.std > 0:
+            shift = (jax.random.normal(key, (), jnp.float32) * self.std).astype(jnp.int32)
+            length = jnp.maximum(length + shift, self.min_length)
+        length = jnp.maximum(length, 1)
+        if self._max_length is not None:
+            length = jnp.minimum(length, self._max_length)
+        return length.astype(jnp.int32)
+
+    @property
+    def max_length(self) -> int | None:
+        return self._max_length
+
+    def __repr__(self) -> str:
+        return (
+            f"ScheduledTruncationSchedule({self.schedule!r}, max_steps={self.max_steps}, "
+            f"std={self.std}, min_length={self.min_length}, max_length={self._max_length})"
+        )
