@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,6 +23,9 @@ __all__ = [
     "tree_all_finite",
     "tree_cast_like",
     "tree_path_str",
+    "partition",
+    "partition_unflatten",
+    "PartitionUnflatten",
 ]
 
 
@@ -111,3 +115,99 @@ def tree_cast_like(tree: PyTree, ref: PyTree) -> PyTree:
 def tree_path_str(path: tuple) -> str:
     """A readable name for a key path, e.g. ``['linear_0']['w']``."""
     return jax.tree_util.keystr(path) or "<root>"
+
+
+FilterFn = Callable[[str, Any], bool]
+
+
+@flax.struct.dataclass
+class PartitionUnflatten:
+    """What :func:`partition` needs to rebuild the tree; call it on the partitions.
+
+    ``data`` is ``(keys, names, treedef)`` and is static (not a pytree leaf), so an
+    unflattener can be closed over or passed through ``jax.jit``.
+    """
+
+    data: Any = flax.struct.field(pytree_node=False)
+
+    def __call__(self, partitioned_values: Sequence[Sequence[Any]]) -> PyTree:
+        return partition_unflatten(self, partitioned_values)
+
+
+def partition(
+    functions: Sequence[FilterFn], values: PyTree, strict: bool = False
+) -> tuple[list[list[Any]], PartitionUnflatten]:
+    """Splits the leaves of ``values`` into disjoint lists by the first filter that accepts them.
+
+    As in learned_optimization: each filter is called as ``f(key, leaf)`` with ``key``
+    the leaf's position in ``jax.tree_util.tree_leaves`` order as a string (``"0"``,
+    ``"1"``, ...); a leaf goes to the partition of the first filter that returns True.
+    Unless ``strict``, a last partition collects the leaves no filter accepted; with
+    ``strict``, such a leaf raises ``ValueError``.
+
+    >>> parts, unflatten = partition([lambda k, v: v > 1], {"a": 1, "b": 2, "c": 3})
+    >>> parts
+    [[2, 3], [1]]
+    >>> unflatten([[20, 30], [10]])
+    {'a': 10, 'b': 20, 'c': 30}
+
+    Args:
+      functions: filters ``(key, leaf) -> bool``.
+      values: the pytree to split.
+      strict: require every leaf to be accepted by one of ``functions``.
+
+    Returns:
+      ``(partitions, unflattener)``: one list of leaves per filter (plus the rest unless
+      ``strict``), and a :class:`PartitionUnflatten` that rebuilds the tree from lists
+      of the same lengths (see :func:`partition_unflatten`).
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(values)
+    keys = [str(i) for i in range(len(leaves))]
+    functions = list(functions)
+    if not strict:
+        functions.append(lambda k, v: True)
+    partitions: list[list[Any]] = [[] for _ in functions]
+    names: list[list[str]] = [[] for _ in functions]
+    for key, leaf in zip(keys, leaves, strict=True):
+        for i, fn in enumerate(functions):
+            if fn(key, leaf):
+                partitions[i].append(leaf)
+                names[i].append(key)
+                break
+        else:
+            raise ValueError(
+                f"partition(strict=True): no filter accepts leaf {key} "
+                f"(a {type(leaf).__name__}); add a filter for it or pass strict=False"
+            )
+    data = (tuple(keys), tuple(tuple(n) for n in names), treedef)
+    return partitions, PartitionUnflatten(data)
+
+
+def partition_unflatten(
+    unflattener: PartitionUnflatten, part_values: Sequence[Sequence[Any]]
+) -> PyTree:
+    """Rebuilds the tree split by :func:`partition` from (possibly transformed) partitions.
+
+    Args:
+      unflattener: the second output of :func:`partition`.
+      part_values: one sequence per partition, each as long as the partition it replaces.
+
+    Returns:
+      The tree, with each leaf taken from its place in ``part_values``.
+    """
+    keys, names, treedef = unflattener.data
+    if len(part_values) != len(names):
+        raise ValueError(
+            f"partition_unflatten: expected {len(names)} partitions, got {len(part_values)}"
+        )
+    position = {k: i for i, k in enumerate(keys)}
+    filled: list[Any] = [None] * len(keys)
+    for i, (part_names, part) in enumerate(zip(names, part_values, strict=True)):
+        if len(part) != len(part_names):
+            raise ValueError(
+                f"partition_unflatten: partition {i} has {len(part)} values, "
+                f"expected {len(part_names)}"
+            )
+        for name, value in zip(part_names, part, strict=True):
+            filled[position[name]] = value
+    return jax.tree_util.tree_unflatten(treedef, filled)

@@ -114,19 +114,36 @@ def clear_cache() -> None:
 
 
 # --- static descriptions ----------------------------------------------------------------
+#
+# A tree is described by its treedef and one entry per leaf: ``_ARRAY`` for a dynamic
+# leaf (appended to ``leaves``), ``(type, value)`` for a Python scalar, a nested object
+# description ``("obj", cls, treedef, entries)`` or ``("id", object)``. The common
+# leaves (concrete jax arrays, Python numbers) are recognised by their exact type.
+
+_array_type: Any = None  # jax's concrete array class, learnt from the first array seen
+_EXACT_SCALARS = frozenset({type(None), bool, int, float, complex, str})
 
 
 def _leaf_spec(x: Any, leaves: list, objects: bool, depth: int) -> Any:
+    global _array_type
+    t = type(x)
+    if t is _array_type:
+        leaves.append(x)
+        return _ARRAY
+    if t in _EXACT_SCALARS:
+        return (t, x)
     if isinstance(x, jax.core.Tracer):
         raise _Uncacheable
     if isinstance(x, jax.Array | np.ndarray):
+        if isinstance(x, jax.Array) and _array_type is None:
+            _array_type = t
         leaves.append(x)
         return _ARRAY
     if isinstance(x, _SCALARS):
-        return (type(x), x)
+        return (t, x)
     if not objects:
         raise _Uncacheable  # a callable or object passed to this call
-    if getattr(type(x), HYPERPARAMS_ATTR, False):
+    if getattr(t, HYPERPARAMS_ATTR, False):
         return _object_spec(x, leaves, depth + 1)
     try:
         hash(x)
@@ -136,22 +153,18 @@ def _leaf_spec(x: Any, leaves: list, objects: bool, depth: int) -> Any:
 
 
 def _tree_spec(tree: Any, leaves: list, objects: bool, depth: int = 0) -> Any:
-    if depth > 16:
-        raise _Uncacheable
     flat, treedef = jax.tree_util.tree_flatten(tree)
-    return (treedef, tuple(_leaf_spec(x, leaves, objects, depth) for x in flat))
+    return (treedef, tuple([_leaf_spec(x, leaves, objects, depth) for x in flat]))
 
 
 def _object_spec(obj: Any, leaves: list, depth: int = 0) -> Any:
+    if depth > 16:
+        raise _Uncacheable
     try:
         attrs = vars(obj)
     except TypeError:
         raise _Uncacheable from None
-    return (
-        "obj",
-        type(obj),
-        tuple((k, _tree_spec(v, leaves, True, depth)) for k, v in attrs.items()),
-    )
+    return ("obj", type(obj), _tree_spec(attrs, leaves, True, depth))
 
 
 def _build_leaf(spec: Any, it: Any) -> Any:
@@ -168,9 +181,9 @@ def _build_tree(spec: Any, it: Any) -> Any:
 
 
 def _build_object(spec: Any, it: Any) -> Any:
-    _, cls, attrs = spec
+    _, cls, attrs_spec = spec
     obj = object.__new__(cls)
-    obj.__dict__.update({k: _build_tree(s, it) for k, s in attrs})
+    obj.__dict__.update(_build_tree(attrs_spec, it))
     return obj
 
 
@@ -220,7 +233,7 @@ def call(obj: Any, method: str, plain: Callable, args: tuple, *, warmup: int = 0
         args_spec = _tree_spec(args, arg_leaves, objects=False)
         key = (obj_spec, args_spec)
         hash(key)
-    except (_Uncacheable, TypeError, RecursionError):
+    except (_Uncacheable, TypeError):
         return _plain(plain, obj, args)
 
     site_key = (type(obj), method, plain)
