@@ -40,9 +40,12 @@ LENGTH = 200  # inner run length for the truncated estimators
 
 def make_learner(kind: str, task, unroll: int, num_tasks: int):
     lopt = lopt_base.LearnableAdam()
-    est = registry.make_estimator(
-        kind, task, lopt, unroll=unroll, num_tasks=num_tasks, trunc_length=LENGTH, std=STD
-    )
+    # ``unroll``: the whole run for the full-run estimators, the truncation for the others.
+    if kind in registry.FULL_RUN:
+        lengths = {"total_length": unroll}
+    else:
+        lengths = {"trunc_length": unroll, "total_length": LENGTH}
+    est = registry.make_estimator(kind, task, lopt, num_tasks=num_tasks, std=STD, **lengths)
     # The hand-written side staggers starts in [0, 50): use the same offsets here.
     est.truncated_step.random_initial_iteration_offset = 0 if kind in registry.FULL_RUN else 50
     return gradient_learner.SingleMachineGradientLearner(lopt, [est], opt_base.Adam(1e-2))

@@ -527,3 +527,33 @@ def test_bad_truncated_step_arguments_raise():
     state = step.init_step_state(theta, None, jax.random.PRNGKey(1))
     with pytest.raises(ValueError, match=r"'accuracy' is not in the aux .* \['dist'\]"):
         step.unroll(theta, state, jax.random.PRNGKey(2), step.get_batch(1), 1)
+
+
+def test_library_one_step_interface_of_the_truncated_step():
+    """``unroll_step`` (one step, then finished runs restart) and ``meta_loss_batch``."""
+    lopt = lopt_base.LearnableSGD(initial_lr=0.1)
+    step = lopt_truncated_step.VectorizedLOptTruncatedStep(
+        _TargetTask(),
+        lopt,
+        truncation_schedule.ConstantTruncationSchedule(2),
+        num_tasks=2,
+        task_name="target",
+    )
+    assert step.task_name() == "target" and step.cfg_name() == "LearnableSGD"
+    theta = step.outer_init(jax.random.PRNGKey(0))
+    state = step.init_step_state(theta, gradient_learner.OuterState(0), jax.random.PRNGKey(1))
+    batch = step.get_batch()  # one step: leaves [num_tasks, ...]
+    assert batch["train"]["x"].shape == (2, 3)
+    losses = []
+    for i in range(3):
+        state, out = step.unroll_step(theta, state, jax.random.PRNGKey(2 + i), batch)
+        losses.append(np.asarray(out.loss)[0])
+        assert out.loss.shape == (1, 2) and bool(out.mask.all())
+    # Steps 0, 1 of a run (loss 12, then 3 * 1.6^2), then a fresh run (loss 12 again).
+    np.testing.assert_allclose(losses, [[12, 12], [7.68, 7.68], [12, 12]], rtol=1e-5)
+    np.testing.assert_array_equal(np.asarray(state.inner_step), 1)
+    # The loss of the current params (one step taken: p = 0.4) on one outer batch.
+    outer_batch = step.get_outer_batch()
+    assert outer_batch["x"].shape == (2, 3)
+    loss = step.meta_loss_batch(theta, state, jax.random.PRNGKey(9), outer_batch)
+    np.testing.assert_allclose(np.asarray(loss), 7.68, rtol=1e-5)
