@@ -1,0 +1,240 @@
+"""Eager optimizer calls run as cached jitted programs: the jitted results, one compile.
+
+The notes call ``theta_opt.update(...)`` from Python every meta-step. These tests pin
+what makes that fast *and* safe (see ``learnopt.optimizers._eager``): results are
+bit-identical to the same call under ``jit``; a configuration compiles once; arrays
+are program inputs (optimizers rebuilt from new ``theta`` share a program); Python
+hyperparameters are part of the key (changing one takes effect); and calls that could
+go stale (callables passed in, untraceable code, opted-out classes) run op by op.
+Speed itself is measured by ``benchmarks/bench_eager.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.optimizers import base as opt_base
+from learnopt.testing import TraceCounter, count_compiles
+
+
+def _theta():
+    return lopt_base.LearnableAdam().init(jax.random.PRNGKey(0))
+
+
+def _grads(tree, i):
+    return jax.tree_util.tree_map(lambda x: jnp.full_like(x, 0.1 * (i + 1) - 0.25), tree)
+
+
+def _bits(tree):
+    return [np.asarray(x).tobytes() for x in jax.tree_util.tree_leaves(tree)]
+
+
+def test_eager_update_is_bit_identical_to_jitted_update_and_compiles_once():
+    opt = opt_base.Adam(1e-2)
+    jitted = jax.jit(lambda s, g, loss: opt.update(s, g, loss))
+    eager_state = jitted_state = opt.init(_theta())
+    with count_compiles() as names:
+        for i in range(6):
+            grads, loss = _grads(_theta(), i), jnp.float32(i)
+            eager_state = opt.update(eager_state, grads, loss)
+            jitted_state = jitted(jitted_state, grads, loss)
+    assert _bits(eager_state) == _bits(jitted_state)
+    assert names.count("Adam_update") == 1, names
+    assert int(eager_state.iteration) == 6
+
+
+def test_learned_optimizers_rebuilt_from_new_theta_share_one_program():
+    """``lopt.opt_fn(theta)`` builds Adam from arrays: they are inputs, not constants."""
+    lopt = lopt_base.LearnableAdam()
+    params = {"w": jnp.linspace(-1.0, 1.0, 6).reshape(2, 3)}
+    grads, loss = {"w": jnp.full((2, 3), 0.3)}, jnp.float32(1.0)
+    names = ("learning_rate", "beta1", "beta2", "epsilon")
+    reference = jax.jit(lambda hp, s: opt_base.Adam(**hp).update(s, grads, loss))
+    with count_compiles() as compiled:
+        for scale in (1.0, 0.5, 2.0):
+            theta = jax.tree_util.tree_map(lambda x, s=scale: x * s, lopt.init(None))
+            opt = lopt.opt_fn(theta)
+            state = opt.init(params)
+            hyperparams = {n: getattr(opt, n) for n in names}
+            assert _bits(opt.update(state, grads, loss)) == _bits(reference(hyperparams, state))
+    assert compiled.count("Adam_update") == 1, compiled
+
+
+def test_python_hyperparameters_are_part_of_the_key():
+    params, grads = {"a": jnp.ones(3)}, {"a": jnp.full(3, 2.0)}
+    results = []
+    for lr in (0.1, 0.2):
+        opt = opt_base.SGD(lr)
+        results.append(opt.get_params(opt.update(opt.init(params), grads))["a"])
+    np.testing.assert_allclose(results[0], 0.8)
+    np.testing.assert_allclose(results[1], 0.6)
+
+    opt = opt_base.SGD(0.1)
+    state = opt.update(opt.init(params), grads)
+    opt.learning_rate = 0.25  # a changed attribute is a new configuration
+    np.testing.assert_allclose(opt.get_params(opt.update(state, grads))["a"], 0.8 - 0.5)
+
+
+@flax.struct.dataclass
+class _MomentumState:
+    params: Any
+    model_state: Any
+    iteration: jnp.ndarray
+    momentums: Any
+
+
+class _NotesMomentum(opt_base.Optimizer):
+    """The notes' MomentumOptimizer (tree_map form)."""
+
+    def __init__(self, lr=1e-3, momentum=0.9):
+        super().__init__()
+        self._lr = lr
+        self._momentum = momentum
+
+    def init(self, params, model_state=None, **kwargs):
+        return _MomentumState(
+            params=params,
+            model_state=model_state,
+            momentums=jax.tree_util.tree_map(jnp.zeros_like, params),
+            iteration=jnp.asarray(0, dtype=jnp.int32),
+        )
+
+    def update(self, opt_state, grads, loss, model_state=None, **kwargs):
+        m = jax.tree_util.tree_map(
+            lambda m, g: m * self._momentum + g * (1 - self._momentum), opt_state.momentums, grads
+        )
+        p = jax.tree_util.tree_map(lambda p, m: p - self._lr * m, opt_state.params, m)
+        return _MomentumState(
+            params=p, momentums=m, iteration=opt_state.iteration + 1, model_state=model_state
+        )
+
+
+def test_notes_style_subclass_runs_eagerly_with_the_jitted_results():
+    opt = _NotesMomentum(lr=0.5)
+    jitted = jax.jit(lambda s, g: opt.update(s, g, 1.0))
+    eager_state = opt.init({"a": 1.0, "b": 2.0})
+    jitted_state = eager_state
+    for i in range(4):
+        grads = {"a": jnp.float32(-1.0 + i), "b": jnp.float32(1.0)}
+        eager_state = opt.update(eager_state, grads, 1.0)
+        jitted_state = jitted(jitted_state, grads)
+    assert _bits(eager_state) == _bits(jitted_state)
+    assert eager_state.params["a"].dtype == jnp.float32
+
+
+def test_calls_inside_jit_are_traced_as_usual_and_never_cached():
+    opt = opt_base.Adam(1e-2)
+    counter = TraceCounter()
+
+    @jax.jit
+    @counter.wrap
+    def step(state, grads):
+        return opt.update(state, grads, jnp.float32(0.5))
+
+    state = opt.init(_theta())
+    before = opt_base.eager_cache_info()
+    for i in range(5):
+        state = step(state, _grads(_theta(), i))
+    counter.assert_count(1)
+    after = opt_base.eager_cache_info()
+    assert (after.hits, after.compiles) == (before.hits, before.compiles)
+
+
+class _ScaledSGD(opt_base.Optimizer):
+    """SGD whose step is scaled by a callable passed to each update."""
+
+    def init(self, params, model_state=None, num_steps=None, key=None):
+        return opt_base.SGDState(params, model_state, jnp.zeros((), jnp.int32))
+
+    def update(self, opt_state, grads, loss=None, model_state=None, scale_fn=None, **kwargs):
+        s = scale_fn() if scale_fn is not None else 1.0
+        params = jax.tree_util.tree_map(lambda p, g: p - s * g, opt_state.params, grads)
+        return opt_base.SGDState(params, opt_state.model_state, opt_state.iteration + 1)
+
+
+def test_callables_passed_to_a_call_run_op_by_op_so_they_never_go_stale():
+    """``value_fn``-style arguments may read Python state that changes between calls."""
+    opt = _ScaledSGD()
+    current = {"scale": 1.0}
+    scale_fn = lambda: current["scale"]  # noqa: E731  (the same object every call)
+    state = opt.init({"a": jnp.zeros(())})
+    before = opt_base.eager_cache_info()
+    for scale in (1.0, 2.0, 3.0):
+        current["scale"] = scale
+        state = opt.update(state, {"a": jnp.float32(1.0)}, scale_fn=scale_fn)
+    np.testing.assert_allclose(opt.get_params(state)["a"], -6.0)
+    after = opt_base.eager_cache_info()
+    assert after.plain - before.plain == 3 and after.compiles == before.compiles
+
+
+class _Verbose(opt_base.SGD):
+    """An update that, when asked, reads a value in Python: that cannot be traced."""
+
+    log: list = []
+
+    def update(self, opt_state, grads, loss=None, model_state=None, verbose=False, **kwargs):
+        if verbose:
+            type(self).log.append(float(loss))
+        return super().update(opt_state, grads, loss, model_state=model_state)
+
+
+def test_untraceable_updates_fall_back_to_the_plain_path_once_and_for_all():
+    opt = _Verbose(0.1)
+    state = opt.init({"a": jnp.zeros(())})
+    before = opt_base.eager_cache_info()
+    for loss in (3.0, 2.0):
+        state = opt.update(state, {"a": jnp.float32(1.0)}, jnp.float32(loss), verbose=True)
+    np.testing.assert_allclose(opt.get_params(state)["a"], -0.2, rtol=1e-6)
+    assert _Verbose.log == [3.0, 2.0]
+    after = opt_base.eager_cache_info()
+    assert after.failures - before.failures == 1  # traced once, then remembered
+
+
+class _CountingSGD(opt_base.SGD):
+    eager_jit = False  # its update has a side effect
+
+    calls = 0
+
+    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        type(self).calls += 1
+        return super().update(opt_state, grads, loss, model_state=model_state)
+
+
+def test_classes_can_opt_out_of_eager_programs():
+    opt = _CountingSGD(0.1)
+    state = opt.init({"a": jnp.zeros(())})
+    _CountingSGD.calls = 0  # init ran update abstractly to settle the state's dtypes
+    for _ in range(3):
+        state = opt.update(state, {"a": jnp.float32(1.0)})
+    assert _CountingSGD.calls == 3
+    np.testing.assert_allclose(opt.get_params(state)["a"], -0.3, rtol=1e-6)
+
+
+def test_init_compiles_only_when_a_configuration_is_initialized_again():
+    opt = opt_base.RMSProp(0.05, momentum=0.5)
+    params = {"w": jnp.ones((3, 3)), "b": jnp.zeros(3)}
+    with count_compiles() as names:
+        first = opt.init(params)
+        second = opt.init(params)
+        third = opt.init(params)
+    assert names.count("RMSProp_init") == 1, names
+    assert _bits(first) == _bits(second) == _bits(third)
+
+
+def test_a_stream_of_never_reused_configurations_stops_compiling():
+    """A new optax transform per call is a new key each time; compiling stops after 8."""
+    params, grads = {"a": jnp.ones(())}, {"a": jnp.float32(1.0)}
+    before = opt_base.eager_cache_info()
+    for _ in range(12):
+        opt = opt_base.OptaxOptimizer(optax.sgd(0.5))
+        state = opt.update(opt.init(params), grads)
+        np.testing.assert_allclose(opt.get_params(state)["a"], 0.5)
+    after = opt_base.eager_cache_info()
+    assert after.compiles - before.compiles <= 8
