@@ -191,12 +191,18 @@ def _library_metrics(metrics: dict) -> dict:
     return {k if "||" in k else f"mean||{k}": v for k, v in metrics.items()}
 
 
+def _first_arg(args: tuple, kwargs: dict) -> Any:
+    if args:
+        return args[0]
+    return kwargs.get("worker_weights", kwargs.get("theta"))
+
+
 def _wrap_init(fn: Callable) -> Callable:
     @functools.wraps(fn)
-    def init_worker_state(self, theta, key, *args, **kwargs):
-        if isinstance(theta, WorkerWeights):
-            return self._library_init(fn, theta, key)
-        return fn(self, theta, key, *args, **kwargs)
+    def init_worker_state(self, *args, **kwargs):
+        if isinstance(_first_arg(args, kwargs), WorkerWeights):
+            return self._library_init(fn, *args, **kwargs)
+        return fn(self, *args, **kwargs)
 
     init_worker_state._learnopt_dispatch = True
     return init_worker_state
@@ -204,10 +210,10 @@ def _wrap_init(fn: Callable) -> Callable:
 
 def _wrap_estimate(fn: Callable) -> Callable:
     @functools.wraps(fn)
-    def compute_gradient_estimate(self, theta, key, state, *args, **kwargs):
-        if isinstance(theta, WorkerWeights):
-            return self._library_estimate(fn, theta, key, state, *args, **kwargs)
-        return fn(self, theta, key, state, *args, **kwargs)
+    def compute_gradient_estimate(self, *args, **kwargs):
+        if isinstance(_first_arg(args, kwargs), WorkerWeights):
+            return self._library_estimate(fn, *args, **kwargs)
+        return fn(self, *args, **kwargs)
 
     compute_gradient_estimate._learnopt_dispatch = True
     return compute_gradient_estimate
@@ -313,7 +319,8 @@ class GradientEstimator:
         estimate.__name__ = f"{type(self).__name__}_estimate"
         return estimate
 
-    def _library_init(self, fn: Callable, weights: WorkerWeights, key: jax.Array):
+    def _library_init(self, fn: Callable, worker_weights: WorkerWeights, key: jax.Array):
+        weights = worker_weights
         outer_state = _as_outer_state(weights.outer_state)
 
         def init(theta, key, outer_state):
@@ -342,13 +349,14 @@ class GradientEstimator:
     def _library_estimate(
         self,
         fn: Callable,
-        weights: WorkerWeights,
+        worker_weights: WorkerWeights,
         key: jax.Array,
         state: PyTree,
         with_summary: bool = False,
         datas_list: PyTree = None,
     ) -> tuple[GradientEstimatorOut, dict[str, jax.Array]]:
         del with_summary  # learnopt's metrics are cheap scalars, computed every time
+        weights = worker_weights
         datas = self.get_datas() if datas_list is None else datas_list
         estimate = self._jitted("estimate", lambda: jax.jit(self._traced_estimate(fn)))
         out, metrics = estimate(
