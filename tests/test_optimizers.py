@@ -13,6 +13,7 @@ import pytest
 
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
+from learnopt.optimizers import optax_opts, test_utils
 from learnopt.testing import TraceCounter
 from learnopt.tree_utils import tree_map_multi
 
@@ -346,3 +347,89 @@ def test_learnable_adam_meta_gradient_is_finite_with_dead_relu():
     for name, g in meta_grads.items():
         assert np.isfinite(float(g)), (name, meta_grads)
     assert float(meta_grads["log_lr"]) != 0.0
+
+
+# --- the library's base-class conventions ---------------------------------------------
+
+
+def test_states_answer_the_librarys_name_for_the_model_state_and_set_params():
+    opt = opt_base.Adam()
+    state = opt.init({"w": jnp.ones(2)}, model_state={"count": jnp.int32(1)})
+    assert state.state is state.model_state is opt.get_state(state)
+    moved = opt.set_params(state, {"w": jnp.zeros(2)})
+    np.testing.assert_allclose(opt.get_params(moved)["w"], 0.0)
+    np.testing.assert_allclose(moved.mu["w"], state.mu["w"])
+
+
+@flax.struct.dataclass
+class _LibraryStyleState:
+    params: Any
+    state: Any  # the library's field name
+    iteration: jnp.ndarray
+    last_loss: jnp.ndarray
+
+
+class _LibraryStyleSGD(opt_base.Optimizer):
+    """Written like the library's newest classes: loss arrives as a keyword."""
+
+    def init(self, params, model_state=None, num_steps=None, key=None):
+        return _LibraryStyleState(params, model_state, jnp.int32(0), jnp.float32(0))
+
+    def update(self, opt_state, grad, model_state=None, **kwargs):
+        params = jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, opt_state.params, grad)
+        loss = kwargs.get("loss")
+        return _LibraryStyleState(
+            params,
+            model_state if model_state is not None else opt_state.state,
+            opt_state.iteration + 1,
+            opt_state.last_loss if loss is None else loss,
+        )
+
+
+def test_library_style_subclass_gets_the_loss_and_its_state_field():
+    opt = _LibraryStyleSGD()
+    state = opt.init({"w": jnp.ones(2)}, model_state=jnp.int32(5))
+    state = opt.update(state, {"w": jnp.ones(2)}, 2.0)  # the notes' positional loss
+    assert float(state.last_loss) == 2.0
+    state = opt.update(state, {"w": jnp.ones(2)}, loss=3.0, model_state=jnp.int32(6))
+    assert float(state.last_loss) == 3.0
+    assert int(opt.get_state(state)) == 6  # get_state reads the library's ``state`` field
+    np.testing.assert_allclose(opt.get_params(state)["w"], 0.8, rtol=1e-6)
+
+
+def test_gradient_clip_optimizer_clips_each_element_then_steps():
+    opt = opt_base.GradientClipOptimizer(opt_base.SGD(1.0), grad_clip=0.5)
+    state = opt.update(opt.init({"w": jnp.zeros(3)}), {"w": jnp.asarray([2.0, -3.0, 0.1])})
+    np.testing.assert_allclose(opt.get_params(state)["w"], [-0.5, 0.5, -0.1], rtol=1e-6)
+    test_utils.smoketest_optimizer(opt_base.GradientClipOptimizer(optax_opts.Adam(1e-4)))
+    with pytest.raises(ValueError, match="instance"):
+        opt_base.GradientClipOptimizer(opt_base.Adam)
+
+
+def test_grafted_step_has_the_magnitude_of_one_and_the_direction_of_the_other():
+    mag, direction = opt_base.SGD(0.1), opt_base.Adam(0.01)
+    opt = opt_base.GraftedOptimizer(mag, direction)
+    params = {"w": jnp.asarray([1.0, -1.0]), "b": jnp.asarray([0.5])}
+    grads = {"w": jnp.asarray([3.0, 4.0]), "b": jnp.asarray([-1.0])}
+    state = opt.update(opt.init(params), grads)
+    step = jax.tree_util.tree_map(lambda a, b: a - b, opt.get_params(state), params)
+    mag_norm = 0.1 * np.sqrt(9 + 16 + 1)  # SGD's step length
+    adam_step = -0.01 * np.sign([3.0, 4.0, -1.0])  # Adam's first step: -lr * sign(g)
+    flat = np.concatenate([np.asarray(step["b"]), np.asarray(step["w"])])
+    expected = mag_norm * adam_step / np.linalg.norm(adam_step)
+    np.testing.assert_allclose(flat, np.concatenate([expected[2:], expected[:2]]), rtol=1e-5)
+    for inner in (state.mag_opt_state, state.dir_opt_state):  # both continue from there
+        np.testing.assert_allclose(inner.params["w"], opt.get_params(state)["w"])
+    test_utils.smoketest_optimizer(
+        opt_base.GraftedOptimizer(optax_opts.SGDM(1e-2), optax_opts.Adam(1e-4))
+    )
+
+
+def test_grafted_zero_steps_stay_finite_in_value_and_meta_gradient():
+    def loss_after_step(lr):
+        opt = opt_base.GraftedOptimizer(opt_base.SGD(lr), opt_base.SGD(0.1))
+        state = opt.update(opt.init({"w": jnp.ones(2)}), {"w": jnp.zeros(2)})
+        return jnp.sum(opt.get_params(state)["w"])
+
+    value, grad = jax.value_and_grad(loss_after_step)(jnp.float32(0.1))
+    assert float(value) == 2.0 and np.isfinite(float(grad))

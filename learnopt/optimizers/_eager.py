@@ -16,7 +16,12 @@ method called outside ``jit`` the jitted cost, without changing its results:
   body is the ordinary (plain) method, so the program is exactly what the user would
   get by jitting the call themselves: bit-identical results, and one compilation per
   optimizer configuration (optimizers rebuilt each step from new arrays, as
-  ``lopt.opt_fn(theta)`` does, share it).
+  ``lopt.opt_fn(theta)`` does, share it);
+* a configuration is compiled once it has been called :data:`UPDATE_WARMUP` times
+  (:data:`INIT_WARMUP` for ``init``) with the same argument shapes and dtypes; before
+  that it runs op by op, whose results can differ from the compiled ones in the last
+  bits (XLA fuses the compiled program), so a few steps in a test never pay a
+  compilation and a long loop runs compiled after its first steps.
 
 The plain path runs instead, with the same results, whenever caching could be wrong
 or useless: inside a trace (any argument or attribute is a tracer), when a call passes
@@ -45,6 +50,13 @@ __all__ = ["call", "cache_info", "clear_cache", "EagerCacheInfo", "HYPERPARAMS_A
 #: Classes that set this class attribute to True are described attribute by attribute
 #: (their array attributes become dynamic); other objects are keyed by identity.
 HYPERPARAMS_ATTR = "_eager_hyperparams"
+
+#: Calls of one ``update`` configuration (and argument shapes/dtypes) that run op by op
+#: before its program is compiled: short eager uses (a few steps in a test or a
+#: notebook) never pay a compilation, long loops run compiled from the 9th step on.
+UPDATE_WARMUP = 8
+#: The same for ``init``, usually called once per configuration.
+INIT_WARMUP = 1
 
 _MAX_ENTRIES = 64  # compiled programs kept per call site (least recently used dropped)
 _MAX_UNUSED = 8  # a site holding this many never-reused programs stops compiling new ones

@@ -17,9 +17,10 @@ code for them (its ``init``/``update`` are wrapped when the class is defined):
   given, so params keep their dtype and mixed precision (bf16 params, f32 grads)
   cannot make a step recompile;
 * called outside ``jit`` (as the notes' meta-training loop calls
-  ``theta_opt.update``), ``init``/``update`` run as cached jitted programs, with the
-  results the same call gives under ``jit`` (see :mod:`learnopt.optimizers._eager`;
-  set ``eager_jit = False`` on a class or instance whose methods are not pure).
+  ``theta_opt.update``), ``init``/``update`` run as cached jitted programs after a
+  few op-by-op calls, with the results the same call gives under ``jit`` (see
+  :mod:`learnopt.optimizers._eager`; set ``eager_jit = False`` on a class or instance
+  whose methods are not pure).
 
 Built-in optimizers run their arithmetic in float32 (float64 for float64 params) and
 keep accumulators in that dtype; low-precision params are cast back after each step.
@@ -199,7 +200,7 @@ def _wrap_init(raw_init: Callable) -> Callable:
         if _depth():
             return raw_init(self, params, model_state, **_opt(num_steps, key), **kwargs)
         args = (params, model_state, num_steps, key, kwargs)
-        return _eager.call(self, "init", plain, args, warmup=1)
+        return _eager.call(self, "init", plain, args, warmup=_eager.INIT_WARMUP)
 
     return init
 
@@ -239,7 +240,7 @@ def _wrap_update(raw_update: Callable) -> Callable:
             # program per value); as an array of the arithmetic dtype it is an input.
             loss = np.asarray(loss, dtype=compute_dtype(self.get_params(opt_state)))
         args = (opt_state, grads, loss, model_state, key, kwargs)
-        return _eager.call(self, "update", plain, args)
+        return _eager.call(self, "update", plain, args, warmup=_eager.UPDATE_WARMUP)
 
     update._takes_key = takes_key  # type: ignore[attr-defined]
     return update
