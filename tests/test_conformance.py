@@ -59,6 +59,12 @@ def test_registry_covers_the_issue_list():
     assert required <= names, sorted(required - names)
     assert len(names) >= 40
     assert {"SGD", "SGDM", "Adam", "AdamW", "RMSProp"} <= set(OPTIMIZERS)
+    library_modules = {
+        "AdaBelief", "AdaGrad", "Adafactor", "Fromage", "Lamb", "Lars", "RAdam", "Yogi", "SM3",
+        "PiecewiseLinearAdam", "NAdamW", "NAdamW_cosine", "OptList", "GradientAccumulator",
+        "GradientClipOptimizer", "GraftedOptimizer",
+    }  # fmt: skip
+    assert library_modules <= set(OPTIMIZERS), sorted(library_modules - set(OPTIMIZERS))
     for lopt in lopt_base.registered_learned_optimizers():
         assert f"lopt:{lopt}" in OPTIMIZERS
 
