@@ -85,7 +85,7 @@ def test_conv_net_layout_strides_and_pooling():
 
 
 def test_batchnorm_state_updates_keeps_dtype_and_plain_loss_matches():
-    task = conv.Conv_Mnist5k_16_16x32x32_batchnorm()
+    task = conv.Conv_Mnist5k_12_8x16x16_batchnorm()
     params, state = task.init_with_state(KEY)
     assert set(state) == {"batch_stats"}
     batch = _image_batch(task)

@@ -191,3 +191,12 @@ _register(
     pool="max",
     batch_size=64,
 )
+_register(
+    "Conv_Mnist5k_12_8x16x16_batchnorm",
+    "mnist5k at 12x12, convs 8-16-16, ReLU then batch norm, batch 64 (offline).",
+    "mnist5k",
+    (8, 16, 16),
+    image_size=(12, 12),
+    norm="batchnorm",
+    batch_size=64,
+)

@@ -264,6 +264,6 @@ for _core, _hidden, _embed, _seq in [
 ]:
     _register(_core, _hidden, _embed, _seq)
 # Small ones that train in a few milliseconds per step on a CPU (task suites).
-_register("LSTM", 32, 32, 32, batch_size=32)
+_register("LSTM", 32, 32, 16, batch_size=32)
 _register("GRU", 32, 16, 16, batch_size=32)
 _register("VanillaRNN", 64, 32, 16, batch_size=32)
