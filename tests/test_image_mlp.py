@@ -387,7 +387,11 @@ def test_registered_task_configuration(name, data_env):
 
 
 def test_all_image_mlp_tasks_are_registered():
-    registered = {n for n in tasks_base.TASKS.names() if n.startswith("ImageMLP_")}
+    registered = {
+        n
+        for n in tasks_base.TASKS.names()
+        if getattr(tasks_base.TASKS.constructor(n), "__module__", None) == image_mlp.__name__
+    }
     assert registered == set(REGISTERED)
     for name in REGISTERED:
         assert tasks_base.TASKS.constructor(name) is getattr(image_mlp, name)
