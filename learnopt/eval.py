@@ -704,6 +704,12 @@ class TaskEvaluator:
       valid_batches: fixed batches of the valid split per evaluation.
       seed: base seed; run seed ``s`` uses ``fold_in(PRNGKey(seed), s)``.
       param_dtype: dtype the params are cast to after ``task.init`` (``None``: keep).
+      vectorize: how the runs (sweep points x seeds) of one program are laid out:
+        ``"vmap"`` (batched: one step of every run at once), ``"map"`` (``lax.map``:
+        the runs one after another inside the same program) or ``"auto"``: ``map``
+        on CPU for tasks whose loss has a convolution, else ``vmap``. (Batched over
+        per-run kernels a convolution becomes a grouped convolution, which XLA:CPU
+        runs many times slower than the same convolutions one by one.)
     """
 
     def __init__(
@@ -718,6 +724,7 @@ class TaskEvaluator:
         valid_batches: int = 5,
         seed: int = 0,
         param_dtype: Any = jnp.float32,
+        vectorize: str = "auto",
     ):
         if not isinstance(task, tasks_base.Task):
             raise TypeError(f"task must be a Task, got {type(task).__name__}")
@@ -747,6 +754,10 @@ class TaskEvaluator:
         self.valid_batches = int(valid_batches)
         self.seed = int(seed)
         self.param_dtype = param_dtype
+        if vectorize not in ("auto", "vmap", "map"):
+            raise ValueError(f"vectorize must be 'auto', 'vmap' or 'map', got {vectorize!r}")
+        self.vectorize = vectorize
+        self._sequential: bool | None = None if vectorize == "auto" else vectorize == "map"
         self._fns = [self._build(s) for s in sweeps]
         self._init_task: Callable | None = None
 
@@ -795,19 +806,49 @@ class TaskEvaluator:
         # Seeds: keys and batches mapped, hparams shared. Sweep points: hparams and
         # states mapped, keys and batches shared (every point sees the same data).
         def _init_runs(hparams, params, model_states, seed_keys, vbatches):
-            per_seed = jax.vmap(init_one, in_axes=(None, 0, 0, 0, None))
-            return jax.vmap(per_seed, in_axes=(0, None, None, None, None))(
+            per_seed = self._over_runs(init_one, (None, 0, 0, 0, None))
+            return self._over_runs(per_seed, (0, None, None, None, None))(
                 hparams, params, model_states, seed_keys, vbatches
             )
 
         def _train_chunk(hparams, states, seed_keys, ts, batches, eval_index, vbatches):
             fn = lambda h, s, k, b: chunk_one(h, s, k, ts, b, eval_index, vbatches)
-            per_seed = jax.vmap(fn, in_axes=(None, 0, 0, 1))
-            return jax.vmap(per_seed, in_axes=(0, 0, None, None))(
+            per_seed = self._over_runs(fn, (None, 0, 0, 1))
+            return self._over_runs(per_seed, (0, 0, None, None))(
                 hparams, states, seed_keys, batches
             )
 
         return jax.jit(_init_runs), jax.jit(_train_chunk)
+
+    def _over_runs(self, fn: Callable, in_axes: tuple) -> Callable:
+        """``vmap(fn, in_axes)``, or the same mapping with ``lax.map`` (see ``vectorize``)."""
+        if not self._sequential:
+            return jax.vmap(fn, in_axes=in_axes)
+        mapped = [i for i, axis in enumerate(in_axes) if axis is not None]
+
+        def run(*args):
+            xs = tuple(
+                jax.tree_util.tree_map(lambda x, a=in_axes[i]: jnp.moveaxis(x, a, 0), args[i])
+                for i in mapped
+            )
+
+            def one(x):
+                full = list(args)
+                for i, value in zip(mapped, x, strict=True):
+                    full[i] = value
+                return fn(*full)
+
+            return jax.lax.map(one, xs)
+
+        return run
+
+    def _has_convolution(self, params: PyTree, model_states: PyTree, vbatches: Any) -> bool:
+        """Whether the task's loss (traced, never run) contains a convolution."""
+        one = lambda tree: jax.tree_util.tree_map(lambda x: x[0], tree)
+        jaxpr = jax.make_jaxpr(self.task.loss_with_state)(
+            one(params), one(model_states), jax.random.PRNGKey(0), one(vbatches)
+        )
+        return "conv_general_dilated" in str(jaxpr)
 
     def _seed_keys(self) -> jax.Array:
         base = jax.random.PRNGKey(self.seed)
@@ -844,6 +885,10 @@ class TaskEvaluator:
             vbatches, train = None, None
         seed_keys = self._seed_keys()
         params, model_states = self._init_params(seed_keys)
+        if self._sequential is None:
+            self._sequential = jax.default_backend() == "cpu" and self._has_convolution(
+                params, model_states, vbatches
+            )
         hps = [_sweep_hparams(s) for s in self.sweeps]
         states, train_losses, valid_losses = [], [], []
         for (init_fn, _), h in zip(self._fns, hps, strict=True):
@@ -929,6 +974,7 @@ def evaluate_task(
     valid_batches: int = 5,
     seed: int = 0,
     param_dtype: Any = jnp.float32,
+    vectorize: str = "auto",
     progress: Callable[[int], None] | None = None,
 ) -> TaskResult:
     """Trains every sweep on ``task`` (a name is built fresh: reproducible data).
@@ -947,6 +993,7 @@ def evaluate_task(
         valid_batches=valid_batches,
         seed=seed,
         param_dtype=param_dtype,
+        vectorize=vectorize,
     )
     return evaluator.run(progress)
 
@@ -1074,6 +1121,7 @@ class _BaselineCache:
             "valid_batches": ev.valid_batches,
             "seed": ev.seed,
             "param_dtype": str(ev.param_dtype),
+            "vectorize": ev.vectorize,
             "source": _source_hash(),
             "jax": jax.__version__,
             "backend": jax.default_backend(),

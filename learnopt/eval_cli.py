@@ -163,6 +163,13 @@ def add_parser(subparsers: Any, formatter_class: Any = None) -> argparse.Argumen
         metavar="V",
         help="fixed batches per valid evaluation (default 5)",
     )
+    g.add_argument(
+        "--vectorize",
+        choices=("auto", "vmap", "map"),
+        default="auto",
+        help="runs of a sweep batched (vmap) or one after another in one program (map); "
+        "auto: map for convolutional tasks on CPU, else vmap (default: auto)",
+    )
     g.add_argument("--seed", type=int, default=0, metavar="N", help="base seed (default 0)")
     g = p.add_argument_group("input and output")
     g.add_argument("--out", metavar="DIR", help="output folder (default: runs/evaluate-<time>)")
@@ -402,6 +409,7 @@ def evaluate(args: argparse.Namespace):
             valid_split=args.valid_split,
             valid_batches=args.valid_batches,
             seed=args.seed,
+            vectorize=args.vectorize,
             baseline_cache=args.baseline_cache,
         )
     except (datasets_base.DatasetNotFoundError, datasets_base.ChecksumMismatchError) as e:

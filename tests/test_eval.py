@@ -166,6 +166,46 @@ def test_evaluating_tuned_adam_as_a_learned_optimizer_reproduces_the_baseline(sw
     assert s.comparisons["Adam"].speedup == pytest.approx(1.0)
 
 
+def test_runs_one_after_another_match_batched_runs(sweep_result):
+    result, _ = sweep_result
+    with testing.count_compiles() as names:
+        mapped = lopt_eval.evaluate_task(
+            _tiny_image_task(),
+            [lopt_eval.lr_sweep("Adam", LRS)],
+            num_steps=STEPS,
+            num_seeds=SEEDS,
+            eval_every=EVERY,
+            vectorize="map",
+        )
+    assert names.count("_train_chunk") == 1
+    np.testing.assert_allclose(mapped["Adam"].train_loss, result["Adam"].train_loss, 1e-5)
+    np.testing.assert_allclose(mapped["Adam"].valid_loss, result["Adam"].valid_loss, 1e-5)
+
+
+class _TinyConvTask(tasks_base.Task):
+    datasets = None
+
+    def init(self, key):
+        return jax.random.normal(key, (3, 3, 1, 2))
+
+    def loss(self, params, key, batch):
+        x = jnp.ones((1, 5, 5, 1))
+        y = jax.lax.conv_general_dilated(
+            x, params, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+        )
+        return jnp.mean(jnp.square(y))
+
+
+@pytest.mark.parametrize("task, sequential", [(_TinyConvTask(), True), (RecordingTask(), False)])
+def test_auto_vectorize_maps_convolutions_one_by_one_on_cpu(task, sequential):
+    ev = lopt_eval.TaskEvaluator(
+        task, [lopt_eval.lr_sweep("SGD", (0.01, 0.02))], num_steps=2, num_seeds=2
+    )
+    result = ev.run()
+    assert ev._sequential is (sequential and jax.default_backend() == "cpu")
+    assert np.all(np.isfinite(result["SGD"].train_loss))
+
+
 def test_each_seed_has_its_own_batches_the_same_for_every_optimizer():
     sweeps = [lopt_eval.lr_sweep("SGD", (0.1, 0.2)), lopt_eval.lr_sweep("Adam", (0.1,))]
     result = lopt_eval.evaluate_task(
