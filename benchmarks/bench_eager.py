@@ -11,8 +11,11 @@ inside the timed loop.
     python benchmarks/bench_eager.py                # 300 timed meta-steps per side
     python benchmarks/bench_eager.py --steps 1000
 
-Prints ms/meta-step for both sides, the ratio A / B (target <= 1.3), the eager update
-on its own (cached program vs the plain op-by-op path) and how often the
+Two more sides isolate the optimizer's share: the notes' loop with
+``jax.jit(theta_opt.update)`` written by hand, and with the update run op by op
+(``eager_jit = False``, what the loop cost before eager calls were compiled). Prints
+ms/meta-step for every side, the ratios (target for as written / one jitted step:
+<= 1.3), the eager update on its own (cached program vs op by op) and how often the
 meta-gradient compiled. Data is prepared in a temporary LEARNOPT_DATA_DIR.
 """
 
@@ -28,13 +31,19 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.learned_optimizers import base as lopt_base
+from learnopt.optimizers import _eager
 from learnopt.optimizers import base as opt_base
 from learnopt.tasks.fixed import image_mlp
 from learnopt.testing import TraceCounter
 
 
-def notes_side(task, lopt, counter: TraceCounter):
-    """The notes' meta_loss_fn and loop body, verbatim but for the trace counter."""
+def notes_side(task, lopt, counter: TraceCounter, update: str = "eager"):
+    """The notes' meta_loss_fn and loop body, verbatim but for the trace counter.
+
+    ``update`` selects how ``theta_opt.update`` runs: ``"eager"`` (as written: learnopt's
+    cached program), ``"plain"`` (op by op, ``eager_jit = False``: what the notes' code
+    cost before) or ``"jit"`` (``jax.jit(theta_opt.update)`` by hand).
+    """
 
     @jax.jit
     @counter.wrap
@@ -46,7 +55,7 @@ def notes_side(task, lopt, counter: TraceCounter):
         for i in range(4):  # noqa: B007
             params = opt.get_params(opt_state)
             key, key1 = jax.random.split(key)
-            l, grads = jax.value_and_grad(task.loss)(opt_state.params, key1, batch)
+            l, grads = jax.value_and_grad(task.loss)(opt_state.params, key1, batch)  # noqa: E741
             meta_loss += l
             opt_state = opt.update(opt_state, grads, l)
         params, state = opt.get_params_state(opt_state)
@@ -55,6 +64,9 @@ def notes_side(task, lopt, counter: TraceCounter):
         return meta_loss
 
     theta_opt = opt_base.Adam(1e-2)
+    if update == "plain":
+        theta_opt.eager_jit = False
+    update_fn = jax.jit(theta_opt.update) if update == "jit" else theta_opt.update
     key = jax.random.PRNGKey(0)
     key, key1 = jax.random.split(key)
     theta = lopt.init(key1)
@@ -70,7 +82,7 @@ def notes_side(task, lopt, counter: TraceCounter):
         theta = theta_opt.get_params(theta_opt_state)
         meta_loss = jnp.asarray(0, dtype=jnp.int32)
         ml, meta_grads = meta_value_and_grad(theta_opt_state.params, key1, batch, meta_loss)
-        theta_opt_state = theta_opt.update(theta_opt_state, meta_grads, ml)
+        theta_opt_state = update_fn(theta_opt_state, meta_grads, ml)
         meta_losses.append(ml)
         learning_rates.append(theta["log_lr"])
         carry["key"], carry["state"] = key, theta_opt_state
@@ -87,7 +99,7 @@ def jitted_side(task, lopt):
         opt_state = opt.init(task.init(key1))
         for _ in range(4):
             key, key1 = jax.random.split(key)
-            l, grads = jax.value_and_grad(task.loss)(opt_state.params, key1, batch)
+            l, grads = jax.value_and_grad(task.loss)(opt_state.params, key1, batch)  # noqa: E741
             meta_loss += l
             opt_state = opt.update(opt_state, grads, l)
         return meta_loss
@@ -136,7 +148,7 @@ def time_update_alone(n: int) -> tuple[float, float]:
         opt = opt_base.Adam(1e-2)
         opt.eager_jit = eager_jit
         state = opt.init(theta)
-        for _ in range(5):
+        for _ in range(_eager.UPDATE_WARMUP + 2):  # past the op-by-op warm-up calls
             state = opt.update(state, grads, loss)
         jax.block_until_ready(state)
         t0 = time.perf_counter()
@@ -158,24 +170,34 @@ def main() -> None:
         task = image_mlp.ImageMLP_Digits8_Relu32()
         lopt = lopt_base.LearnableAdam()
         counter = TraceCounter()
-        notes_step, notes_carry, _ = notes_side(task, lopt, counter)
-        jit_step, jit_carry, _ = jitted_side(task, lopt)
-        for _ in range(5):  # compile and warm up both sides
-            notes_step()
-            jit_step()
-
-        notes_ms, jit_ms = [], []
-        for _ in range(args.rounds):  # alternate, so load changes hit both sides
-            notes_ms.append(time_steps(notes_step, notes_carry, args.steps))
-            jit_ms.append(time_steps(jit_step, jit_carry, args.steps))
-        a, b = statistics.median(notes_ms), statistics.median(jit_ms)
+        sides = {
+            "notes' loop as written (eager update)": notes_side(task, lopt, counter)[:2],
+            "one jitted meta-step": jitted_side(task, lopt)[:2],
+            "notes' loop, update jitted by hand": notes_side(task, lopt, TraceCounter(), "jit")[:2],
+            "notes' loop, update op by op (before)": notes_side(
+                task, lopt, TraceCounter(), "plain"
+            )[:2],
+        }
+        for step, _ in sides.values():  # compile and warm up every side
+            for _ in range(_eager.UPDATE_WARMUP + 4):
+                step()
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        for _ in range(args.rounds):  # alternate, so load changes hit every side
+            for name, (step, carry) in sides.items():
+                times[name].append(time_steps(step, carry, args.steps))
+        ms = {name: statistics.median(t) for name, t in times.items()}
         cached, plain = time_update_alone(200)
 
-    print(f"notes' loop, eager theta_opt.update : {a:7.3f} ms/meta-step")
-    print(f"one jitted meta-step               : {b:7.3f} ms/meta-step")
-    print(f"ratio (target <= 1.3)              : {a / b:7.2f}x")
-    print(f"eager Adam.update alone            : {cached:7.3f} ms cached, {plain:.3f} ms plain")
-    print(f"meta_loss_fn traces                : {counter.count} (want 1)")
+    names = list(ms)
+    for name in names:
+        print(f"{name:40s}: {ms[name]:7.3f} ms/meta-step")
+    print(f"ratio as written / one jitted step      : {ms[names[0]] / ms[names[1]]:7.2f}x "
+          "(target <= 1.3)")  # fmt: skip
+    print(f"ratio as written / update jitted by hand: {ms[names[0]] / ms[names[2]]:7.2f}x")
+    print(f"ratio op by op (before) / one jitted    : {ms[names[3]] / ms[names[1]]:7.2f}x")
+    print(f"eager Adam.update alone                 : {cached:7.3f} ms cached, {plain:.3f} ms "
+          "op by op")  # fmt: skip
+    print(f"meta_loss_fn traces (as written)        : {counter.count} (want 1)")
 
 
 if __name__ == "__main__":
