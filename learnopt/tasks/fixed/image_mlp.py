@@ -43,12 +43,13 @@ log-softmax / MSE and the mean run in at least float32, so the loss is float32 f
 bfloat16, float16 and float32 params and float64 for float64 params; batch-norm
 statistics in ``model_state`` are kept in that dtype too.
 
-Data: building a task touches no file. ``task.datasets`` is a lazy
+Data: building a registered task touches no file. ``task.datasets`` is a lazy
 :class:`~learnopt.tasks.datasets.base.Datasets` whose ``abstract_batch`` and
 ``extra_info`` are known from the dataset's spec; the data is checked, prepared and
 loaded at the first batch (raising
-:class:`~learnopt.tasks.datasets.base.DatasetNotFoundError` if it is missing).
-Resizing is bilinear without antialiasing, as ``tf.image.resize`` did in the library.
+:class:`~learnopt.tasks.datasets.base.DatasetNotFoundError` if it is missing). The
+registered tasks resize bilinearly without antialiasing, as the library's
+``tf.image.resize`` did, and make CIFAR-10 black and white by averaging its channels.
 """
 
 from __future__ import annotations
