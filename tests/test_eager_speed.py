@@ -246,3 +246,13 @@ def test_one_off_configurations_never_compile():
         state = opt.update(opt.init(params), grads)
         np.testing.assert_allclose(opt.get_params(state)["a"], 0.5)
     assert opt_base.eager_cache_info().compiles == before.compiles
+
+
+def test_keys_of_either_kind_are_program_inputs():
+    opt = opt_base.GraftedOptimizer(opt_base.SGD(0.1), opt_base.Adam(0.1))
+    for make_key in (jax.random.PRNGKey, jax.random.key):
+        state = opt.init({"w": jnp.ones(2)})
+        for i in range(WARMUP + 2):
+            state = opt.update(state, {"w": jnp.full(2, 0.5)}, key=make_key(i))
+        assert np.all(np.isfinite(np.asarray(opt.get_params(state)["w"])))
+        assert int(state.iteration) == WARMUP + 2

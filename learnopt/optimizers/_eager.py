@@ -147,8 +147,9 @@ def _leaf_spec(x: Any, leaves: list, objects: bool, depth: int) -> Any:
     if isinstance(x, jax.core.Tracer):
         raise _Uncacheable
     if isinstance(x, jax.Array | np.ndarray):
-        if isinstance(x, jax.Array) and _array_type is None:
-            _array_type = t
+        if _array_type is None and isinstance(x, jax.Array):
+            if not jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):  # not a typed key
+                _array_type = t
         leaves.append(x)
         return _ARRAY
     if isinstance(x, _SCALARS):
@@ -200,9 +201,7 @@ def _build_object(spec: Any, it: Any) -> Any:
 
 
 def _signature(leaves: list) -> tuple:
-    return tuple(
-        (np.shape(x), np.dtype(x.dtype), bool(getattr(x, "weak_type", False))) for x in leaves
-    )
+    return tuple((np.shape(x), x.dtype, bool(getattr(x, "weak_type", False))) for x in leaves)
 
 
 # --- dispatch ---------------------------------------------------------------------------
