@@ -18,9 +18,13 @@ theta's structure**::
     theta = load_theta("theta.msgpack", target=lopt.init(key))   # restore the structure
 
 Floating-point leaves are stored and returned as float32 (theta is float32 by design,
-see ``DESIGN.md``); integer and boolean leaves keep their dtype. Writes are atomic (a
-temporary file renamed over the destination), so a periodic checkpoint that is
-interrupted never leaves a truncated file behind.
+see ``DESIGN.md``); integer and boolean leaves keep their dtype. Writes are atomic and
+durable (a temporary file, fsynced, renamed over the destination), so a periodic
+checkpoint that is interrupted never leaves a truncated file behind.
+
+:class:`RunCheckpointer` checkpoints the *whole* state of a meta-training run with Orbax
+(``<out>/checkpoints/step_<N>/``), atomically and durably, keeping the last few; it is
+what :func:`learnopt.train.meta_train` resumes from.
 """
 
 from __future__ import annotations
@@ -46,6 +50,13 @@ __all__ = [
     "load_theta",
     "theta_to_bytes",
     "theta_from_bytes",
+    "write_atomic",
+    "fsync_tree",
+    "fsync_dir",
+    "RunCheckpointer",
+    "CheckpointError",
+    "CheckpointWriteError",
+    "CHECKPOINT_DIR",
 ]
 
 
@@ -93,18 +104,30 @@ def _cast_like(value: Any, ref: Any) -> Any:
     return jnp.asarray(value, dtype=dtype)
 
 
-def _write_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    """Writes ``data`` to a temporary file beside ``path`` and renames it over ``path``."""
+def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    """Writes ``data`` to ``path`` atomically and durably; returns the path.
+
+    The bytes go to a temporary file beside ``path`` (``.<name>.tmp<pid>``), which is
+    fsynced and renamed over ``path``; the folder is fsynced after the rename. A process
+    killed at any instant leaves either the old file or the new one, never a mix.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        tmp.write_bytes(data)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
+        fsync_dir(path.parent)
     finally:
         if tmp.exists():
             tmp.unlink()
     return path
+
+
+_write_atomic = write_atomic
 
 
 def save_theta(path: str | os.PathLike, theta: PyTree) -> Path:
@@ -174,3 +197,273 @@ def load_theta(path: str | os.PathLike, target: PyTree | None = None) -> PyTree:
     if not path.is_file():
         raise FileNotFoundError(f"no theta checkpoint at {path}")
     return theta_from_bytes(path.read_bytes(), target)
+
+
+# ----------------------------------------------------------- whole-run checkpoints (Orbax)
+
+#: Folder of a run's checkpoints, inside the run's output folder.
+CHECKPOINT_DIR = "checkpoints"
+#: A checkpoint's folder is ``step_<8 digits>``.
+STEP_PREFIX = "step"
+STEP_DIGITS = 8
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read: corrupted, truncated, or of another run."""
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint that could not be written (full disk, unwritable folder, ...)."""
+
+
+def _fsync_path(path: Path, directory: bool = False) -> None:
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: str | os.PathLike) -> None:
+    """fsyncs every file and folder under ``root`` (and ``root``): written data is durable."""
+    root = Path(root)
+    for dirpath, _, filenames in os.walk(root, topdown=False):
+        for name in filenames:
+            _fsync_path(Path(dirpath) / name)
+        _fsync_path(Path(dirpath), directory=True)
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """fsyncs a folder (makes renames and new entries in it durable)."""
+    _fsync_path(Path(path), directory=True)
+
+
+_DURABLE_PATH_CLASS = None
+
+
+def _durable_path_class():
+    """Orbax's atomic-rename temporary folder, made durable.
+
+    Orbax writes a checkpoint into ``<name>.orbax-checkpoint-tmp``, then renames it to
+    ``<name>``: a process killed at any instant leaves either no ``<name>`` or a complete
+    one. Orbax does not fsync; this subclass fsyncs every file before the rename and the
+    parent folder after it, so a reported checkpoint also survives a power loss.
+    """
+    global _DURABLE_PATH_CLASS
+    if _DURABLE_PATH_CLASS is None:
+        import asyncio
+
+        import orbax.checkpoint as ocp
+
+        class DurableAtomicRenameTemporaryPath(ocp.path.atomicity.AtomicRenameTemporaryPath):
+            async def finalize(self, *args: Any, **kwargs: Any) -> None:
+                await asyncio.to_thread(fsync_tree, Path(self.get()))
+                await super().finalize(*args, **kwargs)
+                final = Path(self.get_final())
+                await asyncio.to_thread(fsync_tree, final)
+                await asyncio.to_thread(fsync_dir, final.parent)
+
+        _DURABLE_PATH_CLASS = DurableAtomicRenameTemporaryPath
+    return _DURABLE_PATH_CLASS
+
+
+def _is_key(x: Any) -> bool:
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _savable(tree: PyTree) -> PyTree:
+    """``tree`` as nested dicts of numpy arrays (typed PRNG keys as their raw data)."""
+    state = flax.serialization.to_state_dict(tree)
+
+    def leaf(x: Any) -> Any:
+        if _is_key(x):
+            x = jax.random.key_data(x)
+        return np.asarray(jax.device_get(x))
+
+    return jax.tree_util.tree_map(leaf, state)
+
+
+def _leaf_table(tree: PyTree) -> dict[str, Any]:
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    return {jax.tree_util.keystr(p): x for p, x in flat}
+
+
+def _describe_mismatch(saved: PyTree, expected: PyTree) -> str | None:
+    """What differs between the saved and the expected state dicts (None: they match)."""
+    got, want = _leaf_table(saved), _leaf_table(expected)
+    missing = [k for k in want if k not in got]
+    extra = [k for k in got if k not in want]
+    problems = []
+    if missing:
+        problems.append(f"missing {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}")
+    if extra:
+        problems.append(f"unexpected {', '.join(extra[:4])}{' ...' if len(extra) > 4 else ''}")
+    for k in want:
+        if k in got:
+            a, b = got[k], want[k]
+            if np.shape(a) != np.shape(b) or np.asarray(a).dtype != np.asarray(b).dtype:
+                problems.append(
+                    f"{k} is {np.asarray(a).dtype}{list(np.shape(a))}, this run has "
+                    f"{np.asarray(b).dtype}{list(np.shape(b))}"
+                )
+                if len(problems) > 4:
+                    break
+    return "; ".join(problems) or None
+
+
+class RunCheckpointer:
+    """The whole state of a run, checkpointed with Orbax as ``<directory>/step_<N>/``.
+
+    Each checkpoint holds two Orbax items: ``state`` (any pytree of arrays, e.g. the
+    meta-training state: theta, the outer optimizer's state, every estimator's state) and
+    ``meta`` (a JSON dict: the step, data positions, ...). Saving is synchronous and
+    atomic (Orbax writes ``step_<N>.orbax-checkpoint-tmp`` and renames it; a process
+    killed at any instant leaves the earlier checkpoints complete) and durable (every
+    file is fsynced before the rename, the folder after it). Only the last ``keep``
+    checkpoints are kept; temporary folders of interrupted saves are removed when the
+    checkpointer is created.
+
+    Args:
+      directory: the checkpoints' folder (created on the first save).
+      keep: how many checkpoints to keep (>= 1).
+    """
+
+    def __init__(self, directory: str | os.PathLike, keep: int = 3):
+        if isinstance(keep, bool) or not isinstance(keep, int | np.integer) or keep < 1:
+            raise ValueError(f"keep must be an integer >= 1, got {keep!r}")
+        self.directory = Path(directory)
+        self.keep = int(keep)
+        self._manager = None
+
+    def _mngr(self):
+        if self._manager is None:
+            import orbax.checkpoint as ocp
+
+            options = ocp.CheckpointManagerOptions(
+                max_to_keep=self.keep,
+                step_prefix=STEP_PREFIX,
+                step_format_fixed_length=STEP_DIGITS,
+                enable_async_checkpointing=False,
+                cleanup_tmp_directories=True,
+                temporary_path_class=_durable_path_class(),
+                create=False,
+            )
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._manager = ocp.CheckpointManager(
+                self.directory.absolute(), options=options, item_names=("state", "meta")
+            )
+        return self._manager
+
+    def path(self, step: int) -> Path:
+        """The folder of checkpoint ``step``."""
+        return self.directory / f"{STEP_PREFIX}_{int(step):0{STEP_DIGITS}d}"
+
+    def steps(self) -> list[int]:
+        """The complete checkpoints' steps, oldest first (temporary folders ignored)."""
+        if not self.directory.is_dir():
+            return []
+        out = []
+        for p in self.directory.iterdir():
+            name = p.name
+            if not name.startswith(f"{STEP_PREFIX}_") or not p.is_dir():
+                continue
+            digits = name[len(STEP_PREFIX) + 1 :]
+            if digits.isdigit():
+                out.append(int(digits))
+        return sorted(out)
+
+    def latest_step(self) -> int | None:
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def save(self, step: int, state: PyTree, meta: dict[str, Any]) -> Path:
+        """Writes checkpoint ``step`` and returns its folder once it is complete on disk.
+
+        Raises :class:`CheckpointWriteError` (an ``OSError``) if it cannot be written; the
+        earlier checkpoints are then untouched and the partial one is removed.
+        """
+        import orbax.checkpoint as ocp
+
+        try:
+            mngr = self._mngr()
+            saved = mngr.save(
+                int(step),
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardSave(_savable(state)),
+                    meta=ocp.args.JsonSave(dict(meta, step=int(step))),
+                ),
+                force=True,
+            )
+            mngr.wait_until_finished()
+        except Exception as e:  # Orbax and tensorstore raise many types for I/O errors
+            self._remove_partial(step)
+            raise CheckpointWriteError(_one_line(e)) from e
+        if not saved or not self.path(step).is_dir():
+            raise CheckpointWriteError(f"Orbax did not write the checkpoint of step {step}")
+        fsync_dir(self.directory)
+        return self.path(step)
+
+    def _remove_partial(self, step: int) -> None:
+        import shutil
+
+        for p in self.directory.glob(f"{self.path(step).name}.orbax-checkpoint-tmp*"):
+            shutil.rmtree(p, ignore_errors=True)
+
+    def restore(self, target: PyTree, step: int | None = None) -> tuple[PyTree, dict[str, Any]]:
+        """Reads checkpoint ``step`` (default: the latest) into the structure of ``target``.
+
+        ``target`` is a state of the same structure (e.g. freshly initialized): leaves come
+        back with its dtypes and weak types, typed PRNG keys as keys. Raises
+        :class:`CheckpointError` (a ``ValueError``) naming the checkpoint if it is
+        corrupted, truncated or of a different structure, ``FileNotFoundError`` if there is
+        none.
+        """
+        import orbax.checkpoint as ocp
+
+        if step is None:
+            step = self.latest_step()
+            if step is None:
+                raise FileNotFoundError(f"no checkpoint in {self.directory}")
+        path = self.path(step)
+        if not path.is_dir():
+            raise FileNotFoundError(f"no checkpoint of step {step} in {self.directory}")
+        expected = _savable(target)
+        try:
+            restored = self._mngr().restore(
+                int(step),
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()
+                ),
+            )
+            raw, meta = restored["state"], restored["meta"]
+        except Exception as e:
+            raise CheckpointError(
+                f"checkpoint {path} cannot be read (corrupted or truncated): {_one_line(e)}"
+            ) from None
+        if not isinstance(meta, dict) or meta.get("step") != int(step):
+            raise CheckpointError(f"checkpoint {path} has no valid metadata (meta item)")
+        problem = _describe_mismatch(raw, expected)
+        if problem:
+            raise CheckpointError(f"checkpoint {path} does not match this run's state: {problem}")
+        state = flax.serialization.from_state_dict(flax.serialization.to_state_dict(target), raw)
+        state = flax.serialization.from_state_dict(target, state)
+
+        def leaf(value: Any, ref: Any) -> Any:
+            if _is_key(ref):
+                return jax.random.wrap_key_data(jnp.asarray(value), impl=jax.random.key_impl(ref))
+            return cast_leaf_like(jnp.asarray(value), ref)
+
+        return jax.tree_util.tree_map(leaf, state, target), meta
+
+    def close(self) -> None:
+        if self._manager is not None:
+            self._manager.close()
+            self._manager = None
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    first = text[0] if text else ""
+    name = type(error).__name__
+    return f"{name}: {first}" if first else name

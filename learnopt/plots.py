@@ -9,7 +9,9 @@ this module is imported.
 * :func:`plot_mean_band`: seed-mean curve with a min-max band over seeds;
 * :func:`line_plot`: one or more curves into a PNG (linear or log y);
 * :func:`eval_task_figure`: an evaluated task, candidate vs tuned baselines
-  (train and valid loss), written by ``learnopt evaluate``.
+  (train and valid loss), written by ``learnopt evaluate``;
+* :func:`meta_train_plots`: a meta-training run's meta-loss (with a running mean and the
+  skipped steps marked) and learned learning rate, written by ``learnopt meta-train``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "plot_mean_band",
     "line_plot",
     "eval_task_figure",
+    "meta_train_plots",
     "COLORS",
 ]
 
@@ -208,3 +211,63 @@ def eval_task_figure(result: Any, summary: Any, path: str | os.PathLike) -> Path
         fontsize=10,
     )
     return save_figure(fig, path)
+
+
+def meta_train_plots(out_dir: str | os.PathLike, columns: Mapping[str, Any]) -> list[Path]:
+    """``meta_loss.png`` and (if theta has a learning rate) ``learning_rate.png``.
+
+    ``columns`` is a run's metrics.csv as arrays (:func:`learnopt.train.read_metrics`):
+    ``step``, ``meta_loss``, optionally ``learning_rate`` and ``skipped``. The meta-loss is
+    drawn on a log scale with a running mean over about 2% of the run; skipped
+    (non-finite) steps are marked along the bottom edge.
+    """
+    out_dir = Path(out_dir)
+    steps = np.asarray(columns["step"])
+    written = []
+    loss = np.asarray(columns["meta_loss"], np.float64)
+    fig = new_figure()
+    ax = fig.add_subplot()
+    ok = np.isfinite(loss) & (loss > 0)
+    ax.semilogy(steps[ok], loss[ok], lw=0.8, alpha=0.5, color=COLORS[1], label="meta-loss")
+    window = max(1, len(loss) // 50)
+    if window > 1 and ok.sum() > window:
+        smooth = np.convolve(loss[ok], np.ones(window) / window, mode="valid")
+        ax.semilogy(
+            steps[ok][window - 1 :],
+            smooth,
+            lw=1.5,
+            color=COLORS[0],
+            label=f"running mean ({window} steps)",
+        )
+    skipped = np.asarray(columns.get("skipped", np.zeros(len(steps))), np.float64) > 0
+    if skipped.any():
+        ax.plot(
+            steps[skipped],
+            np.full(skipped.sum(), 0.02),
+            "|",
+            color="k",
+            transform=ax.get_xaxis_transform(),
+            label=f"skipped ({int(skipped.sum())})",
+        )
+    if window > 1 or skipped.any():
+        ax.legend()
+    ax.set_xlabel("meta-step")
+    ax.set_ylabel("meta-loss")
+    ax.set_title("meta-loss")
+    ax.grid(True, which="both", alpha=0.3)
+    written.append(save_figure(fig, out_dir / "meta_loss.png"))
+    lr = columns.get("learning_rate")
+    if lr is not None and np.isfinite(np.asarray(lr, np.float64)).any():
+        lr = np.asarray(lr, np.float64)
+        written.append(
+            line_plot(
+                out_dir / "learning_rate.png",
+                steps,
+                {"learning rate": lr},
+                xlabel="meta-step",
+                ylabel="learning rate",
+                title="learned learning rate",
+                logy=bool(np.all(lr[np.isfinite(lr)] > 0)),
+            )
+        )
+    return written

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from learnopt import checkpoints, cli
+from learnopt import checkpoints, cli, train
 from learnopt.tasks.datasets import base as datasets_base
 
 STEPS = 30
@@ -35,6 +35,10 @@ ALL_FLAGS = (
     "--data-dir",
     "--log-every",
     "--checkpoint-every",
+    "--keep-checkpoints",
+    "--health-window",
+    "--resume",
+    "--overwrite",
     "--no-plots",
     "--quiet",
 )
@@ -57,13 +61,13 @@ def data_env(data_root, monkeypatch):
 def _run(argv, monkeypatch):
     """Runs ``main(argv)`` in-process; returns (exit code, MetaTrainResult or None)."""
     results = []
-    original = cli.meta_train
+    original = train.meta_train
 
-    def capture(args):
-        results.append(original(args))
+    def capture(**kwargs):
+        results.append(original(**kwargs))
         return results[-1]
 
-    monkeypatch.setattr(cli, "meta_train", capture)
+    monkeypatch.setattr(train, "meta_train", capture)
     code = cli.main(argv)
     return code, (results[0] if results else None)
 
@@ -93,7 +97,7 @@ def _check_png(path: Path):
 def test_meta_train_writes_everything(trainer, extra, tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     argv = ["meta-train", "--trainer", trainer, "--steps", str(STEPS), "--out", str(out)]
-    argv += ["--log-every", "7", "--checkpoint-every", "10", *extra]
+    argv += ["--log-every", "7", "--checkpoint-every", "10", "--keep-checkpoints", "2", *extra]
     saves = []
     save = checkpoints.save_theta
     monkeypatch.setattr(checkpoints, "save_theta", lambda p, t: saves.append(p) or save(p, t))
@@ -102,17 +106,23 @@ def test_meta_train_writes_everything(trainer, extra, tmp_path, monkeypatch, cap
     stdout = capsys.readouterr().out
     summary = stdout.strip().splitlines()[-1]
     assert f"LearnableAdam on ImageMLP_Digits8_Relu32 ({trainer}): meta-loss" in summary
-    assert f"{STEPS} steps in" in summary
+    assert f"{STEPS} steps (" in summary
 
     files = sorted(p.name for p in out.iterdir())
     assert files == [
+        "checkpoints",
         "config.json",
         "learning_rate.png",
         "meta_loss.png",
         "metrics.csv",
         "theta.msgpack",
     ]
-    assert len(saves) == 3  # checkpoints at steps 10 and 20, then the final theta
+    assert len(saves) == 3  # with the checkpoints of steps 10, 20 and 30 (the end)
+    # The last two checkpoints are kept, named by their step.
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
+        "step_00000020",
+        "step_00000030",
+    ]
     config = json.loads((out / "config.json").read_text())
     assert config["trainer"] == trainer and config["steps"] == STEPS
     assert config["num_tasks"] == (1 if trainer == "full_grad" else 4)
@@ -124,7 +134,7 @@ def test_meta_train_writes_everything(trainer, extra, tmp_path, monkeypatch, cap
         "theta/one_minus_beta1",
         "theta/one_minus_beta2",
     ]
-    assert header == list(cli.BASE_COLUMNS) + theta_cols
+    assert header == list(train.BASE_COLUMNS) + theta_cols
     assert len(rows) == STEPS
     assert [int(r[0]) for r in rows] == list(range(1, STEPS + 1))
     values = np.asarray([[float(x) for x in r] for r in rows])
@@ -132,6 +142,8 @@ def test_meta_train_writes_everything(trainer, extra, tmp_path, monkeypatch, cap
     assert np.all(np.isfinite(col["meta_loss"]))
     assert np.all(col["meta_loss"] > 0)
     assert np.all(col["num_nonfinite"] == 0)
+    assert np.all(col["finite"] == 1) and np.all(col["skipped"] == 0)
+    assert np.all(col["update_norm"] > 0)
     np.testing.assert_allclose(col["learning_rate"], np.exp(col["theta/log_lr"]), rtol=1e-6)
     assert col["learning_rate"][-1] != col["learning_rate"][0]  # theta was trained
 
@@ -159,13 +171,22 @@ def test_summary_window_and_no_plots(tmp_path, monkeypatch, capsys):
     assert len(rows) == 3
 
 
-def test_data_dir_flag_is_used_and_restored(tmp_path, monkeypatch):
+def test_data_dir_flag_is_passed_down_not_written_to_the_environment(tmp_path, monkeypatch):
     before = os.environ[datasets_base.ENV_DATA_DIR]
     data_dir = tmp_path / "own_data"
+    seen = []
+    original = datasets_base.load_split_arrays
+
+    def spy(*args, **kwargs):
+        seen.append(os.environ[datasets_base.ENV_DATA_DIR])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(datasets_base, "load_split_arrays", spy)
     argv = ["meta-train", "--steps", "1", "--no-plots", "--quiet", "--data-dir", str(data_dir)]
     code, _ = _run([*argv, "--out", str(tmp_path / "o"), "--total-length", "1"], monkeypatch)
     assert code == 0
     assert (data_dir / "learnopt_digits8").is_dir()  # prepared where --data-dir says
+    assert seen == [before]  # loading happened with the environment untouched
     assert os.environ[datasets_base.ENV_DATA_DIR] == before
 
 
@@ -175,8 +196,13 @@ def test_data_dir_flag_is_used_and_restored(tmp_path, monkeypatch):
         (["--task", "NoSuchTask"], "Unknown task 'NoSuchTask'"),
         (["--task", "ImageMLP_Digits8_Relu3"], "Did you mean ImageMLP_Digits8_Relu32"),
         (["--lopt", "Adamm"], "Unknown learned optimizer 'Adamm'"),
-        (["--steps", "0"], "--steps must be >= 1, got 0"),
-        (["--steps", "-5"], "--steps must be >= 1, got -5"),
+        (["--steps", "0"], "argument --steps: must be >= 1, got 0"),
+        (["--steps", "-5"], "argument --steps: must be >= 1, got -5"),
+        (["--seed", "-1"], "argument --seed: must be an integer in [0, 2**32), got -1"),
+        (["--seed", str(2**32)], "argument --seed: must be an integer in [0, 2**32)"),
+        (["--keep-checkpoints", "0"], "argument --keep-checkpoints: must be >= 1, got 0"),
+        (["--health-window", "-1"], "argument --health-window: must be >= 0"),
+        (["--resume", "x", "--overwrite"], "--resume and --overwrite exclude each other"),
         (["--steps", "many"], "argument --steps: expected an integer, got 'many'"),
         (["--trunc-length", "0"], "argument --trunc-length: must be >= 1, got 0"),
         (["--unroll", "4"], "--unroll was renamed: use --trunc-length K"),
@@ -314,8 +340,9 @@ def test_help_does_not_import_jax():
     assert proc.stdout.strip() == "False", proc.stderr
 
 
-def test_interrupt_keeps_finished_steps(tmp_path, monkeypatch, capsys):
-    build = cli.build_learner
+def _interrupt_at(monkeypatch, call, action):
+    """Makes the learner's ``call``-th update run ``action`` (raise, or send a signal)."""
+    build = train.build_learner
 
     def build_interrupting(*args, **kwargs):
         learner = build(*args, **kwargs)
@@ -323,33 +350,104 @@ def test_interrupt_keeps_finished_steps(tmp_path, monkeypatch, capsys):
 
         def update_or_interrupt(state, key):
             calls.append(1)
-            if len(calls) == 13:
-                raise KeyboardInterrupt
+            if len(calls) == call:
+                action()
             return update(state, key)
 
         learner.update = update_or_interrupt
         return learner
 
-    monkeypatch.setattr(cli, "build_learner", build_interrupting)
+    monkeypatch.setattr(train, "build_learner", build_interrupting)
+
+
+QUAD = ["meta-train", "--task", "QuadraticTask", "--quiet", "--log-every", "5"]
+
+
+def test_second_ctrl_c_stops_at_once_keeping_finished_steps(tmp_path, monkeypatch, capsys):
+    def ctrl_c():
+        raise KeyboardInterrupt
+
+    _interrupt_at(monkeypatch, 13, ctrl_c)
     out = tmp_path / "int"
-    argv = ["meta-train", "--task", "QuadraticTask", "--steps", "30", "--out", str(out)]
-    code, result = _run([*argv, "--quiet", "--log-every", "5"], monkeypatch)
+    code, result = _run([*QUAD, "--steps", "30", "--out", str(out)], monkeypatch)
     assert code == 130
-    assert result.interrupted
-    assert "interrupted after 12 of 30 steps" in capsys.readouterr().out
+    assert result.interrupted and result.step == 12
+    assert "interrupted after step 12 of 30" in capsys.readouterr().err
     header, rows = _read_csv(out / "metrics.csv")
     assert len(rows) == 12
+    assert not (out / "theta.msgpack").exists()  # no checkpoint was due yet
+
+
+def test_sigint_checkpoints_then_resume_finishes_the_run(tmp_path, monkeypatch, capsys):
+    import signal
+
+    _interrupt_at(monkeypatch, 13, lambda: os.kill(os.getpid(), signal.SIGINT))
+    out = tmp_path / "sig"
+    code, result = _run([*QUAD, "--steps", "30", "--out", str(out)], monkeypatch)
+    assert code == 130
+    assert result.status == "interrupted" and result.step == 13
+    assert "SIGINT received" in capsys.readouterr().err
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_00000013"]
+    header, rows = _read_csv(out / "metrics.csv")
+    assert len(rows) == 13
     loaded = checkpoints.load_theta(out / "theta.msgpack")
     assert float(loaded["log_lr"]) == float(rows[-1][header.index("theta/log_lr")])
-    assert (out / "meta_loss.png").is_file()
+
+    monkeypatch.undo()
+    monkeypatch.setattr(train, "meta_train", train.meta_train)
+    code, resumed = _run(["meta-train", "--resume", str(out), "--quiet"], monkeypatch)
+    assert code == 0 and resumed.step == 30
+    _, rows = _read_csv(out / "metrics.csv")
+    assert [int(r[0]) for r in rows] == list(range(1, 31))
 
 
-def test_step_keys_are_distinct_across_blocks(monkeypatch):
-    import jax
+def test_out_holding_a_run_is_refused_without_resume_or_overwrite(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "done"
+    code, _ = _run([*QUAD, "--steps", "3", "--out", str(out), "--no-plots"], monkeypatch)
+    assert code == 0
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    theta = (out / "theta.msgpack").read_bytes()
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*QUAD, "--steps", "3", "--out", str(out), "--seed", "1"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "already holds a meta-training run" in err
+    assert "--resume DIR" in err and "--overwrite" in err
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    assert (out / "theta.msgpack").read_bytes() == theta
 
-    monkeypatch.setattr(cli._StepKeys, "BLOCK", 4)
-    keys = cli._StepKeys(jax.random.PRNGKey(0), 10)
-    got = [tuple(int(x) for x in keys[i]) for i in range(10)]
-    assert len(set(got)) == 10
-    again = cli._StepKeys(jax.random.PRNGKey(0), 10)
-    assert [tuple(int(x) for x in again[i]) for i in range(10)] == got
+    code, result = _run([*QUAD, "--steps", "2", "--out", str(out), "--overwrite"], monkeypatch)
+    assert code == 0 and result.step == 2
+    _, rows = _read_csv(out / "metrics.csv")
+    assert len(rows) == 2
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_00000002"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--seed", "5"], "--resume: --seed=5 differs from the run's --seed=0"),
+        (["--steps", "1"], "--steps must be >= the step of the run's latest checkpoint (3)"),
+        (["--out", "elsewhere"], "--resume DIR continues the run in DIR"),
+    ],
+)
+def test_resume_keeps_the_runs_settings(extra, message, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "r"
+    code, _ = _run([*QUAD, "--steps", "3", "--out", str(out), "--no-plots"], monkeypatch)
+    assert code == 0
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["meta-train", "--resume", str(out), *extra])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_resume_of_a_folder_without_a_run(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    for target, message in (
+        (tmp_path / "empty", "holds no run to resume (no config.json)"),
+        (tmp_path / "missing", "there is no run at"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["meta-train", "--resume", str(target)])
+        assert exc.value.code == 2
+        assert message in capsys.readouterr().err

@@ -580,9 +580,11 @@ class GradientLearner:
     """The central learner: applies averaged meta-gradients to ``theta``.
 
     ``update`` averages the :class:`AggregatedGradient` s it is given, clips the mean to
-    ``max_grad_norm``, and applies it with ``theta_opt`` only if it (and its loss) is
-    finite; a non-finite step is counted in ``num_nonfinite`` and leaves ``theta`` and the
-    outer optimizer's state unchanged.
+    ``max_grad_norm``, and applies it with ``theta_opt`` only if it, its loss, the new
+    ``theta`` and the new outer-optimizer state are all finite; a skipped step is counted
+    in ``num_nonfinite`` and leaves ``theta`` and the outer optimizer's state unchanged.
+    Metrics per step: ``finite`` (the estimate was finite), ``skipped`` (the step was not
+    applied), ``update_norm`` (the norm of the change of ``theta``; 0 when skipped).
 
     Args:
       lopt: the learned optimizer.
@@ -710,10 +712,22 @@ class GradientLearner:
         applied = self._theta_opt.update(
             state.theta_opt_state, grad, loss=mean_loss, key=key, **kwargs
         )
+        # Applied only if the estimate *and* the resulting theta and outer state are finite
+        # (a finite but huge step can still overflow theta or the optimizer's moments).
+        ok = finite & _all_finite_floats(applied)
         theta_opt_state = jax.tree_util.tree_map(
-            lambda a, b: jnp.where(finite, a, b), applied, state.theta_opt_state
+            lambda a, b: jnp.where(ok, a, b), applied, state.theta_opt_state
         )
-        num_nonfinite = state.num_nonfinite + (~finite).astype(jnp.int32)
+        num_nonfinite = state.num_nonfinite + (~ok).astype(jnp.int32)
+        old_theta = self._theta_opt.get_params(state.theta_opt_state)
+        new_theta = self._theta_opt.get_params(theta_opt_state)
+        update_norm = tree_norm(
+            jax.tree_util.tree_map(
+                lambda a, b: jnp.asarray(a, jnp.float32) - jnp.asarray(b, jnp.float32),
+                new_theta,
+                old_theta,
+            )
+        )
         new_state = GradientLearnerState(
             theta_opt_state=theta_opt_state,
             outer_iteration=state.outer_iteration + 1,
@@ -724,7 +738,9 @@ class GradientLearner:
             "best_of_mean_loss": jnp.min(jnp.stack(losses)),
             "grad_norm": grad_norm,
             "finite": finite,
+            "skipped": ~ok,
             "num_nonfinite": num_nonfinite,
+            "update_norm": update_norm,
         }
         metrics.update(_scalar_theta_metrics(self._theta_opt.get_params(theta_opt_state)))
         return new_state, metrics
@@ -977,6 +993,16 @@ def _check_mesh(mesh: jax.sharding.Mesh, estimators: tuple) -> None:
                 f"{est.name}: num_tasks={n} is not a multiple of the {mesh.size} devices "
                 "of the mesh"
             )
+
+
+def _all_finite_floats(tree: PyTree) -> jax.Array:
+    """Whether every floating-point leaf of ``tree`` is finite (integer leaves are)."""
+    leaves = [
+        jnp.all(jnp.isfinite(x))
+        for x in jax.tree_util.tree_leaves(tree)
+        if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+    ]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
 
 
 def _scalar_theta_metrics(theta: PyTree) -> dict[str, jax.Array]:

@@ -85,6 +85,14 @@ class _SyntheticSplit:
         self._draw = draw
         self._rng = np.random.default_rng(seed)
 
+    def get_state(self) -> dict[str, Any]:
+        """The generator's state as a JSON-able dict; :meth:`set_state` continues from it."""
+        return {"bit_generator": self._rng.bit_generator.state}
+
+    def set_state(self, state: Any) -> None:
+        """Continues the stream from ``state`` (a :meth:`get_state` of the same stream)."""
+        self._rng.bit_generator.state = state["bit_generator"]
+
     def __iter__(self) -> _SyntheticSplit:
         return self
 

@@ -68,6 +68,14 @@ class _MixtureSplit:
     def take(self, *shape: int) -> dict[str, Any]:
         return {k: s.take(*shape) for k, s in self._splits.items()}
 
+    def get_state(self) -> dict[str, Any]:
+        """Every member's position (AttributeError if one cannot report it)."""
+        return {k: s.get_state() for k, s in self._splits.items()}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        for k, s in self._splits.items():
+            s.set_state(state[k])
+
 
 class _MixtureTask(tasks_base.Task):
     """Holds every member's parameters; the loss is the selected member's."""

@@ -235,6 +235,13 @@ class _MappedSplit:
     def take(self, *shape: int):
         return self._fn(self._split.take(*shape), len(shape))
 
+    def get_state(self) -> Any:
+        """The wrapped split's position (AttributeError if it cannot report one)."""
+        return self._split.get_state()
+
+    def set_state(self, state: Any) -> None:
+        self._split.set_state(state)
+
 
 def _reduced_datasets(datasets: Any, fraction: float) -> datasets_base.Datasets:
     if not 0 < fraction <= 1:

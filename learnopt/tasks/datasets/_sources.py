@@ -7,6 +7,7 @@ output into TFDS builders; :mod:`learnopt.tasks.datasets.base` is the public API
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import gzip
 import hashlib
@@ -214,10 +215,19 @@ def get_spec(name: str) -> DatasetSpec:
     return SPECS[key]
 
 
+#: The data dir set by ``datasets.base.using_data_dir`` for the current context.
+DATA_DIR_OVERRIDE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "learnopt_data_dir", default=None
+)
+
+
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    """``data_dir``, else ``$LEARNOPT_DATA_DIR``, else ``~/tensorflow_datasets``."""
+    """``data_dir``, else ``using_data_dir``'s, else ``$LEARNOPT_DATA_DIR``, else
+    ``~/tensorflow_datasets``."""
     if data_dir is None:
-        data_dir = os.environ.get(ENV_DATA_DIR) or "~/tensorflow_datasets"
+        data_dir = (
+            DATA_DIR_OVERRIDE.get() or os.environ.get(ENV_DATA_DIR) or "~/tensorflow_datasets"
+        )
     return Path(data_dir).expanduser().absolute()
 
 

@@ -39,11 +39,12 @@ stream.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,7 @@ __all__ = [
     "mnist_datasets",
     "prepare_dataset",
     "resize_images",
+    "using_data_dir",
 ]
 
 SPLITS = ("train", "inner_valid", "outer_valid", "test")
@@ -109,8 +111,29 @@ def dataset_spec(name: str) -> DatasetSpec:
 
 
 def default_data_dir(data_dir: PathLike | None = None) -> Path:
-    """``data_dir``, else ``$LEARNOPT_DATA_DIR``, else ``~/tensorflow_datasets``."""
+    """``data_dir``, else :func:`using_data_dir`'s, else ``$LEARNOPT_DATA_DIR``, else
+    ``~/tensorflow_datasets``."""
     return _sources.resolve_data_dir(data_dir)
+
+
+@contextlib.contextmanager
+def using_data_dir(data_dir: PathLike | None) -> Iterator[None]:
+    """Datasets made inside the ``with`` block default to ``data_dir`` (None: no change).
+
+    A context variable, not ``os.environ``: other threads and tasks are not affected.
+    Zero-argument tasks (``tasks_base.get_task(name)``) take their data dir from it::
+
+        with datasets_base.using_data_dir("/data/tfds"):
+            task = tasks_base.get_task("ImageMLP_Digits8_Relu32")
+    """
+    if data_dir is None:
+        yield
+        return
+    token = _sources.DATA_DIR_OVERRIDE.set(os.fspath(Path(data_dir).expanduser().absolute()))
+    try:
+        yield
+    finally:
+        _sources.DATA_DIR_OVERRIDE.reset(token)
 
 
 def check_available(
@@ -330,6 +353,7 @@ class SplitIterator:
         self._epoch = 0
         self._offset = 0  # position inside the current epoch's permutation
         self._perm: np.ndarray | None = None
+        self._pending: int | None = None  # a set_state position, applied once data is bound
 
     # -- state
     def _bind(self) -> None:
@@ -338,6 +362,9 @@ class SplitIterator:
             raise ValueError(f"split {self.split!r} is empty")
         self._images, self._labels = images, labels
         self._n = len(images)
+        if self._pending is not None:
+            self._epoch, self._offset = divmod(self._pending, self._n)
+            self._pending = None
         self._perm = self._permutation(self._epoch)
 
     def _permutation(self, epoch: int) -> np.ndarray:
@@ -359,7 +386,32 @@ class SplitIterator:
     @property
     def position(self) -> int:
         """Number of examples drawn so far."""
+        if self._pending is not None:
+            return self._pending
         return self._epoch * self._n + self._offset
+
+    def get_state(self) -> dict[str, int]:
+        """The stream's position as a JSON-able dict; :meth:`set_state` continues from it."""
+        return {"position": self.position, "seed": self.seed, "batch_size": self.batch_size}
+
+    def set_state(self, state: Mapping[str, int]) -> None:
+        """Continues the stream from ``state`` (a :meth:`get_state` of the same stream).
+
+        The next batches are the ones the saved iterator would have drawn (batches are a
+        pure function of the seed and the position). Does not load the data.
+        """
+        for name in ("seed", "batch_size"):
+            if name in state and int(state[name]) != getattr(self, name):
+                raise ValueError(
+                    f"state is of a stream with {name}={state[name]}, this one has "
+                    f"{name}={getattr(self, name)}"
+                )
+        position = int(state["position"])
+        if position < 0:
+            raise ValueError(f"state['position'] must be >= 0, got {position}")
+        self._pending = position
+        if self._images is not None:
+            self._bind()
 
     def _indices(self, count: int) -> np.ndarray:
         if self._images is None:

@@ -216,6 +216,19 @@ class TokenSplitIterator:
         """Number of batches drawn so far."""
         return self._position
 
+    def get_state(self) -> dict[str, int]:
+        """The stream's position as a JSON-able dict; :meth:`set_state` continues from it."""
+        return {"position": self._position, "seed": self.seed}
+
+    def set_state(self, state: Any) -> None:
+        """Continues the stream from ``state`` (a :meth:`get_state` of the same stream)."""
+        if "seed" in state and int(state["seed"]) != self.seed:
+            raise ValueError(f"state is of a stream with seed={state['seed']}, not {self.seed}")
+        position = int(state["position"])
+        if position < 0:
+            raise ValueError(f"state['position'] must be >= 0, got {position}")
+        self._position = position
+
     @property
     def num_tokens(self) -> int:
         """Length of the split's token stream (loads the data)."""

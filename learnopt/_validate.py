@@ -1,0 +1,303 @@
+"""Argument checks shared by learnopt's public constructors and functions.
+
+Every check raises ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, bad
+value) with one message format: ``"<name> must be <what is expected>, got <value>"``.
+Checks return the value normalized (a Python ``int``/``float``) so callers can write
+``self.lr = _validate.positive_float("learning_rate", learning_rate)``.
+
+Hyperparameters that are traced (inside ``jit``/``grad``, e.g. a learned optimizer's
+``exp(theta["log_lr"])``) cannot be inspected and pass through unchanged; concrete arrays
+are checked element-wise. Nothing here imports more than numpy and JAX.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "integer",
+    "positive_int",
+    "non_negative_int",
+    "real",
+    "positive_float",
+    "non_negative_float",
+    "unit_interval",
+    "optional_positive_float",
+    "seed",
+    "prng_key",
+    "theta_like",
+    "scalar_loss",
+    "float_images",
+    "labels_in_range",
+    "writable_dir",
+    "readable_dir",
+]
+
+SEED_LIMIT = 2**32
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_traced(value: Any) -> bool:
+    return isinstance(value, jax.core.Tracer)
+
+
+def integer(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` as an ``int`` in ``[minimum, maximum]``; bools and floats are rejected."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, np.ndarray | jax.Array) and np.ndim(value) == 0:
+            if _is_traced(value) or not np.issubdtype(np.asarray(value).dtype, np.integer):
+                raise TypeError(f"{name} must be an integer, got {_show(value)}")
+        else:
+            raise TypeError(f"{name} must be an integer, got {_show(value)}")
+    value = int(value)
+    if minimum is not None and maximum is not None and not minimum <= value <= maximum:
+        raise ValueError(f"{name} must be an integer in [{minimum}, {maximum}], got {value}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an integer <= {maximum}, got {value}")
+    return value
+
+
+def positive_int(name: str, value: Any) -> int:
+    """An integer >= 1."""
+    return integer(name, value, minimum=1)
+
+
+def non_negative_int(name: str, value: Any) -> int:
+    """An integer >= 0."""
+    return integer(name, value, minimum=0)
+
+
+def _concrete(name: str, value: Any) -> np.ndarray | None:
+    """``value`` as a float64 array, or None if it is traced."""
+    if _is_traced(value):
+        return None
+    if isinstance(value, bool | np.bool_) or isinstance(value, str | bytes):
+        raise TypeError(f"{name} must be a real number, got {_show(value)}")
+    try:
+        arr = np.asarray(value)
+    except Exception:
+        raise TypeError(f"{name} must be a real number, got {_show(value)}") from None
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or arr.dtype.name == "bfloat16"
+    ):
+        raise TypeError(f"{name} must be a real number, got {_show(value)}")
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise TypeError(f"{name} must be a real number, got {_show(value)}")
+    return arr.astype(np.float64)
+
+
+def real(
+    name: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    what: str | None = None,
+) -> Any:
+    """A finite real number (or concrete array of them) in the given interval.
+
+    Python and numpy scalars come back as ``float``; arrays and traced values unchanged.
+    """
+    arr = _concrete(name, value)
+    if arr is None:
+        return value
+    if what is None:
+        lo = "" if low is None else f"{'(' if low_open else '['}{low:g}"
+        hi = "" if high is None else f"{high:g}{')' if high_open else ']'}"
+        if low is not None and high is not None:
+            what = f"a finite number in {lo}, {hi}"
+        elif low is not None:
+            what = f"a finite number {'>' if low_open else '>='} {low:g}"
+        elif high is not None:
+            what = f"a finite number {'<' if high_open else '<='} {high:g}"
+        else:
+            what = "a finite number"
+    ok = np.isfinite(arr)
+    if low is not None:
+        ok &= (arr > low) if low_open else (arr >= low)
+    if high is not None:
+        ok &= (arr < high) if high_open else (arr <= high)
+    if not np.all(ok):
+        shown = _show(value if np.ndim(value) else float(arr))
+        raise ValueError(f"{name} must be {what}, got {shown}")
+    if isinstance(value, numbers.Real | np.number) and np.ndim(value) == 0:
+        return float(arr)
+    return value
+
+
+def positive_float(name: str, value: Any) -> Any:
+    """A finite number > 0."""
+    return real(name, value, low=0.0, low_open=True)
+
+
+def non_negative_float(name: str, value: Any) -> Any:
+    """A finite number >= 0."""
+    return real(name, value, low=0.0)
+
+
+def unit_interval(name: str, value: Any, *, high_open: bool = True) -> Any:
+    """A number in ``[0, 1)`` (e.g. a decay rate ``beta``), or ``[0, 1]``."""
+    return real(name, value, low=0.0, high=1.0, high_open=high_open)
+
+
+def optional_positive_float(name: str, value: Any) -> Any:
+    """None, or a finite number > 0."""
+    return None if value is None else positive_float(name, value)
+
+
+def seed(name: str, value: Any) -> int:
+    """A PRNG seed: an integer in ``[0, 2**32)`` (JAX keys of larger seeds collide)."""
+    return integer(name, value, minimum=0, maximum=SEED_LIMIT - 1)
+
+
+def prng_key(name: str, key: Any) -> Any:
+    """A JAX PRNG key: a typed key array, or raw ``uint32[..., 2]`` key data."""
+    if _is_traced(key):
+        dtype = key.dtype
+        shape = key.shape
+    elif hasattr(key, "dtype") and hasattr(key, "shape"):
+        dtype, shape = key.dtype, key.shape
+    else:
+        raise TypeError(
+            f"{name} must be a PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), "
+            f"got {_show(key)}"
+        )
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return key
+    if np.dtype(dtype) != np.uint32 or len(shape) < 1 or shape[-1] != 2:
+        raise TypeError(
+            f"{name} must be a PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed): "
+            f"uint32[2]), got {np.dtype(dtype).name}{list(shape)}"
+        )
+    return key
+
+
+def _leaf_shapes(tree: Any) -> dict[str, tuple]:
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    return {jax.tree_util.keystr(p) or "<root>": tuple(jnp.shape(x)) for p, x in flat}
+
+
+def theta_like(name: str, theta: Any, expected: Any, owner: str = "the learned optimizer") -> Any:
+    """``theta`` has the keys and shapes of ``expected`` (e.g. ``jax.eval_shape(lopt.init, k)``).
+
+    Raises ``ValueError`` naming the missing, extra or misshapen entries.
+    """
+    if isinstance(expected, Mapping) and not isinstance(theta, Mapping):
+        raise TypeError(
+            f"{name} must be a dict with keys {sorted(expected)} for {owner}, got "
+            f"{type(theta).__name__}"
+        )
+    got, want = _leaf_shapes(theta), _leaf_shapes(expected)
+    if got == want:
+        return theta
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    wrong = [
+        f"{k} {list(got[k])} (expected {list(want[k])})"
+        for k in want
+        if k in got and got[k] != want[k]
+    ]
+    parts = []
+    if missing:
+        parts.append(f"missing {', '.join(missing)}")
+    if extra:
+        parts.append(f"unexpected {', '.join(extra)}")
+    if wrong:
+        parts.append(f"wrong shape {', '.join(wrong)}")
+    raise ValueError(f"{name} does not fit {owner}: {'; '.join(parts)}")
+
+
+def scalar_loss(name: str, loss: Any) -> Any:
+    """A loss is a real scalar (shape ``()``); checked on shapes, so it works under ``jit``."""
+    shape = jnp.shape(loss)
+    if shape != ():
+        raise ValueError(f"{name} must be a scalar (shape ()), got shape {shape}")
+    dtype = jnp.result_type(loss)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"{name} must be a floating-point scalar, got {dtype}")
+    return loss
+
+
+def float_images(name: str, images: Any) -> Any:
+    """Images where floats in [0, 1] are expected: integer pixels (uint8) are rejected."""
+    dtype = jnp.result_type(images)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(
+            f"{name} must be floating-point images in [0, 1], got {np.dtype(dtype).name} "
+            "(divide uint8 pixels by 255 first)"
+        )
+    return images
+
+
+def labels_in_range(name: str, labels: Any, num_classes: int) -> Any:
+    """Integer class labels in ``[0, num_classes)``; values checked when concrete."""
+    dtype = jnp.result_type(labels)
+    if not jnp.issubdtype(dtype, jnp.integer):
+        raise TypeError(f"{name} must be integer class labels, got {np.dtype(dtype).name}")
+    if not _is_traced(labels):
+        arr = np.asarray(labels)
+        if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
+            raise ValueError(
+                f"{name} must be in [0, {num_classes}), got values in "
+                f"[{int(arr.min())}, {int(arr.max())}]"
+            )
+    return labels
+
+
+def _path(name: str, value: Any) -> Path:
+    if not isinstance(value, str | os.PathLike):
+        raise TypeError(f"{name} must be a path (str or os.PathLike), got {_show(value)}")
+    text = os.fspath(value)
+    if isinstance(text, bytes) or not text or "\0" in text:
+        raise ValueError(f"{name} must be a non-empty path, got {_show(value)}")
+    return Path(text).expanduser()
+
+
+def writable_dir(name: str, value: Any, create: bool = True) -> Path:
+    """A folder that exists (or is created) and can be written: probed with a file."""
+    path = _path(name, value)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{name}: {path} exists and is not a directory")
+    try:
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".learnopt-write-probe-{os.getpid()}"
+        with open(probe, "wb") as f:
+            f.write(b"x")
+            f.flush()
+            os.fsync(f.fileno())
+        probe.unlink()
+    except OSError as e:
+        raise ValueError(
+            f"{name}: {path} is not a writable directory ({e.strerror or e})"
+        ) from None
+    return path
+
+
+def readable_dir(name: str, value: Any) -> Path:
+    """A path that is not a file: a readable folder, or one that does not exist yet."""
+    path = _path(name, value)
+    if path.exists():
+        if not path.is_dir():
+            raise ValueError(f"{name}: {path} is a file, expected a directory")
+        try:
+            next(iter(os.scandir(path)), None)
+        except OSError as e:
+            raise ValueError(f"{name}: {path} cannot be read ({e.strerror or e})") from None
+    return path
