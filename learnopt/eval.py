@@ -48,8 +48,8 @@ Params are cast to ``param_dtype`` (float32 by default) after ``task.init``.
 **Summaries** (all means over seeds; a run that became non-finite counts as diverged
 and loses against any finite run):
 
-* ``final_train``: mean train loss over the last ``final_window`` steps (10 % of the
-  run: ``5 * smoothing`` steps, with ``smoothing = max(1, num_steps // 50)``);
+* ``final_train``: mean train loss over the last ``window`` steps (``window =
+  max(1, num_steps // 10)``, 10 % of the run);
 * ``mean_train``: mean train loss over the whole run (the area under the curve);
 * ``final_valid``: the valid loss after the last step;
 * the **tuned baseline**: for each baseline, the learning rate with the lowest
@@ -59,7 +59,11 @@ and loses against any finite run):
 * **speed-up** of a candidate over a tuned baseline: with ``target`` the worse of the
   two ``final_train`` values, ``steps_to_reach(baseline, target) /
   steps_to_reach(candidate, target)`` on the seed-mean curves smoothed by a trailing
-  mean of ``smoothing`` steps. When the candidate ends lower this is how many times
+  mean of ``window`` steps, each crossing counted at the centre of its window (so the
+  smoothing delays neither curve, and the last point of a smoothed curve is exactly
+  its ``final_train``; a narrower window would let one batch that is easy for both
+  optimizers, which see the same data, decide the crossing for both). When the
+  candidate ends lower this is how many times
   fewer steps it needs to reach the baseline's final loss (``> 1``); when it ends
   higher, how many times more steps it needs than the baseline to reach its own final
   loss (``< 1``). This is the step-count idea behind the library's
@@ -423,9 +427,12 @@ class TaskResult:
 
 
 def windows(num_steps: int) -> tuple[int, int]:
-    """``(smoothing, final_window)`` for a run of ``num_steps`` (see the module doc)."""
-    smoothing = max(1, num_steps // 50)
-    return smoothing, min(num_steps, 5 * smoothing)
+    """``(plot_smoothing, window)`` for a run of ``num_steps``.
+
+    ``window = max(1, num_steps // 10)`` defines ``final_train`` and the speed-up (see
+    the module docstring); plots smooth train curves over ``max(1, num_steps // 50)``.
+    """
+    return max(1, num_steps // 50), max(1, num_steps // 10)
 
 
 def smooth(curve: np.ndarray, window: int) -> np.ndarray:
@@ -445,34 +452,41 @@ def smooth(curve: np.ndarray, window: int) -> np.ndarray:
     return out
 
 
-def steps_to_reach(curve: np.ndarray, target: float) -> float:
-    """Number of steps (1-based) until ``curve`` first is ``<= target``; inf if never."""
-    curve = np.asarray(curve, np.float64)
+def steps_to_reach(curve: np.ndarray, target: float, window: int = 1) -> float:
+    """Steps until the trailing ``window``-mean of ``curve`` first is ``<= target``.
+
+    The crossing at index ``t`` is counted at the centre of the window that ends there,
+    ``t + 1 - (min(t + 1, window) - 1) / 2`` steps (``t + 1`` for ``window=1``); inf if
+    the curve never gets there.
+    """
+    return _crossing(smooth(curve, window), target, window)
+
+
+def _crossing(smoothed: np.ndarray, target: float, window: int) -> float:
     if not math.isfinite(target):
         return math.inf
-    hit = np.flatnonzero(curve <= target)
-    return float(hit[0] + 1) if hit.size else math.inf
+    hit = np.flatnonzero(smoothed <= target)
+    if not hit.size:
+        return math.inf
+    t = int(hit[0])
+    return t + 1 - (min(t + 1, window) - 1) / 2
 
 
-def speedup(
-    candidate: np.ndarray, baseline: np.ndarray, final_window: int, smoothing: int
-) -> tuple[float, bool]:
+def speedup(candidate: np.ndarray, baseline: np.ndarray, window: int) -> tuple[float, bool]:
     """Speed-up of ``candidate`` over ``baseline`` (seed-mean train curves ``[steps]``).
 
     Returns ``(speedup, reaches)`` where ``reaches`` says whether the candidate reaches
     the baseline's final loss. See the module docstring for the definition. A diverged
     candidate scores 0, a diverged baseline against a finite candidate scores inf.
     """
-    fc = _final(candidate, final_window)
-    fb = _final(baseline, final_window)
+    sc, sb = smooth(candidate, window), smooth(baseline, window)
+    fc, fb = float(sc[-1]), float(sb[-1])  # the final losses, in the same arithmetic
     if not math.isfinite(fc):
         return 0.0, False
     if not math.isfinite(fb):
         return math.inf, True
     target = max(fb, fc)
-    t_b = steps_to_reach(smooth(baseline, smoothing), target)
-    t_c = steps_to_reach(smooth(candidate, smoothing), target)
-    return t_b / t_c, fc <= fb
+    return _crossing(sb, target, window) / _crossing(sc, target, window), fc <= fb
 
 
 def _final(curve: np.ndarray, final_window: int) -> float:
@@ -582,7 +596,7 @@ def summarize_task(
         baselines = [n for n in result.curves if n != candidate]
     if not baselines:
         raise ValueError("need at least one baseline sweep to compare with")
-    smoothing, final_window = windows(result.num_steps)
+    _, final_window = windows(result.num_steps)
     cand_curves = result.curves[candidate]
     cand = PointStats.of(cand_curves, 0, final_window)
     cand_mean = np.mean(cand_curves.train_loss[0], axis=0)
@@ -598,7 +612,7 @@ def summarize_task(
         tb = TunedBaseline(name, best, grid[best].label, grid[best], edge, grid)
         tuned[name] = tb
         base_mean = np.mean(curves.train_loss[best], axis=0)
-        s, reaches = speedup(cand_mean, base_mean, final_window, smoothing)
+        s, reaches = speedup(cand_mean, base_mean, final_window)
         fb, fc = tb.stats.final_train, cand.final_train
         ratio = fc / fb if (math.isfinite(fb) and fb > 0 and math.isfinite(fc)) else math.nan
         comparisons[name] = Comparison(
@@ -1084,8 +1098,7 @@ def evaluate_suite(
         "eval_every": tasks[0].eval_every,
         "valid_split": tasks[0].valid_split,
         "valid_batches": tasks[0].valid_batches,
-        "smoothing": windows(num_steps)[0],
-        "final_window": windows(num_steps)[1],
+        "window": windows(num_steps)[1],
         "learning_rates": {b.name: list(b.values.get("learning_rate", ())) for b in baselines},
     }
     return SuiteResult(candidate.name, tuple(names), tasks, summaries, settings)
@@ -1179,7 +1192,8 @@ def summary_markdown(result: SuiteResult) -> str:
         "",
         f"{s0['num_steps']} steps, {s0['num_seeds']} seeds; baselines tuned per task by "
         f"{'final' if s0['select_by'] == 'final' else 'mean'} train loss over the grid; "
-        f"final = mean train loss of the last {s0['final_window']} steps; valid = "
+        f"final = mean train loss of the last {s0['window']} steps (also the speed-up's "
+        "smoothing); valid = "
         f"{s0['valid_split']} ({s0['valid_batches']} fixed batches). `*`: best learning "
         "rate at the edge of the grid.",
         "",
