@@ -63,10 +63,10 @@ and loses against any finite run):
   smoothing delays neither curve, and the last point of a smoothed curve is exactly
   its ``final_train``; a narrower window would let one batch that is easy for both
   optimizers, which see the same data, decide the crossing for both). When the
-  candidate ends lower this is how many times
-  fewer steps it needs to reach the baseline's final loss (``> 1``); when it ends
-  higher, how many times more steps it needs than the baseline to reach its own final
-  loss (``< 1``). This is the step-count idea behind the library's
+  candidate ends lower this is how many times fewer steps it needs to reach the
+  baseline's final loss (``> 1``); when it ends higher, the ratio of the steps both
+  need to reach the candidate's final loss (usually ``< 1``; ``> 1`` when the candidate
+  got there first and then stalled). This is the step-count idea behind the library's
   ``speedup_over_adam`` normalizer, measured against the tuned baseline of this run;
 * ``normalized_loss = final_train(candidate) / final_train(tuned baseline)``
   (``< 1`` is better; undefined for a baseline loss ``<= 0``); over the suite its
