@@ -463,7 +463,10 @@ class RunCheckpointer:
 
 
 def _one_line(error: BaseException) -> str:
+    """``error`` as one line: ``Type: first line`` (our own errors without the type)."""
     text = str(error).strip().splitlines()
     first = text[0] if text else ""
+    if isinstance(error, CheckpointWriteError | CheckpointError) and first:
+        return first
     name = type(error).__name__
     return f"{name}: {first}" if first else name
