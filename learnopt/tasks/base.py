@@ -118,6 +118,10 @@ class TaskFamily:
     def eval_task_fn(self, cfg: TaskCfg) -> Task:
         return self.task_fn(cfg)
 
+    def sample_task(self, key: jax.Array) -> Task:
+        """One task of the family: ``task_fn(sample(key))``."""
+        return self.task_fn(self.sample(key))
+
     def __repr__(self) -> str:
         return f"{self.name}()"
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks.datasets import base as datasets_base
@@ -89,6 +88,3 @@ class ImageFamily(tasks_base.TaskFamily):
 
 def lm_normalizer(loss: jax.Array, vocab_size: int) -> jax.Array:
     return parametric_utils.parametric_normalizer(loss, vocab_size)
-
-
-zeros = jnp.zeros
