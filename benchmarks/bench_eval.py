@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--eval-every", type=int, default=50)
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--vectorize", default="auto", choices=("auto", "vmap", "map"))
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args()
 
@@ -47,7 +48,7 @@ def main() -> None:
 
         os.environ[datasets_base.ENV_DATA_DIR] = args.data_dir or tmp
         grid = lopt_eval.log_grid(1e-4, 1e-1, args.lrs)
-        common = dict(num_steps=args.steps, eval_every=args.eval_every)
+        common = dict(num_steps=args.steps, eval_every=args.eval_every, vectorize=args.vectorize)
 
         def evaluator(lrs, seeds):
             task = tasks_base.get_task(args.task)
@@ -71,7 +72,8 @@ def main() -> None:
 
         print(
             f"task {args.task}, {args.steps} steps, Adam; sweep = {args.lrs} learning rates x "
-            f"{args.seeds} seeds = {runs} runs in one program"
+            f"{args.seeds} seeds = {runs} runs in one program "
+            f"({'one after another' if sweep._sequential else 'batched'})"
         )
         print(
             f"with compile:    one run {first_one:.2f} s, sweep {first_sweep:.2f} s, "

@@ -720,10 +720,11 @@ class TaskEvaluator:
       param_dtype: dtype the params are cast to after ``task.init`` (``None``: keep).
       vectorize: how the runs (sweep points x seeds) of one program are laid out:
         ``"vmap"`` (batched: one step of every run at once), ``"map"`` (``lax.map``:
-        the runs one after another inside the same program) or ``"auto"``: ``map``
-        on CPU for tasks whose loss has a convolution, else ``vmap``. (Batched over
-        per-run kernels a convolution becomes a grouped convolution, which XLA:CPU
-        runs many times slower than the same convolutions one by one.)
+        the runs one after another inside the same program) or ``"auto"``: on CPU,
+        ``vmap`` for losses made of plain matrix products (MLPs), ``map`` for
+        convolutions (batched over per-run kernels they become grouped convolutions,
+        several times slower on XLA:CPU), recurrent loops and attention; ``vmap`` on
+        accelerators.
     """
 
     def __init__(
@@ -856,13 +857,20 @@ class TaskEvaluator:
 
         return run
 
-    def _has_convolution(self, params: PyTree, model_states: PyTree, vbatches: Any) -> bool:
-        """Whether the task's loss (traced, never run) contains a convolution."""
+    def _batching_helps(self, params: PyTree, model_states: PyTree, vbatches: Any) -> bool:
+        """Whether XLA:CPU runs this task's runs faster batched than one after another.
+
+        Measured on the held-out suite (``benchmarks/bench_eval.py``): batched MLPs cost
+        0.3-0.7 of separate runs, while a convolution over per-run kernels (a grouped
+        convolution), a recurrent loop or batched attention products cost 2-3x more
+        batched. So: batch when the loss (traced, never run) is loop-free and its only
+        products are plain matrix products, with no convolution.
+        """
         one = lambda tree: jax.tree_util.tree_map(lambda x: x[0], tree)
-        jaxpr = jax.make_jaxpr(self.task.loss_with_state)(
+        closed = jax.make_jaxpr(self.task.loss_with_state)(
             one(params), one(model_states), jax.random.PRNGKey(0), one(vbatches)
         )
-        return "conv_general_dilated" in str(jaxpr)
+        return _matrix_products_only(closed.jaxpr)
 
     def _seed_keys(self) -> jax.Array:
         base = jax.random.PRNGKey(self.seed)
@@ -900,7 +908,7 @@ class TaskEvaluator:
         seed_keys = self._seed_keys()
         params, model_states = self._init_params(seed_keys)
         if self._sequential is None:
-            self._sequential = jax.default_backend() == "cpu" and self._has_convolution(
+            self._sequential = jax.default_backend() == "cpu" and not self._batching_helps(
                 params, model_states, vbatches
             )
         hps = [_sweep_hparams(s) for s in self.sweeps]
@@ -965,6 +973,22 @@ class TaskEvaluator:
         jax.block_until_ready(marker)
         if progress is not None:
             progress(steps)
+
+
+def _matrix_products_only(jaxpr: Any) -> bool:
+    """No convolution, no loop, and every ``dot_general`` on operands of rank <= 2."""
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name in ("conv_general_dilated", "scan", "while"):
+            return False
+        if name == "dot_general" and any(len(getattr(v.aval, "shape", ())) > 2 for v in eqn.invars):
+            return False
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, tuple | list) else (param,):
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns") and not _matrix_products_only(inner):
+                    return False
+    return True
 
 
 def _sweep_hparams(sweep: Sweep) -> PyTree:

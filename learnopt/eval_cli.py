@@ -168,7 +168,8 @@ def add_parser(subparsers: Any, formatter_class: Any = None) -> argparse.Argumen
         choices=("auto", "vmap", "map"),
         default="auto",
         help="runs of a sweep batched (vmap) or one after another in one program (map); "
-        "auto: map for convolutional tasks on CPU, else vmap (default: auto)",
+        "auto: on CPU vmap for MLP-like losses, map for convolutions, loops and "
+        "attention (default: auto)",
     )
     g.add_argument("--seed", type=int, default=0, metavar="N", help="base seed (default 0)")
     g = p.add_argument_group("input and output")

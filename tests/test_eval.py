@@ -196,8 +196,22 @@ class _TinyConvTask(tasks_base.Task):
         return jnp.mean(jnp.square(y))
 
 
-@pytest.mark.parametrize("task, sequential", [(_TinyConvTask(), True), (RecordingTask(), False)])
-def test_auto_vectorize_maps_convolutions_one_by_one_on_cpu(task, sequential):
+class _TinyLoopTask(tasks_base.Task):
+    datasets = None
+
+    def init(self, key):
+        return jax.random.normal(key, (2, 2))
+
+    def loss(self, params, key, batch):
+        h, _ = jax.lax.scan(lambda h, _: (jnp.tanh(params @ h), None), jnp.ones(2), None, 3)
+        return jnp.sum(jnp.square(h))
+
+
+@pytest.mark.parametrize(
+    "task, sequential",
+    [(_TinyConvTask(), True), (_TinyLoopTask(), True), (RecordingTask(), False)],
+)
+def test_auto_vectorize_batches_only_matrix_product_losses_on_cpu(task, sequential):
     ev = lopt_eval.TaskEvaluator(
         task, [lopt_eval.lr_sweep("SGD", (0.01, 0.02))], num_steps=2, num_seeds=2
     )
