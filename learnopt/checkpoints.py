@@ -456,6 +456,23 @@ class RunCheckpointer:
 
         return jax.tree_util.tree_map(leaf, state, target), meta
 
+    def read_meta(self, step: int | None = None) -> dict[str, Any]:
+        """The JSON ``meta`` item of checkpoint ``step`` (default: the latest) alone."""
+        import orbax.checkpoint as ocp
+
+        step = self.latest_step() if step is None else step
+        if step is None or not self.path(step).is_dir():
+            raise FileNotFoundError(f"no checkpoint of step {step} in {self.directory}")
+        try:
+            restored = self._mngr().restore(
+                int(step), args=ocp.args.Composite(meta=ocp.args.JsonRestore())
+            )
+        except Exception as e:
+            raise CheckpointError(
+                f"checkpoint {self.path(step)} cannot be read: {_one_line(e)}"
+            ) from None
+        return restored["meta"]
+
     def close(self) -> None:
         if self._manager is not None:
             self._manager.close()

@@ -76,7 +76,12 @@ def _start(out: Path, resume: bool, delay: float = 0.0, fsize: str = "-", **sett
     import json
 
     cmd = [sys.executable, "-c", SCRIPT, *args, json.dumps(dict(SETTINGS, **settings))]
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        JAX_COMPILATION_CACHE_DIR=str(JAX_CACHE),  # the same program compiles once
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+    )
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -106,9 +111,14 @@ def _wait(proc, until, timeout: float = 240.0) -> bool:
     return False
 
 
+JAX_CACHE = None
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The uninterrupted run (in a subprocess too, so both run in the same conditions)."""
+    global JAX_CACHE
+    JAX_CACHE = tmp_path_factory.getbasetemp() / "jax-cache"
     out = tmp_path_factory.mktemp("faults") / "reference"
     proc = _start(out, resume=False, steps=STEPS)
     _, err = proc.communicate(timeout=600)
