@@ -951,7 +951,7 @@ def _resolve_settings(
         if saved:
             old = saved.get(name, default)
             if name in custom:
-                if value is None:
+                if not is_object:
                     raise ValueError(
                         f"resume: this run was started with a custom {name} object; pass the "
                         f"same {name}= (or learner=) again to resume it"
