@@ -132,6 +132,14 @@ def test_lm_batches_are_shifted_windows_and_deterministic(data_dir):
     assert not np.array_equal(next(c.train)["obs"], nexts[0])
     # Splits draw from their own streams.
     assert not np.array_equal(next(a.test)["obs"], next(a.inner_valid)["obs"])
+    # A saved position resumes the same stream (exact resume of meta-training).
+    saved = a.train.get_state()
+    expected = next(a.train)["obs"]
+    fresh = language.pystdlib_bytes_datasets(8, 16, seed=3, data_dir=data_dir)
+    fresh.train.set_state(saved)
+    np.testing.assert_array_equal(next(fresh.train)["obs"], expected)
+    with pytest.raises(ValueError, match="seed"):
+        c.train.set_state(saved)
 
 
 def test_language_datasets_are_lazy_and_validate(tmp_path):
