@@ -61,7 +61,7 @@ def test_learned_optimizers_rebuilt_from_new_theta_share_one_program():
     lopt = lopt_base.LearnableAdam()
     params = {"w": jnp.linspace(-1.0, 1.0, 6).reshape(2, 3)}
     grads, loss = {"w": jnp.full((2, 3), 0.3)}, jnp.float32(1.0)
-    names = ("learning_rate", "beta1", "beta2", "epsilon")
+    names = ("learning_rate", "beta1", "beta2", "epsilon", "one_minus_beta1", "one_minus_beta2")
     reference = jax.jit(lambda hp, s: opt_base.Adam(**hp).update(s, grads, loss))
     with count_compiles() as compiled:
         for i in range(WARMUP + 3):  # a new theta, and a new optimizer, every call

@@ -97,6 +97,9 @@ class LearnableAdam(LearnedOptimizer):
 
     ``theta = {"log_lr", "log_epsilon", "one_minus_beta1", "one_minus_beta2"}`` with
     ``one_minus_beta = log(1 - beta)``; defaults lr 1e-3, epsilon 1e-8, betas 0.9, 0.999.
+    The Adam it builds takes ``1 - beta = exp(one_minus_beta)`` directly (never
+    ``1 - exp(...)``, which rounds to 1 in float32 below about -16.6) and computes the
+    bias corrections stably, so every theta that training can reach gives finite updates.
     """
 
     def __init__(
@@ -125,6 +128,8 @@ class LearnableAdam(LearnedOptimizer):
             beta1=1 - jnp.exp(theta["one_minus_beta1"]),
             beta2=1 - jnp.exp(theta["one_minus_beta2"]),
             epsilon=jnp.exp(theta["log_epsilon"]),
+            one_minus_beta1=jnp.exp(theta["one_minus_beta1"]),
+            one_minus_beta2=jnp.exp(theta["one_minus_beta2"]),
         )
 
 

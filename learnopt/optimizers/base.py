@@ -545,6 +545,46 @@ def _adam_direction(m, v, g, t, b1, b2, eps, eps_root):
     return m_hat / (safe_sqrt(v_hat) + _hp(eps, cd)), m, v
 
 
+def _decay_complement(one_minus_beta: Any, dtype: np.dtype) -> jax.Array:
+    """``1 - beta`` for arithmetic in ``dtype``, as a float32 (float64) scalar.
+
+    Kept in ``[max(16 sqrt(tiny32), tiny), 1 - ulp]`` with ``where`` (a zero gradient
+    outside, never ``0 * inf``): ``beta`` never rounds to 1 (a bias correction of 0) nor
+    to 0, and ``1 / (1 - beta^t)`` and its derivative stay finite. Below the floor
+    (``beta > 1 - 2e-18``) every result is the same to float32 precision.
+    """
+    sd = np.float64 if np.dtype(dtype) == np.float64 else np.float32
+    omb = jnp.asarray(one_minus_beta).astype(sd)
+    lo = max(16 * np.sqrt(np.finfo(sd).tiny), float(jnp.finfo(dtype).tiny))
+    hi = 1 - float(jnp.finfo(dtype).epsneg)
+    omb = jnp.where(omb < lo, jnp.asarray(lo, sd), omb)
+    return jnp.where(omb > hi, jnp.asarray(hi, sd), omb)
+
+
+def _adam_direction_from_decays(m, v, g, t, omb1, omb2, eps, eps_root):
+    """:func:`_adam_direction` with ``1 - beta`` given directly (numerically safe form).
+
+    ``m <- m + (1-b1)(g - m)``, ``v <- v + (1-b2)(g^2 - v)`` and the bias corrections
+    ``1 - b^t = -expm1(t * log1p(-(1-b)))`` (in float32 or float64 scalars): exact for
+    ``1 - b`` far below float precision, where ``b`` itself would round to 1 and
+    ``1 - b^t`` to 0.
+    """
+    cd = m.dtype
+    omb1, omb2 = _decay_complement(omb1, cd), _decay_complement(omb2, cd)
+    g = g.astype(cd)
+    m = m + omb1.astype(cd) * (g - m)
+    v = v + omb2.astype(cd) * (jnp.square(g) - v)
+
+    def inverse_correction(omb):
+        return (1 / -jnp.expm1(t.astype(omb.dtype) * jnp.log1p(-omb))).astype(cd)
+
+    m_hat = m * inverse_correction(omb1)
+    v_hat = v * inverse_correction(omb2)
+    if not _is_zero(eps_root):
+        v_hat = v_hat + _hp(eps_root, cd)
+    return m_hat / (safe_sqrt(v_hat) + _hp(eps, cd)), m, v
+
+
 class Adam(Optimizer):
     """Adam (Kingma & Ba, 2015, arXiv:1412.6980), as learned_optimization's ``Adam``.
 
@@ -561,6 +601,11 @@ class Adam(Optimizer):
       epsilon: added to the root of the second moment.
       epsilon_root: added to the second moment inside the root (the library's default,
         1e-8, keeps the root's derivative finite where gradients are zero).
+      one_minus_beta1, one_minus_beta2: ``1 - beta`` given directly instead of the betas
+        (learnopt's addition, e.g. ``exp(theta)`` in ``LearnableAdam``): the moments then
+        update as ``m + (1-b)(g - m)`` and the bias corrections are
+        ``-expm1(t log1p(-(1-b)))``, so a beta within float precision of 1 never rounds
+        to 1; ``1 - b`` is kept in ``[tiny, 1)`` of the arithmetic dtype.
     """
 
     def __init__(
@@ -570,12 +615,19 @@ class Adam(Optimizer):
         beta2: float = 0.999,
         epsilon: float = 1e-8,
         epsilon_root: float = 1e-8,
+        *,
+        one_minus_beta1: Any = None,
+        one_minus_beta2: Any = None,
     ):
         self.learning_rate = learning_rate
         self.beta1 = beta1
         self.beta2 = beta2
         self.epsilon = epsilon
         self.epsilon_root = epsilon_root
+        if (one_minus_beta1 is None) != (one_minus_beta2 is None):
+            raise ValueError("one_minus_beta1 and one_minus_beta2 go together: pass both or none")
+        self.one_minus_beta1 = one_minus_beta1
+        self.one_minus_beta2 = one_minus_beta2
 
     def init(self, params, model_state=None, num_steps=None, key=None):
         return AdamState(
@@ -591,9 +643,15 @@ class Adam(Optimizer):
 
         def step(p, m, v, g):
             cd = m.dtype
-            d, m, v = _adam_direction(
-                m, v, g, t, self.beta1, self.beta2, self.epsilon, self.epsilon_root
-            )
+            if self.one_minus_beta1 is None:
+                d, m, v = _adam_direction(
+                    m, v, g, t, self.beta1, self.beta2, self.epsilon, self.epsilon_root
+                )
+            else:
+                omb1, omb2 = self.one_minus_beta1, self.one_minus_beta2
+                d, m, v = _adam_direction_from_decays(
+                    m, v, g, t, omb1, omb2, self.epsilon, self.epsilon_root
+                )
             return (p.astype(cd) - _hp(self.learning_rate, cd) * d).astype(p.dtype), m, v
 
         params, mu, nu = tree_map_multi(step, opt_state.params, opt_state.mu, opt_state.nu, grads)
