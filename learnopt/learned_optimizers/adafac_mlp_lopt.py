@@ -196,17 +196,17 @@ def init_adafac_theta(lopt: Any, key: jax.Array, num_outputs: int) -> dict:
     """Zero decay offsets and the MLP ``{"~": {"w0", "b0", ...}}`` as the library creates it."""
     fan_in = lopt.num_features
     sizes = [fan_in] + [lopt.hidden_size] * lopt.hidden_layers + [num_outputs]
-    keys = jax.random.split(key, len(sizes) - 1)
     nn = {}
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
-        layer = common.linear_init(keys[i], a, b)
+        layer = common.linear_spec(a, b)
         nn[f"w{i}"], nn[f"b{i}"] = layer["w"], layer["b"]
-    return {
-        "adafactor_decays": jnp.zeros((len(lopt.initial_adafactor_decays),), jnp.float32),
-        "momentum_decays": jnp.zeros((len(lopt.initial_momentum_decays),), jnp.float32),
+    spec = {
+        "adafactor_decays": np.zeros((len(lopt.initial_adafactor_decays),), np.float32),
+        "momentum_decays": np.zeros((len(lopt.initial_momentum_decays),), np.float32),
         "nn": {"~": nn},
-        "rms_decays": jnp.zeros((len(lopt.initial_rms_decays),), jnp.float32),
+        "rms_decays": np.zeros((len(lopt.initial_rms_decays),), np.float32),
     }
+    return common.draw(key, spec)
 
 
 class _AdafacOptimizer(common.ThetaOptimizer):

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from learnopt import _validate
 from learnopt.optimizers import base as opt_base
 from learnopt.registry import Registry
 
@@ -36,6 +37,11 @@ __all__ = [
 def _f32(value: float) -> jax.Array:
     """A strongly typed float32 scalar (``jnp.asarray(python_float)`` would be weak)."""
     return jnp.asarray(np.float32(value), dtype=jnp.float32)
+
+
+def _check_scalar_theta(lopt: LearnedOptimizer, theta: Any, names: tuple[str, ...]) -> None:
+    """``theta`` is a dict of exactly these scalars (static check: cheap, works under jit)."""
+    _validate.theta_like("theta", theta, dict.fromkeys(names, np.zeros(())), lopt.name)
 
 
 class LearnedOptimizer:
@@ -63,12 +69,14 @@ class LearnableSGD(LearnedOptimizer):
     """SGD with a learnable learning rate; ``theta = {"log_lr"}``."""
 
     def __init__(self, initial_lr: float = 1e-3):
+        _validate.positive_float("initial_lr", initial_lr)
         self.initial_lr = initial_lr
 
     def init(self, key: jax.Array) -> MetaParams:
         return {"log_lr": _f32(np.log(self.initial_lr))}
 
     def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
+        _check_scalar_theta(self, theta, ("log_lr",))
         return opt_base.SGD(learning_rate=jnp.exp(theta["log_lr"]))
 
 
@@ -76,6 +84,8 @@ class LearnableSGDM(LearnedOptimizer):
     """SGD with momentum, learnable ``log_lr`` and ``one_minus_momentum = log(1 - mu)``."""
 
     def __init__(self, initial_lr: float = 1e-3, initial_momentum: float = 0.9):
+        _validate.positive_float("initial_lr", initial_lr)
+        _validate.unit_interval("initial_momentum", initial_momentum)
         self.initial_lr = initial_lr
         self.initial_momentum = initial_momentum
 
@@ -86,6 +96,7 @@ class LearnableSGDM(LearnedOptimizer):
         }
 
     def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
+        _check_scalar_theta(self, theta, ("log_lr", "one_minus_momentum"))
         return opt_base.SGDM(
             learning_rate=jnp.exp(theta["log_lr"]),
             momentum=1 - jnp.exp(theta["one_minus_momentum"]),
@@ -109,6 +120,10 @@ class LearnableAdam(LearnedOptimizer):
         initial_beta1: float = 0.9,
         initial_beta2: float = 0.999,
     ):
+        _validate.positive_float("initial_lr", initial_lr)
+        _validate.positive_float("initial_epsilon", initial_epsilon)
+        _validate.unit_interval("initial_beta1", initial_beta1)
+        _validate.unit_interval("initial_beta2", initial_beta2)
         self.initial_lr = initial_lr
         self.initial_epsilon = initial_epsilon
         self.initial_beta1 = initial_beta1
@@ -123,6 +138,9 @@ class LearnableAdam(LearnedOptimizer):
         }
 
     def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
+        _check_scalar_theta(
+            self, theta, ("log_epsilon", "log_lr", "one_minus_beta1", "one_minus_beta2")
+        )
         return opt_base.Adam(
             learning_rate=jnp.exp(theta["log_lr"]),
             beta1=1 - jnp.exp(theta["one_minus_beta1"]),

@@ -19,6 +19,7 @@ dtype (float32 for float32/bfloat16/float16 params, float64 for float64 params):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -55,11 +56,15 @@ __all__ = [
     "decay_to_param",
     "param_to_decay",
     "truncated_normal",
+    "Normal",
+    "draw",
+    "linear_spec",
     "linear_init",
     "linear_apply",
+    "mlp_spec",
     "mlp_init",
     "mlp_apply",
-    "lstm_init",
+    "lstm_spec",
     "lstm_initial_state",
     "lstm_apply",
     "cast_tree",
@@ -273,18 +278,51 @@ def truncated_normal(key: jax.Array, shape: Sequence[int], stddev: float) -> jax
     )
 
 
-def linear_init(
-    key: jax.Array, fan_in: int, fan_out: int, zero_weights: bool = False
-) -> dict[str, jax.Array]:
+@dataclasses.dataclass(frozen=True)
+class Normal:
+    """A theta leaf to draw: truncated normal, ``shape`` and std ``stddev`` (see :func:`draw`)."""
+
+    shape: tuple[int, ...]
+    stddev: float
+
+
+def draw(key: jax.Array, spec: PyTree) -> PyTree:
+    """Replaces every :class:`Normal` leaf of ``spec`` by a truncated-normal array.
+
+    All leaves come from one ``jax.random.truncated_normal`` call (one small program to
+    compile, however many leaves theta has); other leaves are converted to float32.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(spec)
+    sizes = [int(np.prod(x.shape)) for x in leaves if isinstance(x, Normal)]
+    z = jax.random.truncated_normal(key, -2.0, 2.0, (sum(sizes),), jnp.float32)
+    out, start = [], 0
+    for x in leaves:
+        if isinstance(x, Normal):
+            n = int(np.prod(x.shape))
+            out.append(jnp.float32(x.stddev) * z[start : start + n].reshape(x.shape))
+            start += n
+        else:
+            out.append(jnp.asarray(x, jnp.float32))
+    return treedef.unflatten(out)
+
+
+def linear_spec(fan_in: int, fan_out: int, zero_weights: bool = False) -> dict[str, Any]:
     """A linear layer ``{"w": [fan_in, fan_out], "b": [fan_out]}`` as Haiku initializes it.
 
     Weights ~ truncated normal with std ``1 / sqrt(fan_in)`` (or zeros), zero bias.
     """
     if zero_weights:
-        w = jnp.zeros((fan_in, fan_out), jnp.float32)
+        w = np.zeros((fan_in, fan_out), np.float32)
     else:
-        w = truncated_normal(key, (fan_in, fan_out), 1.0 / math.sqrt(fan_in))
-    return {"w": w, "b": jnp.zeros((fan_out,), jnp.float32)}
+        w = Normal((fan_in, fan_out), 1.0 / math.sqrt(fan_in))
+    return {"w": w, "b": np.zeros((fan_out,), np.float32)}
+
+
+def linear_init(
+    key: jax.Array, fan_in: int, fan_out: int, zero_weights: bool = False
+) -> dict[str, jax.Array]:
+    """:func:`linear_spec`, drawn."""
+    return draw(key, linear_spec(fan_in, fan_out, zero_weights))
 
 
 def linear_apply(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
@@ -292,16 +330,20 @@ def linear_apply(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
     return x @ params["w"].astype(x.dtype) + params["b"].astype(x.dtype)
 
 
-def mlp_init(key: jax.Array, sizes: Sequence[int], name: str = "mlp") -> dict[str, dict]:
+def mlp_spec(sizes: Sequence[int], name: str = "mlp") -> dict[str, dict]:
     """Haiku ``hk.nets.MLP`` parameters for layer sizes ``[in, h1, ..., out]``.
 
     Keys are ``f"{name}/~/linear_{i}"``, as Haiku names them.
     """
-    keys = jax.random.split(key, len(sizes) - 1)
     return {
-        f"{name}/~/linear_{i}": linear_init(keys[i], fan_in, fan_out)
+        f"{name}/~/linear_{i}": linear_spec(fan_in, fan_out)
         for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True))
     }
+
+
+def mlp_init(key: jax.Array, sizes: Sequence[int], name: str = "mlp") -> dict[str, dict]:
+    """:func:`mlp_spec`, drawn."""
+    return draw(key, mlp_spec(sizes, name))
 
 
 def mlp_apply(params: dict[str, dict], x: jax.Array, name: str = "mlp") -> jax.Array:
@@ -321,9 +363,9 @@ class LSTMState(NamedTuple):
     cell: jax.Array
 
 
-def lstm_init(key: jax.Array, input_size: int, hidden_size: int) -> dict[str, jax.Array]:
+def lstm_spec(input_size: int, hidden_size: int) -> dict[str, Any]:
     """Weights of :func:`lstm_apply`: one linear layer ``[input + hidden, 4 * hidden]``."""
-    return linear_init(key, input_size + hidden_size, 4 * hidden_size)
+    return linear_spec(input_size + hidden_size, 4 * hidden_size)
 
 
 def lstm_initial_state(hidden_size: int, batch: int = 1) -> LSTMState:

@@ -206,7 +206,19 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
             )
 
         mom_d, rms_d, fac_d = lopt.decays()
-        stack = theta["ff_mod_stack"]["~"]
+        # Every tensor's MLP weights 100 * mean_i c_i W_i: one matmul over the whole bank.
+        bank_leaves, bank_def = jax.tree_util.tree_flatten(theta["ff_mod_stack"]["~"])
+        k = lopt.param_inits
+        bank = jnp.concatenate([w.reshape(k, -1) for w in bank_leaves], axis=1)
+        mixed = (100.0 / k) * (controls.astype(jnp.float32) @ bank)  # [tensors, total]
+        offsets = np.cumsum([0] + [int(np.prod(w.shape[1:])) for w in bank_leaves])
+
+        def weights_of(i, cd):
+            parts = [
+                mixed[i, a:b].reshape(w.shape[1:]).astype(cd)
+                for w, a, b in zip(bank_leaves, offsets[:-1], offsets[1:], strict=True)
+            ]
+            return bank_def.unflatten(parts)
 
         def one(i, p, g, m, v, v_row, v_col, v_diag):
             cd = m.dtype
@@ -215,10 +227,7 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
             fac, fac_g = common.factored_update(
                 common.FactoredAccum(v_row, v_col, v_diag), g, fac_d
             )
-            c = controls[i].astype(jnp.float32)
-            weights = jax.tree_util.tree_map(
-                lambda w: (100.0 * jnp.tensordot(c, w, axes=1) / w.shape[0]).astype(cd), stack
-            )
+            weights = weights_of(i, cd)
             new_p = lopt.ff_step(weights, lr_mult[i].astype(cd), p.astype(cd), g, m, v, fac_g, fac)
             return new_p.astype(p.dtype), m, v, fac.v_row, fac.v_col, fac.v_diag
 
@@ -429,13 +438,13 @@ class HyperV2(lopt_base.LearnedOptimizer):
         """The per-parameter MLP step for one tensor with generated ``weights``."""
         groups = self._groups(p, g, m, rms, fac_g, acc)
         shape = p.shape or (1,)
-        axes = tuple(range(len(shape)))
-        x = sum(
-            common.second_moment_normalizer(grp, axis=axes) @ weights[f"w0__{i}"]
-            for i, grp in enumerate(groups)
-        )
+        # Each feature column is normalized over the tensor, so normalizing the
+        # concatenation equals normalizing every group; one matmul with the stacked w0__i.
+        x = jnp.concatenate(groups, axis=-1)
+        x = common.second_moment_normalizer(x, axis=tuple(range(len(shape))))
+        w0 = jnp.concatenate([weights[f"w0__{i}"] for i in range(len(groups))], axis=0)
         n = self.ff_hidden_layers + 1
-        x = x + weights["b0"]
+        x = x @ w0 + weights["b0"]
         for i in range(1, n):
             x = jax.nn.relu(x) @ weights[f"w{i}"] + weights[f"b{i}"]
         direction, magnitude = x[..., 0], x[..., 1]
@@ -498,43 +507,33 @@ class HyperV2(lopt_base.LearnedOptimizer):
     # ------------------------------------------------------------------ learned optimizer
     def init(self, key: jax.Array) -> dict:
         """Haiku-layout theta (see the module docstring)."""
-        k_ff, k_rnn = jax.random.split(key)
         widths = self._group_widths()
         fan_in = sum(widths)
-        h = self.ff_hidden_size
-
-        def ff_init(k):
-            keys = jax.random.split(k, len(widths) + self.ff_hidden_layers + 1)
-            layer = {
-                f"w0__{i}": common.truncated_normal(keys[i], (w, h), 1 / np.sqrt(fan_in))
-                for i, w in enumerate(widths)
-            }
-            layer["b0"] = jnp.zeros((h,), jnp.float32)
-            sizes = [h] * self.ff_hidden_layers + [3]
-            for i in range(1, len(sizes)):
-                std = 1 / np.sqrt(sizes[i - 1])
-                layer[f"w{i}"] = common.truncated_normal(
-                    keys[len(widths) + i], (sizes[i - 1], sizes[i]), std
-                )
-                layer[f"b{i}"] = jnp.zeros((sizes[i],), jnp.float32)
-            return layer
-
-        stack = jax.vmap(ff_init)(jax.random.split(k_ff, self.param_inits))
+        h, k = self.ff_hidden_size, self.param_inits
+        # The bank of param_inits MLPs: every leaf has a leading axis of param_inits.
+        stack = {
+            f"w0__{i}": common.Normal((k, w, h), 1 / np.sqrt(fan_in)) for i, w in enumerate(widths)
+        }
+        stack["b0"] = np.zeros((k, h), np.float32)
+        sizes = [h] * self.ff_hidden_layers + [3]
+        for i in range(1, len(sizes)):
+            stack[f"w{i}"] = common.Normal((k, sizes[i - 1], sizes[i]), 1 / np.sqrt(sizes[i - 1]))
+            stack[f"b{i}"] = np.zeros((k, sizes[i]), np.float32)
         f, hl = self.rnn_input_features, self.lstm_hidden_size
-        ks = jax.random.split(k_rnn, 6)
         rnn = {}
         if self.mix_layers:
-            rnn["linear"] = common.linear_init(ks[0], f, hl)
-            rnn["linear_1"] = common.linear_init(ks[1], f, hl)
-            rnn["linear_2"] = common.linear_init(ks[2], f, hl)
-        rnn["rnn/linear"] = common.lstm_init(ks[3], hl if self.mix_layers else f, hl)
-        rnn["rnn_to_controls"] = common.linear_init(ks[4], hl, self.param_inits)
-        rnn["step_size"] = common.linear_init(ks[5], hl, 1)
-        return {
+            rnn["linear"] = common.linear_spec(f, hl)
+            rnn["linear_1"] = common.linear_spec(f, hl)
+            rnn["linear_2"] = common.linear_spec(f, hl)
+        rnn["rnn/linear"] = common.lstm_spec(hl if self.mix_layers else f, hl)
+        rnn["rnn_to_controls"] = common.linear_spec(hl, self.param_inits)
+        rnn["step_size"] = common.linear_spec(hl, 1)
+        spec = {
             "ff_mod_stack": {"~": stack},
             "lstm_init_state": common.lstm_initial_state(hl),
             "rnn_params": rnn,
         }
+        return common.draw(key, spec)
 
     def opt_fn(self, theta: dict, is_training: bool = True) -> common.ThetaOptimizer:
         common.check_theta(self, theta)

@@ -258,19 +258,19 @@ class NNAdam(lopt_base.LearnedOptimizer):
 
     def init(self, key: jax.Array) -> dict:
         """Haiku-layout theta: LSTM and zero-weight control layer, initial hyperparameters."""
-        k_lstm, k_ctrl = jax.random.split(key)
-        f32 = lambda x: jnp.asarray(np.float32(x), jnp.float32)  # noqa: E731
-        return {
+        f32 = lambda x: np.float32(x)  # noqa: E731
+        spec = {
             "lstm_init_state": common.lstm_initial_state(_LSTM_HIDDEN),
             "per_layer_beta1": f32(0.1 * np.log(1 - self.initial_beta1)),
             "per_layer_beta2": f32(0.1 * np.log(1 - self.initial_beta2)),
             "per_layer_epsilon": f32(0.1 * np.log(self.initial_epsilon)),
             "per_layer_lr": f32(0.1 * np.log(self.initial_learning_rate)),
-            "rnn_params": {"rnn/linear": common.lstm_init(k_lstm, _NUM_FEATURES, _LSTM_HIDDEN)},
+            "rnn_params": {"rnn/linear": common.lstm_spec(_NUM_FEATURES, _LSTM_HIDDEN)},
             "rnn_to_controls_params": {
-                "rnn_to_controls": common.linear_init(k_ctrl, _LSTM_HIDDEN, 4, zero_weights=True)
+                "rnn_to_controls": common.linear_spec(_LSTM_HIDDEN, 4, zero_weights=True)
             },
         }
+        return common.draw(key, spec)
 
     def opt_fn(self, theta: dict, is_training: bool = True) -> common.ThetaOptimizer:
         common.check_theta(self, theta)

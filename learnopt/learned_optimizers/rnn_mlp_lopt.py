@@ -357,25 +357,25 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
 
     def init(self, key: jax.Array) -> dict:
         """Haiku-layout theta (LSTM, projections, MLP, initial exchange vectors)."""
-        k1, k2, k3, k4, k5, k6 = jax.random.split(key, 6)
 
-        def variance_scaling(k, n):
+        def variance_scaling(n):
             # Haiku's VarianceScaling(): truncated normal, std sqrt(1 / fan_in) / 0.8796.
-            return common.truncated_normal(k, (n,), 1.0 / (np.sqrt(n) * 0.87962566103423978))
+            return common.Normal((n,), 1.0 / (np.sqrt(n) * 0.87962566103423978))
 
         rnn_in = _TENSOR_FEATURES + self.from_lstm_size + self.from_mlp_size
         mlp_in = _MLP_FEATURES + self.lstm_to_ff
         sizes = [mlp_in] + [self.hidden_size] * self.hidden_layer + [2 + self.from_mlp_size]
         h = self.lstm_hidden_size
-        return {
-            "ffmod_params": common.mlp_init(k6, sizes),
-            "initial_from_lstm": variance_scaling(k1, self.from_lstm_size),
-            "initial_from_mlp": variance_scaling(k2, self.from_mlp_size),
+        spec = {
+            "ffmod_params": common.mlp_spec(sizes),
+            "initial_from_lstm": variance_scaling(self.from_lstm_size),
+            "initial_from_mlp": variance_scaling(self.from_mlp_size),
             "lstm_init_state": common.lstm_initial_state(h),
-            "rnn_params": {"rnn/linear": common.lstm_init(k3, rnn_in, h)},
-            "rnn_to_ff_params": {"rnn_to_ff": common.linear_init(k4, h, self.lstm_to_ff)},
-            "rnn_to_in_params": {"rnn_to_in": common.linear_init(k5, h, self.from_lstm_size)},
+            "rnn_params": {"rnn/linear": common.lstm_spec(rnn_in, h)},
+            "rnn_to_ff_params": {"rnn_to_ff": common.linear_spec(h, self.lstm_to_ff)},
+            "rnn_to_in_params": {"rnn_to_in": common.linear_spec(h, self.from_lstm_size)},
         }
+        return common.draw(key, spec)
 
     def opt_fn(self, theta: dict, is_training: bool = False) -> common.ThetaOptimizer:
         common.check_theta(self, theta)

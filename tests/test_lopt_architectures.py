@@ -1,0 +1,202 @@
+"""Architecture-specific checks of the learned optimizers beyond the conformance sweep.
+
+Layouts are checked against the library's (the shapes its Haiku modules create, so its
+checkpoints load); the maths where a closed form exists: NNAdam at its initial theta is
+the documented Adam variant, MLPNomLOpt's nominal term is the documented preconditioned
+AggMo step, AdafacMLPLOpt's learned decays move its accumulators, Celo2's steps have RMS
+``step_mult`` per tensor, RNNMLPLOpt's validation updates touch only the validation-loss
+statistics.
+"""
+
+from __future__ import annotations
+
+import flax.serialization
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from learnopt.learned_optimizers import (
+    adafac_mlp_lopt,
+    adafac_nominal,
+    celo2,
+    common,
+    convert,
+    hyper_v2,
+    nn_adam,
+    rnn_mlp_lopt,
+)
+
+
+def _shapes(lopt):
+    return jax.tree_util.tree_map(
+        lambda x: tuple(x.shape), jax.eval_shape(lopt.init, jax.random.PRNGKey(0))
+    )
+
+
+def _params(seed):
+    rng = np.random.default_rng(seed)
+    return {
+        "w": jnp.asarray(rng.standard_normal((5, 3)), jnp.float32),
+        "b": jnp.asarray(rng.standard_normal(3), jnp.float32),
+        "s": jnp.asarray(rng.standard_normal(()), jnp.float32),
+    }
+
+
+def test_theta_layouts_match_the_library():
+    # AdafacMLPLOpt: 28 normalized features + 11 time features, MLP 39-4-4-2.
+    shapes = _shapes(adafac_mlp_lopt.AdafacMLPLOpt())
+    assert shapes["nn"]["~"]["w0"] == (39, 4) and shapes["nn"]["~"]["w2"] == (4, 2)
+    assert shapes["momentum_decays"] == (3,) and shapes["rms_decays"] == (1,)
+    assert _shapes(adafac_nominal.MLPNomLOpt())["nn"]["~"]["w2"] == (4, 4)
+    # RNNMLPLOpt: LSTM on 18 + 18 + 16 inputs, MLP on 37 + 17 inputs.
+    shapes = _shapes(rnn_mlp_lopt.RNNMLPLOpt())
+    assert shapes["rnn_params"]["rnn/linear"]["w"] == (52 + 64, 4 * 64)
+    assert shapes["ffmod_params"]["mlp/~/linear_0"]["w"] == (54, 32)
+    assert shapes["ffmod_params"]["mlp/~/linear_2"]["w"] == (32, 18)
+    assert shapes["lstm_init_state"] == common.LSTMState((1, 64), (1, 64))
+    # NNAdam: LSTM on 19 inputs (hidden 32), zero-initialized 4 controls.
+    shapes = _shapes(nn_adam.NNAdam())
+    assert shapes["rnn_params"]["rnn/linear"]["w"] == (19 + 32, 128)
+    assert shapes["rnn_to_controls_params"]["rnn_to_controls"]["w"] == (32, 4)
+    # HyperV2 as VeLO: LSTM 512, 256 MLPs in the bank, 30 LSTM inputs, 14 feature groups.
+    velo = hyper_v2.HyperV2(lstm_hidden_size=512, param_inits=256)
+    shapes = _shapes(velo)
+    rnn = shapes["rnn_params"]
+    assert set(rnn) == {
+        "linear",
+        "linear_1",
+        "linear_2",
+        "rnn/linear",
+        "rnn_to_controls",
+        "step_size",
+    }
+    assert rnn["linear_2"]["w"] == (30, 512) and rnn["rnn/linear"]["w"] == (1024, 2048)
+    assert rnn["rnn_to_controls"]["w"] == (512, 256) and rnn["step_size"]["w"] == (512, 1)
+    stack = shapes["ff_mod_stack"]["~"]
+    assert len([k for k in stack if k.startswith("w0__")]) == 14
+    assert sum(stack[f"w0__{i}"][1] for i in range(14)) == 30
+    assert stack["w0__3"] == (256, 3, 4) and stack["w2"] == (256, 4, 3)
+    # Celo2: the same 14 groups, hidden 8, 3 outputs.
+    stack = _shapes(celo2.Celo2())["ff_mod_stack"]["~"]
+    assert stack["w0__0"] == (1, 8) and stack["w2"] == (8, 3)
+
+
+def test_nnadam_at_its_initial_theta_is_the_documented_adam_variant():
+    lopt = nn_adam.NNAdam(initial_learning_rate=1e-2, initial_epsilon=1e-3)
+    theta = lopt.init(jax.random.PRNGKey(0))
+    params = _params(0)
+    grads = [_params(i + 1) for i in range(3)]
+
+    @jax.jit
+    def run(params, grads):
+        opt = lopt.opt_fn(theta)
+        state = opt.init(params, num_steps=10)
+        for g in grads:
+            state = opt.update(state, g, loss=jnp.float32(1.0))
+        return state
+
+    state = run(params, grads)
+    lr, b1, b2, eps = 1e-2, 0.9, 0.999, 1e-3
+    for k in params:
+        p, m, v = np.float64(params[k]), 0.0, 0.0
+        for g in grads:
+            g = np.float64(g[k])
+            m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g**2
+            p = p - lr * (1 + eps) / (eps + np.sqrt(v + 1e-10)) * m
+        np.testing.assert_allclose(np.asarray(state.params[k]), p, rtol=2e-5, atol=1e-6)
+        # Zero-initialized controls: the per-tensor hyperparameters have not moved.
+        np.testing.assert_allclose(float(state.per_layer_lr[k]), 0.1 * np.log(lr), rtol=1e-5)
+
+
+def test_nominal_term_is_preconditioned_aggmo():
+    lopt = adafac_nominal.MLPNomLOpt(step_mult=0.0, nominal_stepsize=0.1, exp_mult=(0, 0, 0))
+    theta = lopt.init(jax.random.PRNGKey(0))
+    params, grads = _params(0), _params(1)
+    new = jax.jit(lambda p, g: lopt.opt_fn(theta).update(lopt.opt_fn(theta).init(p), g))(
+        params, grads
+    )
+    for k in params:
+        g = np.float64(grads[k])
+        m = (1 - np.array([0.9, 0.99, 0.999])) * g[..., None]
+        v = (1 - 0.999) * g**2
+        g_est = np.mean(m / np.sqrt(v[..., None] + 1e-6), axis=-1)
+        np.testing.assert_allclose(
+            np.asarray(new.params[k]), np.float64(params[k]) - 0.1 * g_est, rtol=1e-4
+        )
+
+
+def test_adafac_learned_decay_offsets_move_the_accumulators():
+    lopt = adafac_mlp_lopt.AdafacMLPLOpt()
+    theta = lopt.init(jax.random.PRNGKey(0))
+    theta = {**theta, "momentum_decays": jnp.asarray([0.05, 0.0, -0.05], jnp.float32)}
+    params, grads = _params(0), _params(1)
+    opt = lopt.opt_fn(theta)
+    state = jax.jit(lambda p, g: opt.update(opt.init(p), g))(params, grads)
+    decays = 1 - (1 - np.array([0.9, 0.99, 0.999])) * np.exp(10 * np.array([0.05, 0.0, -0.05]))
+    expected = (1 - decays) * np.float64(grads["w"])[..., None]
+    np.testing.assert_allclose(np.asarray(state.mom_rolling.m["w"]), expected, rtol=1e-4)
+
+
+def test_celo2_steps_have_rms_step_mult_per_tensor():
+    lopt = celo2.Celo2(step_mult=0.01)
+    theta = lopt.init(jax.random.PRNGKey(0))
+    params = {"w": _params(0)["w"], "b": _params(0)["b"]}
+    grads = {"w": 1e-6 * _params(1)["w"], "b": 1e3 * _params(1)["b"]}  # any gradient scale
+    opt = lopt.opt_fn(theta)
+    state = jax.jit(lambda p, g: opt.update(opt.init(p), g))(params, grads)
+    for k in params:
+        step = np.asarray(state.params[k], np.float64) - np.float64(params[k])
+        # (Slightly below: the normalizer has 1e-5 inside its square root.)
+        np.testing.assert_allclose(np.sqrt(np.mean(step**2)), 0.01, rtol=5e-2)
+
+
+def test_newton_schulz_orthogonalizes():
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((6, 4)), jnp.float32)
+    y = np.asarray(celo2.newton_schulz(x), np.float64)
+    singular = np.linalg.svd(y, compute_uv=False)
+    assert np.all((singular > 0.6) & (singular < 1.3)), singular  # Muon's iteration band
+    assert celo2.newton_schulz(x.T).shape == (4, 6)
+    grad = jax.grad(lambda z: jnp.sum(celo2.newton_schulz(z)))(jnp.zeros((3, 2)))
+    assert np.all(np.isfinite(np.asarray(grad)))
+
+
+def test_rnn_mlp_lopt_validation_loss_updates_only_its_statistics():
+    lopt = rnn_mlp_lopt.RNNMLPLOpt(hidden_size=4, lstm_hidden_size=4)
+    opt = lopt.opt_fn(lopt.init(jax.random.PRNGKey(0)))
+    params = _params(0)
+    state = opt.init(params)
+    valid = opt.update(state, params, loss=jnp.float32(2.0), is_valid=True)
+    assert int(valid.iteration) == 1 and int(valid.valid_loss_accum.updates) == 1
+    np.testing.assert_allclose(float(valid.valid_loss_accum.mean), 0.05 * 2.0, rtol=1e-6)
+    for a, b in zip(
+        jax.tree_util.tree_leaves(valid.params), jax.tree_util.tree_leaves(params), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(ValueError, match="needs the training loss"):
+        opt.update(state, params)
+
+
+def test_library_lstm_checkpoint_formats_load(tmp_path):
+    """NNAdam theta written with a Haiku LSTMState (current and pre-2022 flax formats)."""
+    lopt = nn_adam.NNAdam()
+    theta = jax.tree_util.tree_map(np.asarray, lopt.init(jax.random.PRNGKey(3)))
+    state = flax.serialization.to_state_dict(theta)
+    hidden, cell = theta["lstm_init_state"]
+    old = dict(state)  # flax < 0.4 wrote named tuples as name / fields / values
+    old["lstm_init_state"] = {
+        "name": "LSTMState",
+        "fields": {"0": "hidden", "1": "cell"},
+        "values": {"0": hidden, "1": cell},
+    }
+    for i, tree in enumerate((state, old)):
+        path = tmp_path / f"params{i}"
+        path.write_bytes(
+            flax.serialization.msgpack_serialize({"params": tree, "gen_id": "", "step": 1})
+        )
+        loaded = convert.load_library_theta(path, lopt)
+        assert isinstance(loaded["lstm_init_state"], common.LSTMState)
+        for a, b in zip(
+            jax.tree_util.tree_leaves(loaded), jax.tree_util.tree_leaves(theta), strict=True
+        ):
+            np.testing.assert_array_equal(np.asarray(a), b)

@@ -1,0 +1,308 @@
+"""Conformance sweep over every registered learned optimizer (``lopt_base.LOPTS``).
+
+Registering a learned optimizer adds it to every test here (and to the dtype sweep of
+``tests/test_conformance.py``, which checks one compile per jitted step and scan in six
+dtype cases at the initial theta). Per architecture, with the small constructor
+arguments of ``SMALL`` (unknown names use their defaults):
+
+* meta-gradients of a 20-step unrolled meta-loss w.r.t. theta are finite, for an
+  ordinary problem, a problem with one exactly-zero parameter tensor whose gradient is
+  exactly zero at every step, and a problem whose gradients are all exactly zero;
+* at the initial theta the optimizer is safe: the first steps are finite and small
+  (learned MLPs start near a zero step, scaled by their ``step_mult``), and the
+  architectures whose initial theta *is* a hand-designed optimizer (``DESCENDS``:
+  the ``Learnable*`` ones, NNAdam = Adam at lr 1e-4) decrease the loss at every step;
+* theta round-trips through a theta file (``checkpoints.save_theta`` / ``load_theta``
+  with and without a target) and the loaded theta gives the same update;
+* ``lopt.as_optax(theta)`` works inside ``optax.chain(..., optax.add_decayed_weights)``
+  with the loss passed as ``value``, and matches ``opt.update`` plus the decay;
+* truncated PES meta-training (a few dozen outer steps on a family of random quadratics)
+  lowers the meta-loss, evaluated on fixed held-out tasks.
+
+Everything for one architecture shares one module-scoped fixture (three compiled
+programs: the unrolled meta-loss with its gradient, the optax step, the PES step).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from learnopt import checkpoints
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.optimizers import base as opt_base
+from learnopt.outer_trainers import gradient_learner, truncated_pes
+from learnopt.outer_trainers import lopt_truncated_step as lts
+from learnopt.outer_trainers import truncation_schedule as tsched
+from learnopt.tasks import base as tasks_base
+
+#: Small constructor arguments per architecture (fast to compile and run). Step scales
+#: are raised so that a short meta-training run can move the inner losses.
+SMALL = {
+    "LearnableSGD": dict(initial_lr=1e-2),
+    "LearnableSGDM": dict(initial_lr=1e-2),
+    "LearnableAdam": dict(initial_lr=1e-2),
+    "MLPLOpt": dict(hidden_size=8, step_mult=0.03, exp_mult=0.1),
+    "AdafacMLPLOpt": dict(hidden_size=4, step_mult=0.03, exp_mult=0.1),
+    "MLPNomLOpt": dict(
+        hidden_size=4, step_mult=0.03, exp_mult=(0.1, 0.1, 0.1), nominal_stepsize=0.01
+    ),
+    "RNNMLPLOpt": dict(
+        hidden_size=8, lstm_hidden_size=8, from_mlp_size=4, from_lstm_size=4, lstm_to_ff=4,
+        step_multiplier=0.03, magnitude_rate=0.1,
+    ),
+    "NNAdam": dict(initial_learning_rate=1e-3),
+    # VeLO's 100 * mean_i c_i W_i mixing needs many inits to start with small steps.
+    "HyperV2": dict(lstm_hidden_size=8, param_inits=64),
+    "Celo2": dict(ff_hidden_size=4, step_mult=0.03),
+}  # fmt: skip
+#: Architectures whose initial theta is a hand-designed optimizer (descent expected).
+DESCENDS = {"LearnableSGD", "LearnableSGDM", "LearnableAdam", "NNAdam"}
+
+NAMES = lopt_base.registered_learned_optimizers()
+INNER_STEPS = 20  # length of an inner run (meta-training and evaluation)
+OUTER_STEPS = 60
+# XLA options that only make CPU compilation faster (compile time dominates here).
+FAST = (
+    {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+    if jax.default_backend() == "cpu"
+    else None
+)
+
+
+# ----------------------------------------------------------------------------- the tasks
+
+
+class _Quadratic(tasks_base.Task):
+    """``0.5 * c * ||x - target||^2`` over a matrix, a vector and a scalar."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    def init(self, key):
+        k1, k2 = jax.random.split(key)
+        return {
+            "w": jax.random.normal(k1, (4, 3), jnp.float32),
+            "b": jnp.zeros((3,), jnp.float32),
+            "s": jax.random.normal(k2, (), jnp.float32),
+        }
+
+    def loss(self, params, key, data):
+        c = self.cfg
+        sq = sum(
+            jnp.sum(jnp.square(params[k] - c["target"][k])) for k in ("w", "b", "s")
+        )  # fmt: skip
+        return 0.5 * c["scale"] * sq
+
+
+class _QuadraticFamily(tasks_base.TaskFamily):
+    """Random targets and a log-uniform curvature in [0.3, 3]."""
+
+    def sample(self, key):
+        k = jax.random.split(key, 4)
+        return {
+            "target": {
+                "w": jax.random.normal(k[0], (4, 3)),
+                "b": jax.random.normal(k[1], (3,)),
+                "s": jax.random.normal(k[2], ()),
+            },
+            "scale": jnp.exp(jax.random.uniform(k[3], (), minval=np.log(0.3), maxval=np.log(3))),
+        }
+
+    def task_fn(self, cfg):
+        return _Quadratic(cfg)
+
+
+FAMILY = _QuadraticFamily()
+
+
+def _unrolled_losses(lopt, theta, cfg, key, mask, steps):
+    """Losses of ``steps`` updates from a fresh init; ``mask`` multiplies the gradients.
+
+    Also returns, per step, the largest change of any parameter.
+    """
+    task = FAMILY.task_fn(cfg)
+    params = task.init(key)
+    params = jax.tree_util.tree_map(lambda p, m: p * m, params, mask)  # zero-grad leaves at 0
+    opt = lopt.opt_fn(theta, is_training=True)
+    state = opt.init(params, num_steps=INNER_STEPS)
+
+    def body(state, _):
+        params = opt.get_params(state)
+        loss, grads = jax.value_and_grad(task.loss)(params, key, None)
+        grads = jax.tree_util.tree_map(lambda g, m: g * m, grads, mask)
+        state = opt.update(state, grads, loss=loss)
+        moved = jax.tree_util.tree_map(
+            lambda a, b: jnp.max(jnp.abs(a - b)), opt.get_params(state), params
+        )
+        return state, (loss, jnp.max(jnp.stack(jax.tree_util.tree_leaves(moved))))
+
+    _, (losses, moved) = jax.lax.scan(body, state, None, length=steps)
+    return losses, moved
+
+
+def _masks():
+    """Three gradient masks: none, leaf ``b`` always zero, every gradient zero."""
+    ones = {"w": np.ones((4, 3), np.float32), "b": np.ones(3, np.float32), "s": np.float32(1)}
+    zero_b = {**ones, "b": np.zeros(3, np.float32)}
+    zeros = jax.tree_util.tree_map(np.zeros_like, ones)
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), ones, zero_b, zeros)
+
+
+class _Case:
+    """One architecture: its learned optimizer, initial theta and compiled programs."""
+
+    def __init__(self, name):
+        self.name = name
+        self.lopt = lopt_base.get_learned_optimizer(name, **SMALL.get(name, {}))
+        self.theta = self.lopt.init(jax.random.PRNGKey(0))
+        cfg_keys = jax.random.split(jax.random.PRNGKey(123), 3)
+        self.cfgs = jax.vmap(FAMILY.sample)(cfg_keys)
+        self.init_keys = jax.random.split(jax.random.PRNGKey(7), 3)
+        lopt = self.lopt
+
+        def meta_loss(theta, cfg, key, mask):
+            losses, moved = _unrolled_losses(lopt, theta, cfg, key, mask, INNER_STEPS)
+            return jnp.mean(losses), (losses, moved)
+
+        grad_fn = jax.value_and_grad(meta_loss, has_aux=True)
+        # One program: value, meta-gradient and loss curves for each of the 3 cases.
+        self.meta = jax.jit(jax.vmap(grad_fn, in_axes=(None, 0, 0, 0)), compiler_options=FAST)
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def case(request):
+    return _Case(request.param)
+
+
+def _finite(tree):
+    return all(
+        np.all(np.isfinite(np.asarray(x, np.float64))) for x in jax.tree_util.tree_leaves(tree)
+    )
+
+
+def _sq_norm(tree, axis0=False):
+    leaves = [np.asarray(x, np.float64) for x in jax.tree_util.tree_leaves(tree)]
+    if axis0:
+        return sum(np.sum(np.square(x), axis=tuple(range(1, x.ndim))) for x in leaves)
+    return sum(np.sum(np.square(x)) for x in leaves)
+
+
+# ------------------------------------------------------------------------------ the tests
+
+
+def test_every_registered_architecture_is_covered():
+    assert {"MLPLOpt", "AdafacMLPLOpt", "MLPNomLOpt", "RNNMLPLOpt", "NNAdam", "HyperV2"} <= set(
+        NAMES
+    )
+    assert "Celo2" in NAMES  # a recent compute-efficient design the library does not have
+    for name in NAMES:
+        doc = lopt_base.LOPTS.constructor(name).__doc__ or ""
+        assert doc.strip(), f"{name} has no docstring"
+
+
+def test_meta_gradients_are_finite_even_with_exactly_zero_gradients(case):
+    (values, (losses, _)), grads = case.meta(case.theta, case.cfgs, case.init_keys, _masks())
+    assert _finite(values) and _finite(losses)
+    assert _finite(grads), f"{case.name}: non-finite meta-gradient"
+    sq = _sq_norm(grads, axis0=True)
+    assert sq[0] > 0, f"{case.name}: zero meta-gradient on an ordinary problem"
+    assert sq[1] > 0
+
+
+def test_initial_theta_steps_are_safe_and_hand_designed_ones_descend(case):
+    (_, (losses, moved)), _ = case.meta(case.theta, case.cfgs, case.init_keys, _masks())
+    losses, moved = np.asarray(losses), np.asarray(moved)
+    assert np.all(np.isfinite(losses))
+    # At the initial theta no step is large (learned MLPs start near a zero step);
+    # the quadratics' parameters are O(1) from their targets.
+    assert moved.max() < 1.0, f"{case.name}: a step moved a parameter by {moved.max()}"
+    if case.name in DESCENDS:
+        assert np.all(np.diff(losses[0]) < 0), f"{case.name}: {losses[0]}"
+
+
+def test_theta_round_trips_through_a_theta_file(case, tmp_path):
+    theta = jax.tree_util.tree_map(lambda t: t + 0.01, case.theta)
+    path = checkpoints.save_theta(tmp_path / "theta.msgpack", theta)
+    restored = checkpoints.load_theta(path, target=case.lopt.init(jax.random.PRNGKey(1)))
+    assert jax.tree_util.tree_structure(restored) == jax.tree_util.tree_structure(theta)
+    for a, b in zip(
+        jax.tree_util.tree_leaves(restored), jax.tree_util.tree_leaves(theta), strict=True
+    ):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # Without a target the state dict comes back (nested dicts, LSTM states as
+    # {"hidden", "cell"}): opt_fn accepts it and its update traces (no compile needed).
+    plain = checkpoints.load_theta(path)
+    opt = case.lopt.opt_fn(plain)
+    params = FAMILY.task_fn(jax.tree_util.tree_map(lambda x: x[0], case.cfgs)).init(
+        jax.random.PRNGKey(0)
+    )
+    state = jax.eval_shape(opt.init, params)
+    out = jax.eval_shape(lambda s: opt.update(s, s.params, loss=jnp.float32(1.0)), state)
+    assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(state)
+
+
+def test_as_optax_in_an_optax_chain_with_weight_decay(case):
+    wd = 0.1
+    theta = case.theta
+    opt = case.lopt.opt_fn(theta)
+    tx = optax.chain(case.lopt.as_optax(theta), optax.add_decayed_weights(wd))
+    task = FAMILY.task_fn(jax.tree_util.tree_map(lambda x: x[0], case.cfgs))
+    params = task.init(jax.random.PRNGKey(3))
+
+    @functools.partial(jax.jit, compiler_options=FAST)
+    def step(params, tx_state, ref_state):
+        loss, grads = jax.value_and_grad(task.loss)(params, None, None)
+        updates, tx_state = tx.update(grads, tx_state, params, value=loss)
+        # What the chain should give: the learned step, then + wd * params.
+        ref_state = opt.update(ref_state.replace(params=params), grads, loss=loss)
+        expected = jax.tree_util.tree_map(
+            lambda n, p: n - p + wd * p, opt.get_params(ref_state), params
+        )
+        return optax.apply_updates(params, updates), tx_state, ref_state, updates, expected
+
+    tx_state, ref_state = tx.init(params), opt.init(params)
+    for _ in range(3):
+        params, tx_state, ref_state, updates, expected = step(params, tx_state, ref_state)
+        for u, e in zip(
+            jax.tree_util.tree_leaves(updates), jax.tree_util.tree_leaves(expected), strict=True
+        ):
+            np.testing.assert_allclose(np.asarray(u), np.asarray(e), rtol=1e-4, atol=1e-6)
+    assert _finite(params)
+
+
+def test_truncated_pes_meta_training_lowers_the_meta_loss(case):
+    lopt = case.lopt
+    step = lts.VectorizedLOptTruncatedStep(
+        FAMILY,
+        lopt,
+        tsched.ConstantTruncationSchedule(INNER_STEPS),
+        num_tasks=4,
+        random_initial_iteration_offset=INNER_STEPS,
+    )
+    est = truncated_pes.TruncatedPES(step, 4, std=0.01)  # trunc_length 4
+    learner = gradient_learner.SingleMachineGradientLearner(
+        lopt, [est], opt_base.Adam(1e-2), max_grad_norm=1.0
+    )
+    state = learner.init(jax.random.PRNGKey(0))
+
+    masks = _masks()
+    eval_masks = jax.tree_util.tree_map(lambda m: jnp.stack([m[0]] * 3), masks)
+
+    def evaluate(theta):
+        (values, _), _ = case.meta(theta, case.cfgs, case.init_keys, eval_masks)
+        return float(np.mean(np.asarray(values)))
+
+    before = evaluate(learner.get_theta(state))
+    for key in jax.random.split(jax.random.PRNGKey(1), OUTER_STEPS):
+        state, _, _ = learner.update(state, key)
+    theta = learner.get_theta(state)
+    after = evaluate(theta)
+    assert _finite(theta)
+    assert after < 0.97 * before, f"{case.name}: meta-loss {before:.4f} -> {after:.4f}"
