@@ -1,15 +1,16 @@
 """Per-step cost of each learned optimizer architecture relative to ``optax.adam``.
 
-    python benchmarks/bench_lopt_cost.py [--steps 50] [--trials 5] [--lopts MLPLOpt HyperV2]
+    python benchmarks/bench_lopt_cost.py [--steps 20] [--trials 5] [--lopts MLPLOpt HyperV2]
 
 The model is an MLP 784-512-512-512-10 (932,362 parameters in 8 tensors). For every
 registered learned optimizer (default constructor arguments, initial theta) it times the
 jitted ``opt.update(state, grads, loss=loss)`` alone (fixed gradients and loss, no
 forward/backward pass), and in the same process the jitted optax step
 ``tx.update(grads, state, params)`` + ``optax.apply_updates`` of ``optax.adam(1e-3)``.
-Trials interleave the two; each trial runs ``--steps`` calls on its own output and
-blocks at the end. Prints the median ms per step of both, their ratio, the optimizer
-state's floats per parameter (accumulators only) and the compile time.
+Trials interleave the two; each trial repeats ``--steps`` calls on its own output
+(blocking after them) until ``--min-seconds`` have passed. Prints the median ms per
+step of both, their ratio, the optimizer state's floats per parameter (accumulators
+only) and the compile time.
 """
 
 from __future__ import annotations
@@ -37,13 +38,17 @@ def _mlp_params(key: jax.Array) -> dict[str, jax.Array]:
     return params
 
 
-def _time(step, carry, steps: int) -> float:
-    """Seconds per call of ``carry = step(*carry)`` over ``steps`` calls."""
-    start = time.perf_counter()
-    for _ in range(steps):
-        carry = step(*carry)
-    jax.block_until_ready(carry)
-    return (time.perf_counter() - start) / steps
+def _time(step, carry, steps: int, min_seconds: float) -> float:
+    """Seconds per call of ``carry = step(*carry)`` (``steps`` calls, repeated ``min_seconds``)."""
+    calls, start = 0, time.perf_counter()
+    while True:
+        for _ in range(steps):
+            carry = step(*carry)
+        jax.block_until_ready(carry)
+        calls += steps
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            return elapsed / calls
 
 
 def _state_floats(state, params) -> float:
@@ -60,8 +65,9 @@ def _state_floats(state, params) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=50, help="calls per timed trial")
+    parser.add_argument("--steps", type=int, default=20, help="calls between blocks")
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--min-seconds", type=float, default=0.5, help="per trial and side")
     parser.add_argument("--lopts", nargs="*", default=None, help="default: all registered")
     args = parser.parse_args()
 
@@ -102,8 +108,8 @@ def main() -> None:
         jax.block_until_ready(step(state))
         lopt_times, adam_times = [], []
         for _ in range(args.trials):
-            lopt_times.append(_time(step, (state,), args.steps))
-            adam_times.append(_time(adam_step, adam_carry, args.steps))
+            lopt_times.append(_time(step, (state,), args.steps, args.min_seconds))
+            adam_times.append(_time(adam_step, adam_carry, args.steps, args.min_seconds))
         lo, ad = statistics.median(lopt_times), statistics.median(adam_times)
         rows.append((name, lo * 1e3, ad * 1e3, lo / ad, _state_floats(state, params), compile_s))
         print(f"  {name}: {lo * 1e3:.2f} ms vs adam {ad * 1e3:.2f} ms", flush=True)
