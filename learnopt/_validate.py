@@ -5,9 +5,9 @@ value) with one message format: ``"<name> must be <what is expected>, got <value
 Checks return the value normalized (a Python ``int``/``float``) so callers can write
 ``self.lr = _validate.positive_float("learning_rate", learning_rate)``.
 
-Hyperparameters that are traced (inside ``jit``/``grad``, e.g. a learned optimizer's
-``exp(theta["log_lr"])``) cannot be inspected and pass through unchanged; concrete arrays
-are checked element-wise. Nothing here imports more than numpy and JAX.
+Hyperparameters that are JAX arrays (traced inside ``jit``/``grad``, or computed, e.g. a
+learned optimizer's ``exp(theta["log_lr"])``) pass through unchecked; Python numbers and
+numpy arrays are checked (element-wise). Nothing here imports more than numpy and JAX.
 """
 
 from __future__ import annotations
@@ -82,17 +82,22 @@ def non_negative_int(name: str, value: Any) -> int:
 
 
 def _concrete(name: str, value: Any) -> np.ndarray | None:
-    """``value`` as a float64 array, or None if it is traced."""
-    if _is_traced(value):
+    """``value`` as a float64 array, or None for a JAX array (traced or computed on device,
+    e.g. a learned optimizer's ``exp(theta)``: checking it would cost a device sync)."""
+    if isinstance(value, jax.Array) or _is_traced(value):
         return None
-    if isinstance(value, bool | np.bool_) or isinstance(value, str | bytes):
+    if isinstance(value, bool | np.bool_) or not isinstance(
+        value, numbers.Real | np.number | np.ndarray
+    ):
         raise TypeError(f"{name} must be a real number, got {_show(value)}")
     try:
         arr = np.asarray(value)
     except Exception:
         raise TypeError(f"{name} must be a real number, got {_show(value)}") from None
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or arr.dtype.name == "bfloat16"
+    if (
+        arr.size == 0
+        or arr.dtype == object
+        or not (np.issubdtype(arr.dtype, np.number) or arr.dtype.name == "bfloat16")
     ):
         raise TypeError(f"{name} must be a real number, got {_show(value)}")
     if np.issubdtype(arr.dtype, np.complexfloating):
@@ -134,7 +139,7 @@ def real(
     if high is not None:
         ok &= (arr < high) if high_open else (arr <= high)
     if not np.all(ok):
-        shown = _show(value if np.ndim(value) else float(arr))
+        shown = _show(value)
         raise ValueError(f"{name} must be {what}, got {shown}")
     if isinstance(value, numbers.Real | np.number) and np.ndim(value) == 0:
         return float(arr)
@@ -246,11 +251,11 @@ def float_images(name: str, images: Any) -> Any:
 
 
 def labels_in_range(name: str, labels: Any, num_classes: int) -> Any:
-    """Integer class labels in ``[0, num_classes)``; values checked when concrete."""
+    """Integer class labels in ``[0, num_classes)``; values checked for numpy arrays."""
     dtype = jnp.result_type(labels)
     if not jnp.issubdtype(dtype, jnp.integer):
         raise TypeError(f"{name} must be integer class labels, got {np.dtype(dtype).name}")
-    if not _is_traced(labels):
+    if not isinstance(labels, jax.Array):  # numpy: checked; device arrays: not synced
         arr = np.asarray(labels)
         if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
             raise ValueError(

@@ -164,7 +164,7 @@ def load_state(path: str | os.PathLike, state: T) -> T:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no state checkpoint at {path}")
-    raw = flax.serialization.msgpack_restore(path.read_bytes())
+    raw = _msgpack_file(path)
     try:
         restored = flax.serialization.from_state_dict(state, raw)
     except (KeyError, ValueError, TypeError) as e:
@@ -196,7 +196,26 @@ def load_theta(path: str | os.PathLike, target: PyTree | None = None) -> PyTree:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no theta checkpoint at {path}")
+    _msgpack_file(path)  # a clear error for a corrupted or truncated file
+    if target is not None:
+        from learnopt import _validate
+
+        raw = theta_from_bytes(path.read_bytes())
+        expected = flax.serialization.to_state_dict(target)
+        if isinstance(expected, dict) and isinstance(raw, dict):
+            _validate.theta_like(f"the theta in {path}", raw, expected, "the target")
     return theta_from_bytes(path.read_bytes(), target)
+
+
+def _msgpack_file(path: Path) -> Any:
+    """The msgpack state dict in ``path``; ``ValueError`` naming the file if it is not one."""
+    data = path.read_bytes()
+    try:
+        return flax.serialization.msgpack_restore(data)
+    except Exception as e:  # msgpack raises several types for corrupted bytes
+        raise ValueError(
+            f"{path} is not a msgpack checkpoint (corrupted or truncated? {type(e).__name__}: {e})"
+        ) from None
 
 
 # ----------------------------------------------------------- whole-run checkpoints (Orbax)
@@ -477,6 +496,12 @@ class RunCheckpointer:
         if self._manager is not None:
             self._manager.close()
             self._manager = None
+
+    def __enter__(self) -> RunCheckpointer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def _one_line(error: BaseException) -> str:

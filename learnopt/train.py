@@ -897,7 +897,14 @@ def meta_train(
         _validate.writable_dir("out_dir", out)
         _clean_temporaries(out)
     run = _Run(learner, settings, options, custom, out, resume, callbacks, progress)
-    run.start()
+    try:
+        run.start()
+    except BaseException:
+        if run.ckpt is not None:
+            run.ckpt.close()
+        if run.metrics_file is not None:
+            run.metrics_file.close()
+        raise
     run.loop(handle_signals)
     return run.finish(plots)
 

@@ -212,8 +212,8 @@ def test_full_disk_during_a_checkpoint_write(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == f"learnopt meta-train: {result.message}"
     assert [p.name for p in (out / "checkpoints").iterdir()] == ["step_00000001"]
-    ck = checkpoints.RunCheckpointer(out / "checkpoints")
-    state, meta = ck.restore(result.state)
+    with checkpoints.RunCheckpointer(out / "checkpoints") as ck:
+        state, meta = ck.restore(result.state)
     assert meta["step"] == 1 and int(state.outer_iteration) == 1
     theta = checkpoints.load_theta(out / "theta.msgpack")
     np.testing.assert_array_equal(theta["log_lr"], state.theta_opt_state.params["log_lr"])

@@ -87,7 +87,8 @@ def test_walkthrough_stopped_by_sigint_resumes_bit_identically(run, tmp_path):
     assert first["status"] == "interrupted" and first["step"] == 8
     assert first["checkpoint"] == str(out / "checkpoints" / "step_00000008")
     # The data stream's position is in the checkpoint.
-    meta = checkpoints.RunCheckpointer(out / "checkpoints").read_meta(8)
+    with checkpoints.RunCheckpointer(out / "checkpoints") as ck:
+        meta = ck.read_meta(8)
     assert meta["data"][0]["train"]["position"] == first["position"] > 0
     resumed = run(out, resume=True)
     assert resumed["status"] == "completed" and resumed["step"] == WALKTHROUGH["steps"]

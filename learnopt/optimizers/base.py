@@ -55,6 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from learnopt import _validate
 from learnopt.canonical import compute_dtype, leaf_compute_dtype, settle_dtypes
 from learnopt.optimizers import _eager
 from learnopt.registry import Registry
@@ -441,6 +442,7 @@ class SGD(Optimizer):
     """
 
     def __init__(self, learning_rate: float = 0.01):
+        _validate.positive_float("learning_rate", learning_rate)
         self.learning_rate = learning_rate
 
     def init(self, params, model_state=None, num_steps=None, key=None):
@@ -483,6 +485,8 @@ class SGDM(Optimizer):
     """
 
     def __init__(self, learning_rate: float = 0.01, momentum: float = 0.9):
+        _validate.positive_float("learning_rate", learning_rate)
+        _validate.unit_interval("momentum", momentum)
         self.learning_rate = learning_rate
         self.momentum = momentum
 
@@ -619,6 +623,17 @@ class Adam(Optimizer):
         one_minus_beta1: Any = None,
         one_minus_beta2: Any = None,
     ):
+        _validate.positive_float("learning_rate", learning_rate)
+        _validate.unit_interval("beta1", beta1)
+        _validate.unit_interval("beta2", beta2)
+        _validate.non_negative_float("epsilon", epsilon)
+        _validate.non_negative_float("epsilon_root", epsilon_root)
+        for name, omb in (
+            ("one_minus_beta1", one_minus_beta1),
+            ("one_minus_beta2", one_minus_beta2),
+        ):
+            if omb is not None:
+                _validate.real(name, omb, low=0.0, high=1.0, low_open=True)
         self.learning_rate = learning_rate
         self.beta1 = beta1
         self.beta2 = beta2
@@ -716,6 +731,12 @@ class AdamW(Optimizer):
         weight_decay: float = 1e-4,
         mask: Any = None,
     ):
+        _validate.positive_float("learning_rate", learning_rate)
+        _validate.unit_interval("b1", b1)
+        _validate.unit_interval("b2", b2)
+        _validate.non_negative_float("eps", eps)
+        _validate.non_negative_float("eps_root", eps_root)
+        _validate.non_negative_float("weight_decay", weight_decay)
         self.learning_rate = learning_rate
         self.b1 = b1
         self.b2 = b2
@@ -802,6 +823,10 @@ class RMSProp(Optimizer):
         momentum: float = 0.0,
         nesterov: bool = False,
     ):
+        _validate.positive_float("learning_rate", learning_rate)
+        _validate.unit_interval("decay", decay)
+        _validate.non_negative_float("epsilon", epsilon)
+        _validate.unit_interval("momentum", momentum)
         self.learning_rate = learning_rate
         self.decay = decay
         self.epsilon = epsilon
@@ -1053,6 +1078,7 @@ class GradientClipOptimizer(Optimizer):
 
     def __init__(self, opt: Optimizer, grad_clip: float = 3.0):
         _require_optimizer(opt, "GradientClipOptimizer's opt")
+        _validate.positive_float("grad_clip", grad_clip)
         self.opt = opt
         self.grad_clip = grad_clip
 

@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from learnopt import _validate
 from learnopt.outer_trainers import truncation_schedule as ts_mod
 from learnopt.outer_trainers.gradient_learner import (
     GradientEstimator,
@@ -295,10 +296,8 @@ class AntitheticEstimator(GradientEstimator):
         clip_loss_diff: float | None = None,
         sign_delta_loss_scalar: float | None = None,
     ):
-        if not std > 0:
-            raise ValueError(f"std must be > 0, got {std}")
-        if clip_loss_diff is not None and not clip_loss_diff > 0:
-            raise ValueError(f"clip_loss_diff must be None or > 0, got {clip_loss_diff}")
+        _validate.positive_float("std", std)
+        _validate.optional_positive_float("clip_loss_diff", clip_loss_diff)
         self.truncated_step = truncated_step
         self.std = float(std)
         self.stack_antithetic_samples = bool(stack_antithetic_samples)

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from learnopt import checkpoints
+from learnopt import _validate, checkpoints
 from learnopt.canonical import settle_dtypes
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
@@ -608,8 +608,9 @@ class GradientLearner:
         num_steps: int | None = None,
         max_grad_norm: float | None = None,
     ):
-        if max_grad_norm is not None and not max_grad_norm > 0:
-            raise ValueError(f"max_grad_norm must be None or > 0, got {max_grad_norm}")
+        _validate.optional_positive_float("max_grad_norm", max_grad_norm)
+        if num_steps is not None:
+            _validate.positive_int("num_steps", num_steps)
         _check_path("init_theta_from_path", init_theta_from_path)
         _check_path("init_outer_state_from_path", init_outer_state_from_path)
         self._lopt = lopt
@@ -866,6 +867,7 @@ class SingleMachineGradientLearner:
         The state is settled to the dtypes that :meth:`update` produces, so the jitted
         update compiles exactly once.
         """
+        _validate.prng_key("key", key)
         k_learner, k_est = jax.random.split(key)
         learner_state = self.gradient_learner.init(k_learner)
         weights = self.gradient_learner.get_state_for_worker(learner_state)
@@ -964,6 +966,7 @@ class SingleMachineGradientLearner:
         Metrics are cheap scalars computed inside the same program on every step, so
         ``with_metrics`` (kept for compatibility) never triggers a recompilation.
         """
+        _validate.prng_key("key", key)
         if not self._on_host:
             return self._update_jit(state, key, self.get_datas())
         k_worker, k_learner = jax.random.split(key)

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from learnopt import _validate
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.outer_trainers import truncation_schedule as ts
 from learnopt.tasks import base as tasks_base
@@ -152,13 +153,9 @@ class VectorizedLOptTruncatedStep:
                 "trunc_sched must be a learnopt TruncationSchedule (e.g. "
                 f"ConstantTruncationSchedule(100)), got {type(trunc_sched).__name__}"
             )
-        if int(num_tasks) < 1:
-            raise ValueError(f"num_tasks must be >= 1, got {num_tasks}")
-        if int(random_initial_iteration_offset) < 0:
-            raise ValueError(
-                "random_initial_iteration_offset must be >= 0, got "
-                f"{random_initial_iteration_offset}"
-            )
+        _validate.positive_int("num_tasks", num_tasks)
+        offset = random_initial_iteration_offset
+        _validate.non_negative_int("random_initial_iteration_offset", offset)
         if meta_loss_split not in META_LOSS_SPLITS:
             raise ValueError(
                 f"meta_loss_split must be one of {META_LOSS_SPLITS}, got {meta_loss_split!r}"
@@ -323,8 +320,11 @@ class VectorizedLOptTruncatedStep:
         """``(loss, model_state, aux)``; aux is computed only when the meta-loss needs it."""
         if self.meta_loss_with_aux_key is None:
             loss, model_state = task.loss_with_state(params, model_state, key, batch)
+            _validate.scalar_loss(f"the loss of task {task.name}", loss)
             return loss, model_state, None
-        return task.loss_with_state_and_aux(params, model_state, key, batch)
+        loss, model_state, aux = task.loss_with_state_and_aux(params, model_state, key, batch)
+        _validate.scalar_loss(f"the loss of task {task.name}", loss)
+        return loss, model_state, aux
 
     def _step_one(
         self,

@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from learnopt import _validate
+
 __all__ = [
     "TruncationSchedule",
     "ConstantTruncationState",
@@ -104,8 +106,7 @@ class ConstantTruncationSchedule(TruncationSchedule):
     """Every inner run lasts ``total_length`` steps."""
 
     def __init__(self, total_length: int):
-        if int(total_length) < 1:
-            raise ValueError(f"total_length must be >= 1, got {total_length}")
+        _validate.positive_int("total_length", total_length)
         self.total_length = int(total_length)
 
     def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:

@@ -51,6 +51,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from learnopt import _validate
 from learnopt.tasks.datasets import _sources
 from learnopt.tasks.datasets._sources import (
     ENV_DATA_DIR,
@@ -649,6 +650,15 @@ def datasets_from_arrays(
     size = _check_size(image_size, images0.shape[1:3])
     if num_classes is None:
         num_classes = int(max(np.max(np.asarray(lab)) for _, lab in splits.values())) + 1
+    for split, (images, labels) in splits.items():
+        _validate.labels_in_range(f"splits[{split!r}] labels", np.asarray(labels), num_classes)
+        images = np.asarray(images)
+        if np.issubdtype(images.dtype, np.floating) and images.size:
+            if not (np.all(np.isfinite(images)) and images.min() >= 0 and images.max() <= 1):
+                raise ValueError(
+                    f"splits[{split!r}] images must be uint8 pixels or floats in [0, 1], got "
+                    f"floats in [{images.min()}, {images.max()}]"
+                )
 
     def loader() -> dict[str, Arrays]:
         parts = {k: (np.asarray(x), np.asarray(y)) for k, (x, y) in splits.items()}

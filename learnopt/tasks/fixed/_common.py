@@ -24,6 +24,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from learnopt import _validate
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks.datasets import base as datasets_base
 
@@ -238,10 +239,12 @@ class ImageClassifierTask(FlaxModelTask):
         return self._module_fn()
 
     def model_input(self, batch: Batch) -> jax.Array:
-        return batch["image"]
+        return _validate.float_images(f"{self.name}: batch['image']", batch["image"])
 
     def loss_from_output(self, output: jax.Array, batch: Batch) -> jax.Array:
-        return jnp.mean(softmax_cross_entropy(output, batch["label"]))
+        labels = batch["label"]
+        _validate.labels_in_range(f"{self.name}: batch['label']", labels, self.num_classes)
+        return jnp.mean(softmax_cross_entropy(output, labels))
 
     def normalizer(self, loss: jax.Array) -> jax.Array:
         """Clips the loss to ``[0, 1.5 * log(num_classes)]``."""

@@ -61,6 +61,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from learnopt import _validate
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks.datasets import base as datasets_base
 
@@ -234,6 +235,8 @@ class ImageMLPTask(tasks_base.Task):
                 f"{self.name}: batch['label'] must have shape {image_shape[:-3]} to match "
                 f"batch['image'] {image_shape}, got {tuple(jnp.shape(label))}"
             )
+        _validate.float_images(f"{self.name}: batch['image']", image)
+        _validate.labels_in_range(f"{self.name}: batch['label']", label, self.num_classes)
         return image, label
 
     @staticmethod
