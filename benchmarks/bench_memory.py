@@ -34,6 +34,37 @@ def rss_mb() -> float:
     return float("nan")
 
 
+def paired_meta_loss(thetas: dict, runs: int = 512, horizon: int = 4, seed: int = 123) -> dict:
+    """The walkthrough's meta-loss (mean training loss of a fresh ``horizon``-step inner run)
+    of each theta, on the same ``runs`` inits and batches (common random numbers)."""
+    import jax
+    import jax.numpy as jnp
+
+    from learnopt.learned_optimizers import base as lopt_base
+    from learnopt.tasks import base as tasks_base
+
+    task = tasks_base.get_task("ImageMLP_Digits8_Relu32")
+    lopt = lopt_base.LearnableAdam()
+    batches = task.datasets.train.take(runs, horizon)  # a fresh stream: same for every theta
+    keys = jax.random.split(jax.random.PRNGKey(seed), runs)
+
+    @jax.jit
+    def meta_loss(theta):
+        def one(key, batch):
+            opt = lopt.opt_fn(theta)
+            state = opt.init(task.init(key))
+
+            def step(s, b):
+                loss, g = jax.value_and_grad(task.loss)(opt.get_params(s), None, b)
+                return opt.update(s, g, loss), loss
+
+            return jnp.mean(jax.lax.scan(step, state, batch)[1])
+
+        return jnp.mean(jax.vmap(one)(keys, batches))
+
+    return {name: float(meta_loss(theta)) for name, theta in thetas.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50_000)
@@ -83,6 +114,16 @@ def main(argv: list[str] | None = None) -> int:
         f"ratio last/2000: {np.nanmean(last) / np.nanmean(at_2000):.3f}"
     )
     print(f"skipped steps: {int(np.nansum(cols['skipped']))}; final theta finite: {finite}")
+    at = min(2000, len(loss)) - 1
+    thetas = {
+        f"step {at + 1}": {k: np.float32(cols[f"theta/{k}"][at]) for k in result.theta},
+        "final": {k: np.float32(v) for k, v in result.theta.items()},
+    }
+    paired = paired_meta_loss(thetas)
+    print(
+        "paired meta-loss (512 fresh 4-step runs on the same training batches): "
+        + ", ".join(f"{k}: {v:.4f}" for k, v in paired.items())
+    )
     print("final theta:", {k: float(v) for k, v in result.theta.items()})
     return 0 if result.ok and finite else 1
 
