@@ -423,6 +423,16 @@ def test_out_holding_a_run_is_refused_without_resume_or_overwrite(tmp_path, monk
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_00000002"]
 
 
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, data_root):
+    """A finished 3-step run (the tests that use it must leave it unchanged)."""
+    out = tmp_path_factory.mktemp("finished") / "r"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(datasets_base.ENV_DATA_DIR, str(data_root / "data"))
+        assert cli.main([*QUAD, "--steps", "3", "--out", str(out), "--no-plots"]) == 0
+    return out
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
@@ -431,14 +441,13 @@ def test_out_holding_a_run_is_refused_without_resume_or_overwrite(tmp_path, monk
         (["--out", "elsewhere"], "--resume DIR continues the run in DIR"),
     ],
 )
-def test_resume_keeps_the_runs_settings(extra, message, tmp_path, monkeypatch, capsys):
-    out = tmp_path / "r"
-    code, _ = _run([*QUAD, "--steps", "3", "--out", str(out), "--no-plots"], monkeypatch)
-    assert code == 0
+def test_resume_keeps_the_runs_settings(extra, message, finished_run, capsys):
+    before = {p.name: p.stat().st_mtime_ns for p in finished_run.iterdir()}
     with pytest.raises(SystemExit) as exc:
-        cli.main(["meta-train", "--resume", str(out), *extra])
+        cli.main(["meta-train", "--resume", str(finished_run), *extra])
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+    assert {p.name: p.stat().st_mtime_ns for p in finished_run.iterdir()} == before
 
 
 def test_resume_of_a_folder_without_a_run(tmp_path, capsys):
