@@ -1084,7 +1084,7 @@ class _Run:
         from tqdm.auto import tqdm
 
         if self.progress:
-            where = f" -> {self.out}" if self.out else ""
+            where = f", writing {self.out}" if self.out else ""
             print(
                 f"learnopt meta-train: {self.desc} ({self.settings['trainer']}), steps "
                 f"{self.step} -> {self.num_steps}{where}",
