@@ -67,6 +67,8 @@ from learnopt import _validate
 __all__ = [
     "meta_train",
     "build_learner",
+    "build_task",
+    "build_lopt",
     "MetaTrainResult",
     "StepInfo",
     "MetaTrainWarning",
