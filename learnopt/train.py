@@ -1083,7 +1083,11 @@ class _Run:
 
     # -------------------------------------------------------------------------- loop
     def loop(self, handle_signals: bool) -> None:
-        from tqdm.auto import tqdm
+        # tqdm.auto only for a visible bar: in Jupyter without ipywidgets importing it warns.
+        if self.progress:
+            from tqdm.auto import tqdm
+        else:
+            from tqdm import tqdm
 
         if self.progress:
             where = f", writing {self.out}" if self.out else ""
