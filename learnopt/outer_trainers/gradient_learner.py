@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from learnopt import _validate, checkpoints
+from learnopt import _validate, checkpoints, distributed
 from learnopt.canonical import settle_dtypes
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
@@ -804,7 +804,10 @@ class SingleMachineGradientLearner:
       mesh: a one-axis ``jax.sharding.Mesh``: every estimator's population of inner
         runs (and its batches) is split over the mesh's devices, theta and the outer
         state are replicated. ``num_tasks`` must be a multiple of the mesh size. The
-        result is the same as on one device (up to float summation order).
+        result is the same as on one device (up to float summation order). A mesh over
+        the devices of several processes (``learnopt.distributed.population_mesh()``
+        after ``learnopt.distributed.initialize``) makes one run of all of them: each
+        process draws only its own rows of the batches and holds only its shards.
       init_theta_from_path, init_outer_state_from_path: see :class:`GradientLearner`.
     """
 
@@ -834,6 +837,8 @@ class SingleMachineGradientLearner:
         self.gradient_estimators = tuple(gradient_estimators)
         self.mesh = mesh
         self._on_host = any(is_host_style(e) for e in self.gradient_estimators)
+        self._multiprocess = False
+        self._data_sharding = None
         if mesh is not None:
             if self._on_host:
                 raise ValueError(
@@ -842,6 +847,11 @@ class SingleMachineGradientLearner:
                     "run on the host"
                 )
             _check_mesh(mesh, self.gradient_estimators)
+            self._multiprocess = distributed.spans_processes(mesh)
+            if self._multiprocess:  # each process draws the batch rows of its own tasks
+                for est in self.gradient_estimators:
+                    ts = est.truncated_step
+                    ts.local_rows = distributed.local_rows(mesh, ts.num_tasks)
         self._update_jit = jax.jit(self._update)
 
     @property
@@ -878,8 +888,16 @@ class SingleMachineGradientLearner:
                 for e, k in zip(self.gradient_estimators, keys, strict=True)
             )
             return SingleMachineState(learner_state, est_states)
-        init = jax.jit(functools.partial(_init_states, self.gradient_estimators))
-        est_states = init(weights.theta, k_est, weights.outer_state)
+        init = functools.partial(_init_states, self.gradient_estimators)
+        if self.mesh is None:
+            est_states = jax.jit(init)(weights.theta, k_est, weights.outer_state)
+        else:  # created sharded: no device ever holds a whole population
+            replicated = self._replicated()
+            learner_state, k_est = jax.device_put((learner_state, k_est), replicated)
+            weights = self.gradient_learner.get_state_for_worker(learner_state)
+            args = (weights.theta, k_est, weights.outer_state)
+            shardings = self._est_shardings(jax.eval_shape(init, *args))
+            est_states = jax.jit(init, out_shardings=shardings)(*args)
         state = SingleMachineState(learner_state, est_states)
         datas = self._abstract_datas()
         if self.mesh is not None:
@@ -892,35 +910,40 @@ class SingleMachineGradientLearner:
             what="meta-training state",
         )
 
+    def _replicated(self) -> jax.sharding.NamedSharding:
+        return jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+
+    def _by_population(self, tree: PyTree, est: GradientEstimator, dim: int) -> PyTree:
+        """Shardings of ``tree``: axis ``dim`` split over the mesh where its size is the
+        estimator's population, replicated elsewhere."""
+        n = est.truncated_step.num_tasks
+        spec = jax.sharding.PartitionSpec(*((None,) * dim + (self.mesh.axis_names[0],)))
+        split = jax.sharding.NamedSharding(self.mesh, spec)
+        replicated = self._replicated()
+        return jax.tree_util.tree_map(
+            lambda x: split if x.ndim > dim and x.shape[dim] == n else replicated, tree
+        )
+
+    def _est_shardings(self, est_states: tuple) -> tuple:
+        return tuple(
+            self._by_population(st, est, 0)
+            for st, est in zip(est_states, self.gradient_estimators, strict=True)
+        )
+
     def _shard(self, state: SingleMachineState, datas: tuple) -> SingleMachineState:
         """Places ``state`` on the mesh and compiles the update for those shardings."""
-        mesh = self.mesh
-        axis = mesh.axis_names[0]
-        replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-
-        def by_population(tree, est, dim):
-            n = est.truncated_step.num_tasks
-            spec = (None,) * dim + (axis,)
-            split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*spec))
-            return jax.tree_util.tree_map(
-                lambda x: split if x.ndim > dim and x.shape[dim] == n else replicated, tree
-            )
-
-        est_shardings = tuple(
-            by_population(st, est, 0)
-            for st, est in zip(
-                state.gradient_estimator_states, self.gradient_estimators, strict=True
-            )
-        )
+        replicated = self._replicated()
         state_sharding = SingleMachineState(
             gradient_learner_state=jax.tree_util.tree_map(
                 lambda _: replicated, state.gradient_learner_state
             ),
-            gradient_estimator_states=est_shardings,
+            gradient_estimator_states=self._est_shardings(state.gradient_estimator_states),
         )
         data_sharding = tuple(
-            by_population(d, est, 1) for d, est in zip(datas, self.gradient_estimators, strict=True)
+            self._by_population(d, est, 1)
+            for d, est in zip(datas, self.gradient_estimators, strict=True)
         )
+        self._data_sharding = data_sharding
         self._update_jit = jax.jit(
             self._update,
             in_shardings=(state_sharding, replicated, data_sharding),
@@ -929,8 +952,29 @@ class SingleMachineGradientLearner:
         return jax.device_put(state, state_sharding)
 
     def _abstract_datas(self) -> tuple:
+        """Shapes and dtypes of one step's batches (of the whole population)."""
         datas = tuple(est.get_datas() for est in self.gradient_estimators)
+        if self._multiprocess:  # this process drew its rows: axis 1 of population leaves
+            return tuple(
+                jax.tree_util.tree_map(
+                    lambda x, est=est: jax.ShapeDtypeStruct(_global_shape(x, est), x.dtype), d
+                )
+                for d, est in zip(datas, self.gradient_estimators, strict=True)
+            )
         return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), datas)
+
+    def _global_datas(self, datas: tuple) -> tuple:
+        """This process's batch rows as global arrays of the whole population's batches."""
+
+        def put(x, sharding, est):
+            if sharding.is_fully_replicated:
+                return x  # the same on every process
+            return jax.make_array_from_process_local_data(sharding, x, _global_shape(x, est))
+
+        return tuple(
+            jax.tree_util.tree_map(lambda x, s, est=est: put(x, s, est), d, sh)
+            for d, sh, est in zip(datas, self._data_sharding, self.gradient_estimators, strict=True)
+        )
 
     # --------------------------------------------------------------------------- update
     def get_meta_params(self, state: SingleMachineState) -> MetaParams:
@@ -968,7 +1012,10 @@ class SingleMachineGradientLearner:
         """
         _validate.prng_key("key", key)
         if not self._on_host:
-            return self._update_jit(state, key, self.get_datas())
+            datas = self.get_datas()
+            if self._multiprocess:
+                datas = self._global_datas(datas)
+            return self._update_jit(state, key, datas)
         k_worker, k_learner = jax.random.split(key)
         weights = self.gradient_learner.get_state_for_worker(state.gradient_learner_state)
         out = gradient_worker_compute(
@@ -984,6 +1031,15 @@ class SingleMachineGradientLearner:
         metrics = {**out.metrics, **metrics}
         new_state = SingleMachineState(learner_state, tuple(out.unroll_states))
         return new_state, out.to_put.mean_loss, metrics
+
+
+def _global_shape(x: Any, est: GradientEstimator) -> tuple[int, ...]:
+    """The global shape of a leaf of this process's batch rows (``[steps, rows, ...]``)."""
+    start, stop = est.truncated_step.local_rows
+    shape = tuple(x.shape)
+    if len(shape) > 1 and shape[1] == stop - start:
+        return (shape[0], est.truncated_step.num_tasks, *shape[2:])
+    return shape
 
 
 def _check_mesh(mesh: jax.sharding.Mesh, estimators: tuple) -> None:

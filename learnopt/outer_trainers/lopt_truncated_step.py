@@ -186,11 +186,21 @@ class VectorizedLOptTruncatedStep:
         return self.learned_opt.init(key)
 
     # ----------------------------------------------------------------- data (host side)
+    #: ``(start, stop)``: the population rows whose batches this process draws, or None
+    #: for all of them. Set by a learner whose mesh spans several processes: each process
+    #: then draws only the rows of its own tasks (``[steps, stop - start, ...]``), and its
+    #: data iterators advance as if it had drawn the whole population's batches.
+    local_rows: tuple[int, int] | None = None
+
     def _take(self, split: str, steps: int | None) -> PyTree:
         source = getattr(self.task_family.datasets, split)
-        if steps is None:
-            return source.take(self.num_tasks)
-        return source.take(int(steps), self.num_tasks)
+        shape = (self.num_tasks,) if steps is None else (int(steps), self.num_tasks)
+        if self.local_rows is None:
+            return source.take(*shape)
+        from learnopt.tasks.datasets import base as datasets_base
+
+        start, stop = self.local_rows
+        return datasets_base.take_slice(source, shape, len(shape) - 1, start, stop)
 
     def get_batch(self, steps: int | None = None) -> PyTree:
         """Batches for ``steps`` inner steps of the population (numpy, on the host).

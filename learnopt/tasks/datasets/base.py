@@ -87,6 +87,7 @@ __all__ = [
     "mnist_datasets",
     "prepare_dataset",
     "resize_images",
+    "take_slice",
     "using_data_dir",
 ]
 
@@ -457,8 +458,64 @@ class SplitIterator:
         batch = self._gather(self._indices(count * self.batch_size))
         return {k: v.reshape(*shape, self.batch_size, *v.shape[1:]) for k, v in batch.items()}
 
+    def take_slice(
+        self, shape: Sequence[int], axis: int, start: int, stop: int
+    ) -> dict[str, np.ndarray]:
+        """``take(*shape)`` sliced ``[start:stop]`` along ``axis``, drawing only that slice.
+
+        The stream advances as much as ``take(*shape)`` does, so a process of a
+        multi-process run that draws the rows of its own tasks sees exactly those rows
+        of the single-process batch, and all processes stay at the same position.
+        """
+        shape, count = _check_slice(shape, axis, start, stop)
+        if self._images is None:
+            self._bind()
+        flat = np.arange(count).reshape(shape)
+        picked = np.take(flat, np.arange(start, stop), axis=axis)  # batches, row-major
+        first = self.position
+        examples = (first + picked[..., None] * self.batch_size) + np.arange(self.batch_size)
+        epochs, offsets = np.divmod(examples.reshape(-1), self._n)
+        idx = np.empty(epochs.shape, np.intp)
+        for epoch in np.unique(epochs):
+            where = epochs == epoch
+            perm = self._perm if epoch == self._epoch else self._permutation(int(epoch))
+            idx[where] = perm[offsets[where]]
+        epoch, self._offset = divmod(first + count * self.batch_size, self._n)
+        if epoch != self._epoch:
+            self._epoch, self._perm = epoch, self._permutation(epoch)
+        batch = self._gather(idx)
+        out_shape = (*picked.shape, self.batch_size)
+        return {k: v.reshape(*out_shape, *v.shape[1:]) for k, v in batch.items()}
+
     def __repr__(self) -> str:
         return f"SplitIterator({self.split!r}, batch_size={self.batch_size}, seed={self.seed})"
+
+
+def _check_slice(shape: Sequence[int], axis: int, start: int, stop: int) -> tuple[tuple, int]:
+    shape = tuple(int(s) for s in shape)
+    if not shape or any(s < 1 for s in shape):
+        raise ValueError(f"shape must hold positive sizes, got {shape}")
+    if not 0 <= axis < len(shape):
+        raise ValueError(f"axis must be in [0, {len(shape)}), got {axis}")
+    if not 0 <= start < stop <= shape[axis]:
+        raise ValueError(
+            f"start, stop must satisfy 0 <= start < stop <= {shape[axis]}, got {start}, {stop}"
+        )
+    return shape, math.prod(shape)
+
+
+def take_slice(iterator: Any, shape: Sequence[int], axis: int, start: int, stop: int) -> Any:
+    """``iterator.take(*shape)`` sliced ``[start:stop]`` along ``axis`` (every leaf).
+
+    Iterators with their own ``take_slice`` (:class:`SplitIterator`) draw only the slice;
+    others draw everything and slice it. Either way the stream advances as much as
+    ``take(*shape)``. Multi-process meta-training draws each process's task rows this way.
+    """
+    if hasattr(iterator, "take_slice"):
+        return iterator.take_slice(shape, axis, start, stop)
+    shape, _ = _check_slice(shape, axis, start, stop)
+    index = (slice(None),) * axis + (slice(start, stop),)
+    return jax.tree.map(lambda x: np.asarray(x)[index], iterator.take(*shape))
 
 
 class _StackingIterator:

@@ -1,0 +1,383 @@
+"""One meta-training run over many processes and machines, with JAX's own runtime.
+
+learnopt scales meta-training by sharding, not by a home-made RPC layer (``DESIGN.md``,
+principle 6). Within one process, ``SingleMachineGradientLearner(..., mesh=...)`` splits
+every estimator's population of inner runs over the process's devices. Across processes
+and machines the same learner runs under JAX's *multi-controller* runtime: every process
+runs the same program, :func:`initialize` connects them (``jax.distributed``: a
+coordination service on process 0, gloo collectives between CPUs, NCCL between GPUs),
+and the mesh spans the devices of all processes (:func:`population_mesh`)::
+
+    from learnopt import distributed, train
+
+    distributed.initialize("10.0.0.1:8476", num_processes=2, process_id=0)  # 1 on the other
+    result = train.meta_train(trainer="pes", num_tasks=64, out_dir="runs/pes")
+
+or ``learnopt meta-train --coordinator 10.0.0.1:8476 --num-processes 2 --process-id I``
+on every host (``--distributed`` alone takes them from SLURM, Open MPI, ...).
+
+What each process does in such a run:
+
+* **Population**: the leading axis of every estimator state and axis 1 of the batches
+  (``[steps, num_tasks, ...]``) are split over the global mesh; process ``p`` holds the
+  rows of its devices (:func:`local_rows`), a contiguous block.
+* **Data**: each process draws only the batch rows of its own tasks
+  (``VectorizedLOptTruncatedStep.local_rows``); batches are a pure function of the data
+  iterator's position, so the global batch is exactly the single-process one, and every
+  process advances its iterators as if it had drawn all of it.
+* **theta and the outer state** are replicated: identical on every process after every
+  step (one program computes the global mean meta-gradient with collectives).
+* **Output**: process 0 alone owns the output folder (metrics, plots, theta, the
+  checkpoints); the others never touch it, so it need not be on a shared file system.
+  A checkpoint is the same file as a single-process run's: the state is gathered to
+  process 0 to write it, and on resume process 0 reads it and sends it to the others,
+  so a run checkpointed on N processes resumes on any number of processes.
+* **Decisions** that end the loop (a signal, divergence, a failed write) are agreed at
+  every metrics flush, so all processes stop at the same step.
+* **Faults**: a process that dies makes the others stop within ``peer_timeout`` seconds
+  (JAX's coordination service stops sending its heartbeats on), with a non-zero exit;
+  a job scheduler restarts the job and ``--resume`` continues from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+__all__ = [
+    "DistributedError",
+    "DEFAULT_INIT_TIMEOUT",
+    "DEFAULT_PEER_TIMEOUT",
+    "initialize",
+    "is_initialized",
+    "process_index",
+    "process_count",
+    "is_primary",
+    "population_mesh",
+    "spans_processes",
+    "local_rows",
+    "to_host",
+    "put_like",
+    "broadcast_from_primary",
+    "broadcast_json",
+    "all_gather_ints",
+]
+
+#: Seconds :func:`initialize` waits for every process to join.
+DEFAULT_INIT_TIMEOUT = 300
+#: Seconds without heartbeats after which a process is declared dead and the run stops.
+DEFAULT_PEER_TIMEOUT = 100
+
+_ADDRESS = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+
+
+class DistributedError(RuntimeError):
+    """A multi-process run that cannot proceed: a peer is missing, unreachable or failed."""
+
+
+def _check_address(address: Any) -> str:
+    if not isinstance(address, str) or not _ADDRESS.match(address):
+        raise ValueError(
+            f"coordinator_address must be 'HOST:PORT' (e.g. '10.0.0.1:8476'), got {address!r}"
+        )
+    port = int(address.rsplit(":", 1)[1])
+    if not 0 < port < 65536:
+        raise ValueError(f"coordinator_address: port must be in [1, 65535], got {port}")
+    return address
+
+
+def is_initialized() -> bool:
+    """Whether :func:`initialize` (or ``jax.distributed.initialize``) has run."""
+    return jax.distributed.is_initialized()
+
+
+def initialize(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    *,
+    local_device_ids: Sequence[int] | None = None,
+    init_timeout: int = DEFAULT_INIT_TIMEOUT,
+    peer_timeout: int = DEFAULT_PEER_TIMEOUT,
+    num_cpu_devices: int | None = None,
+    verbose: bool = True,
+) -> None:
+    """Joins this process to a multi-process run (``jax.distributed.initialize``).
+
+    Call it once, first thing, on every process, before any JAX computation. With no
+    arguments the values come from the cluster's environment where JAX detects one
+    (SLURM, Open MPI, Kubernetes, Cloud TPU, ``JAX_COORDINATOR_ADDRESS`` ...). CPU
+    processes use gloo collectives; GPU processes NCCL.
+
+    Args:
+      coordinator_address: ``HOST:PORT`` of process 0, where it starts the coordination
+        service (every process passes the same address; the port must be reachable
+        from every machine).
+      num_processes: the number of processes of the run.
+      process_id: this process's index in ``[0, num_processes)``; process 0 writes the
+        run's output.
+      local_device_ids: the local accelerators this process uses (default: all).
+      init_timeout: seconds to wait for every process to join; then this process exits
+        with status 1 and a message saying who is missing.
+      peer_timeout: seconds without heartbeats after which a process is declared dead:
+        the other processes then stop (non-zero exit status) instead of waiting forever.
+      num_cpu_devices: on CPU, the number of host devices this process exposes (the
+        population is split over them; ``jax_num_cpu_devices``). Default: JAX's (1).
+      verbose: print one line per process to stderr while joining.
+
+    Raises:
+      ValueError / TypeError: a bad argument (named).
+      DistributedError: no cluster environment was found and no address given, the
+        runtime was already initialized differently, or JAX's backends already started.
+    """
+    given = (coordinator_address, num_processes, process_id)
+    if any(v is not None for v in given) and any(v is None for v in given):
+        raise ValueError(
+            "coordinator_address, num_processes and process_id go together: pass all three "
+            "(or none, to take them from the cluster's environment)"
+        )
+    if coordinator_address is not None:
+        from learnopt import _validate
+
+        _check_address(coordinator_address)
+        num_processes = _validate.positive_int("num_processes", num_processes)
+        process_id = _validate.integer("process_id", process_id, 0, num_processes - 1)
+    from learnopt import _validate
+
+    init_timeout = _validate.positive_int("init_timeout", init_timeout)
+    peer_timeout = _validate.positive_int("peer_timeout", peer_timeout)
+    if num_cpu_devices is not None:
+        num_cpu_devices = _validate.positive_int("num_cpu_devices", num_cpu_devices)
+    if is_initialized():
+        state = jax._src.distributed.global_state  # the address JAX was initialized with
+        same = coordinator_address in (None, state.coordinator_address) and process_id in (
+            None,
+            state.process_id,
+        )
+        if same:
+            return
+        raise DistributedError(
+            f"jax.distributed is already initialized (process {state.process_id} at "
+            f"{state.coordinator_address}); initialize once per process"
+        )
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if num_cpu_devices is not None:
+        jax.config.update("jax_num_cpu_devices", num_cpu_devices)
+    where = coordinator_address or "the coordinator found in the environment"
+    who = f"process {process_id} of {num_processes}" if process_id is not None else "process"
+    if verbose:
+        print(
+            f"learnopt: {who} joining the run at {where} (waiting up to {init_timeout} s for "
+            f"all processes; a process silent for {peer_timeout} s stops the run)",
+            file=sys.stderr,
+            flush=True,
+        )
+    joined = threading.Event()
+
+    def watchdog() -> None:
+        # JAX aborts the process with a bare DEADLINE_EXCEEDED when peers are missing;
+        # say what happened first, and exit with status 1.
+        if not joined.wait(init_timeout):
+            print(
+                f"learnopt: {who}: not every process joined the run at {where} within "
+                f"{init_timeout} s. Start all {num_processes or 'N'} processes with the same "
+                "coordinator address and number of processes and process ids 0..N-1, and "
+                "check that process 0's host and port are reachable from this machine.",
+                file=sys.stderr,
+                flush=True,
+            )
+            os._exit(1)
+
+    threading.Thread(target=watchdog, name="learnopt-join-watchdog", daemon=True).start()
+    try:
+        jax.distributed.initialize(
+            coordinator_address,
+            num_processes,
+            process_id,
+            local_device_ids=local_device_ids,
+            initialization_timeout=init_timeout + 30,  # the watchdog speaks first
+            heartbeat_timeout_seconds=peer_timeout,
+            shutdown_timeout_seconds=peer_timeout,
+        )
+        jax.devices()  # exchanges the global topology: every process is there
+    except (ValueError, RuntimeError) as e:
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "coordinator_address should be defined" in text:
+            text = (
+                "no cluster environment detected (SLURM, Open MPI, ...): pass "
+                "coordinator_address, num_processes and process_id "
+                "(--coordinator HOST:PORT --num-processes N --process-id I)"
+            )
+        raise DistributedError(f"cannot join the multi-process run: {text}") from None
+    finally:
+        joined.set()
+    if verbose:
+        print(
+            f"learnopt: process {jax.process_index()} of {jax.process_count()} joined: "
+            f"{jax.local_device_count()} local and {jax.device_count()} global "
+            f"{jax.default_backend()} devices",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def process_index() -> int:
+    """This process's index (0 in a single-process run)."""
+    return jax.process_index()
+
+
+def process_count() -> int:
+    """The number of processes of the run (1 in a single-process run)."""
+    return jax.process_count()
+
+
+def is_primary() -> bool:
+    """Whether this process writes the run's output (process 0)."""
+    return jax.process_index() == 0
+
+
+def population_mesh(
+    devices: Sequence[Any] | None = None, axis_name: str = "tasks"
+) -> jax.sharding.Mesh:
+    """A one-axis mesh for ``SingleMachineGradientLearner(mesh=...)``.
+
+    Args:
+      devices: the devices to split populations over (default: every device of every
+        process, ``jax.devices()``, ordered by process so that each process holds a
+        contiguous block of rows).
+      axis_name: the mesh axis's name.
+    """
+    devices = list(jax.devices() if devices is None else devices)
+    if not devices:
+        raise ValueError("devices must hold at least one device, got none")
+    devices.sort(key=lambda d: (d.process_index, d.id))
+    return jax.sharding.Mesh(np.array(devices), (axis_name,))
+
+
+def spans_processes(mesh: jax.sharding.Mesh | None) -> bool:
+    """Whether ``mesh`` holds devices of other processes (a multi-process run)."""
+    if mesh is None:
+        return False
+    me = jax.process_index()
+    return any(d.process_index != me for d in mesh.devices.flat)
+
+
+def local_rows(mesh: jax.sharding.Mesh, size: int) -> tuple[int, int]:
+    """``(start, stop)``: the rows of a ``[size]`` axis split over ``mesh`` held here.
+
+    Raises ValueError if ``size`` does not split evenly or if this process's devices hold
+    a non-contiguous set of rows (build the mesh with :func:`population_mesh`).
+    """
+    if size % mesh.size:
+        raise ValueError(f"size must be a multiple of the mesh's {mesh.size} devices, got {size}")
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(mesh.axis_names[0]))
+    starts = sorted(
+        {idx[0].start or 0 for idx in sharding.addressable_devices_indices_map((size,)).values()}
+    )
+    if not starts:
+        raise ValueError("the mesh holds no device of this process")
+    per = size // mesh.size
+    if starts != list(range(starts[0], starts[0] + per * len(starts), per)):
+        raise ValueError(
+            "this process's devices hold non-contiguous rows of the mesh; order the mesh's "
+            "devices by process (learnopt.distributed.population_mesh does)"
+        )
+    return starts[0], starts[0] + per * len(starts)
+
+
+# --------------------------------------------------------------------- host transfers
+
+
+def _is_key(x: Any) -> bool:
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def to_host(tree: Any) -> Any:
+    """Every array leaf of ``tree`` as a numpy array holding the *global* value.
+
+    Sharded leaves of a multi-process run are gathered (a collective: every process must
+    call this with the same tree; one leaf at a time, so the peak extra device memory is
+    one leaf's global size). Typed PRNG keys come back as their raw ``uint32`` data.
+    """
+    from jax.experimental import multihost_utils
+
+    def leaf(x: Any) -> Any:
+        if not isinstance(x, jax.Array):
+            return x
+        if _is_key(x):
+            x = jax.random.key_data(x)
+        if x.is_fully_addressable or x.is_fully_replicated:
+            return np.asarray(x.addressable_data(0) if x.is_fully_replicated else x)
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+    return jax.tree_util.tree_map(leaf, tree)
+
+
+def put_like(host_tree: Any, target: Any) -> Any:
+    """``host_tree`` (numpy, global values) placed like ``target``'s arrays.
+
+    Each process copies only the slices its devices hold onto them (no collective).
+    Leaves of ``target`` that are not arrays are taken from ``host_tree`` as they are.
+    """
+
+    from learnopt.tree_utils import cast_leaf_like
+
+    def leaf(value: Any, ref: Any) -> Any:
+        if not isinstance(ref, jax.Array):
+            return value
+        if _is_key(ref):
+            data = put_like(np.asarray(value), jax.random.key_data(ref))
+            return jax.random.wrap_key_data(data, impl=jax.random.key_impl(ref))
+        value = np.asarray(value, dtype=ref.dtype)
+        if value.shape != ref.shape:
+            raise ValueError(f"value has shape {value.shape}, target expects {ref.shape}")
+        out = jax.make_array_from_callback(ref.shape, ref.sharding, lambda idx: value[idx])
+        return cast_leaf_like(out, ref)  # weak types too: the step does not recompile
+
+    return jax.tree_util.tree_map(leaf, host_tree, target)
+
+
+def broadcast_from_primary(tree: Any) -> Any:
+    """Process 0's values of ``tree`` (numpy leaves) on every process.
+
+    Every process passes a tree of the same structure, shapes and dtypes (the values of
+    the other processes are ignored). One leaf at a time. In a single-process run the
+    tree is returned as numpy arrays.
+    """
+    from jax.experimental import multihost_utils
+
+    if jax.process_count() == 1:
+        return jax.tree_util.tree_map(np.asarray, tree)
+    return jax.tree_util.tree_map(
+        lambda x: np.asarray(multihost_utils.broadcast_one_to_all(np.asarray(x))), tree
+    )
+
+
+def broadcast_json(value: Any) -> Any:
+    """Process 0's JSON-able ``value`` on every process (others may pass anything)."""
+    if jax.process_count() == 1:
+        return value
+    data = json.dumps(value).encode() if jax.process_index() == 0 else b""
+    size = int(broadcast_from_primary(np.asarray(len(data), np.int32)))
+    buf = np.zeros(size, np.uint8)
+    if jax.process_index() == 0:
+        buf[:] = np.frombuffer(data, np.uint8)
+    return json.loads(broadcast_from_primary(buf).tobytes().decode())
+
+
+def all_gather_ints(values: Sequence[int]) -> np.ndarray:
+    """``[process_count, len(values)]`` int32: every process's ``values`` (a collective)."""
+    from jax.experimental import multihost_utils
+
+    arr = np.asarray(values, np.int32).reshape(-1)
+    if jax.process_count() == 1:
+        return arr[None]
+    return np.asarray(multihost_utils.process_allgather(arr)).reshape(jax.process_count(), -1)
