@@ -1,1 +1,20 @@
-"""See the modules of this package."""
+"""Learned optimizers: ``lopt.init(key) -> theta``, ``lopt.opt_fn(theta) -> Optimizer``.
+
+Modules (each registers its learned optimizers in ``base.LOPTS``):
+
+* ``base``: the ``LearnedOptimizer`` interface, ``LearnableSGD/SGDM/Adam``, the registry;
+* ``mlp_lopt.MLPLOpt``: per-parameter MLP (Metz et al., 2019);
+* ``adafac_mlp_lopt.AdafacMLPLOpt``: per-parameter MLP with Adafactor features (Metz et
+  al., 2022, "Practical tradeoffs");
+* ``adafac_nominal.MLPNomLOpt``: the same with a nominal hand-designed term;
+* ``rnn_mlp_lopt.RNNMLPLOpt``: per-tensor LSTM conditioning a per-parameter MLP (Metz et
+  al., 2020);
+* ``nn_adam.NNAdam``: Adam with per-tensor hyperparameters steered by an LSTM;
+* ``hyper_v2.HyperV2``: VeLO's hypernetwork architecture (Metz et al., 2022);
+* ``celo2.Celo2``: a normalized, compute-efficient update rule (Moudgil et al., 2026);
+* ``common``: shared accumulators, features and Haiku-layout layers;
+* ``convert``: loading a ``theta`` saved by learned_optimization.
+
+The ported architectures keep learned_optimization's names, constructor arguments,
+maths and theta layout, so its meta-trained thetas load here.
+"""
