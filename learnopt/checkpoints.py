@@ -292,15 +292,28 @@ def _is_key(x: Any) -> bool:
 
 
 def _savable(tree: PyTree) -> PyTree:
-    """``tree`` as nested dicts of numpy arrays (typed PRNG keys as their raw data)."""
+    """``tree`` as nested dicts of numpy arrays (typed PRNG keys as their raw data).
+
+    Arrays sharded over other processes' devices (a multi-process run) become
+    ``jax.ShapeDtypeStruct`` s: they describe a restore target, their values are elsewhere.
+    """
     state = flax.serialization.to_state_dict(tree)
 
     def leaf(x: Any) -> Any:
         if _is_key(x):
+            if isinstance(x, jax.Array) and not x.is_fully_addressable:
+                return jax.ShapeDtypeStruct((*x.shape, *_key_data_shape(x)), np.uint32)
             x = jax.random.key_data(x)
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return jax.ShapeDtypeStruct(x.shape, x.dtype)
         return np.asarray(jax.device_get(x))
 
     return jax.tree_util.tree_map(leaf, state)
+
+
+def _key_data_shape(key: Any) -> tuple[int, ...]:
+    """The trailing shape of a typed key's raw data (``(2,)`` for threefry)."""
+    return tuple(jax.eval_shape(jax.random.key_data, key).shape[key.ndim :])
 
 
 def _leaf_table(tree: PyTree) -> dict[str, Any]:
@@ -321,10 +334,12 @@ def _describe_mismatch(saved: PyTree, expected: PyTree) -> str | None:
     for k in want:
         if k in got:
             a, b = got[k], want[k]
-            if np.shape(a) != np.shape(b) or np.asarray(a).dtype != np.asarray(b).dtype:
+            shape_b = tuple(b.shape) if hasattr(b, "shape") else np.shape(b)
+            dtype_b = np.dtype(b.dtype) if hasattr(b, "dtype") else np.asarray(b).dtype
+            if np.shape(a) != shape_b or np.asarray(a).dtype != dtype_b:
                 problems.append(
                     f"{k} is {np.asarray(a).dtype}{list(np.shape(a))}, this run has "
-                    f"{np.asarray(b).dtype}{list(np.shape(b))}"
+                    f"{dtype_b}{list(shape_b)}"
                 )
                 if len(problems) > 4:
                     break
@@ -342,6 +357,12 @@ class RunCheckpointer:
     file is fsynced before the rename, the folder after it). Only the last ``keep``
     checkpoints are kept; temporary folders of interrupted saves are removed when the
     checkpointer is created.
+
+    In a multi-process run only process 0 uses it (the others never touch the folder):
+    the state it saves is gathered to the host first (``learnopt.distributed.to_host``)
+    and what it restores with ``to_host=True`` is sent to the others
+    (``learnopt.distributed.broadcast_from_primary``), so a checkpoint is the same file
+    whatever the number of processes that wrote or reads it.
 
     Args:
       directory: the checkpoints' folder (created on the first save).
@@ -367,6 +388,10 @@ class RunCheckpointer:
                 cleanup_tmp_directories=True,
                 temporary_path_class=_durable_path_class(),
                 create=False,
+                # One writer (this process): no barriers with the other processes.
+                multiprocessing_options=ocp.options.MultiprocessingOptions(
+                    primary_host=jax.process_index(), active_processes={jax.process_index()}
+                ),
             )
             self.directory.mkdir(parents=True, exist_ok=True)
             self._manager = ocp.CheckpointManager(
@@ -429,14 +454,18 @@ class RunCheckpointer:
         for p in self.directory.glob(f"{self.path(step).name}.orbax-checkpoint-tmp*"):
             shutil.rmtree(p, ignore_errors=True)
 
-    def restore(self, target: PyTree, step: int | None = None) -> tuple[PyTree, dict[str, Any]]:
+    def restore(
+        self, target: PyTree, step: int | None = None, *, to_host: bool = False
+    ) -> tuple[PyTree, dict[str, Any]]:
         """Reads checkpoint ``step`` (default: the latest) into the structure of ``target``.
 
         ``target`` is a state of the same structure (e.g. freshly initialized): leaves come
-        back with its dtypes and weak types, typed PRNG keys as keys. Raises
-        :class:`CheckpointError` (a ``ValueError``) naming the checkpoint if it is
-        corrupted, truncated or of a different structure, ``FileNotFoundError`` if there is
-        none.
+        back with its dtypes, weak types and shardings (an array sharded over a mesh comes
+        back sharded: each device receives only its slice), typed PRNG keys as keys. With
+        ``to_host=True`` the leaves stay numpy arrays of the target's dtypes (keys as their
+        raw data), for a multi-process run to place them. Raises :class:`CheckpointError`
+        (a ``ValueError``) naming the checkpoint if it is corrupted, truncated or of a
+        different structure, ``FileNotFoundError`` if there is none.
         """
         import orbax.checkpoint as ocp
 
@@ -469,6 +498,12 @@ class RunCheckpointer:
         state = flax.serialization.from_state_dict(target, state)
 
         def leaf(value: Any, ref: Any) -> Any:
+            if to_host:
+                return np.asarray(value, np.uint32 if _is_key(ref) else getattr(ref, "dtype", None))
+            if isinstance(ref, jax.Array) and len(ref.sharding.device_set) > 1:
+                from learnopt import distributed
+
+                return distributed.put_like(np.asarray(value), ref)
             if _is_key(ref):
                 return jax.random.wrap_key_data(jnp.asarray(value), impl=jax.random.key_impl(ref))
             return cast_leaf_like(jnp.asarray(value), ref)

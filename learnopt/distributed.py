@@ -66,9 +66,12 @@ __all__ = [
     "local_rows",
     "to_host",
     "put_like",
+    "host_zeros_like",
     "broadcast_from_primary",
     "broadcast_json",
     "all_gather_ints",
+    "run_on_primary",
+    "check_everywhere",
 ]
 
 #: Seconds :func:`initialize` waits for every process to join.
@@ -345,6 +348,22 @@ def put_like(host_tree: Any, target: Any) -> Any:
     return jax.tree_util.tree_map(leaf, host_tree, target)
 
 
+def host_zeros_like(tree: Any) -> Any:
+    """numpy zeros shaped like ``tree``'s arrays (typed keys: their raw data).
+
+    What a process other than 0 passes to :func:`broadcast_from_primary`.
+    """
+
+    def leaf(x: Any) -> Any:
+        if not isinstance(x, jax.Array):
+            return x
+        if _is_key(x):
+            return np.zeros(jax.eval_shape(jax.random.key_data, x).shape, np.uint32)
+        return np.zeros(x.shape, x.dtype)
+
+    return jax.tree_util.tree_map(leaf, tree)
+
+
 def broadcast_from_primary(tree: Any) -> Any:
     """Process 0's values of ``tree`` (numpy leaves) on every process.
 
@@ -356,9 +375,14 @@ def broadcast_from_primary(tree: Any) -> Any:
 
     if jax.process_count() == 1:
         return jax.tree_util.tree_map(np.asarray, tree)
-    return jax.tree_util.tree_map(
-        lambda x: np.asarray(multihost_utils.broadcast_one_to_all(np.asarray(x))), tree
-    )
+
+    def leaf(x: Any) -> Any:
+        x = np.asarray(x)
+        if x.dtype == np.bool_:  # summed across processes: as integers
+            return np.asarray(multihost_utils.broadcast_one_to_all(x.astype(np.uint8)), bool)
+        return np.asarray(multihost_utils.broadcast_one_to_all(x))
+
+    return jax.tree_util.tree_map(leaf, tree)
 
 
 def broadcast_json(value: Any) -> Any:
@@ -381,3 +405,65 @@ def all_gather_ints(values: Sequence[int]) -> np.ndarray:
     if jax.process_count() == 1:
         return arr[None]
     return np.asarray(multihost_utils.process_allgather(arr)).reshape(jax.process_count(), -1)
+
+
+# ------------------------------------------------------------------------- agreement
+
+
+def _error_class(name: str, errors: Sequence[type]) -> type:
+    known = {c.__name__: c for c in (*errors, ValueError, TypeError, FileNotFoundError, OSError)}
+    return known.get(name, DistributedError)
+
+
+def run_on_primary(fn: Any, *args: Any, errors: Sequence[type] = ()) -> Any:
+    """``fn(*args)`` on process 0 only; its JSON-able result on every process.
+
+    If it raises on process 0, every process raises: process 0 the exception itself, the
+    others one of the same class (looked up in ``errors`` and the built-in ``ValueError``,
+    ``TypeError``, ``FileNotFoundError``, ``OSError``; else :class:`DistributedError`)
+    with the same message, so all processes exit alike. A collective.
+    """
+    if jax.process_count() == 1:
+        return fn(*args)
+    result, error = None, None
+    if is_primary():
+        try:
+            result = fn(*args)
+        except Exception as e:
+            error = e
+    reply = broadcast_json(
+        {"result": result}
+        if error is None
+        else {"error": type(error).__name__, "message": str(error).strip("'\"")}
+    )
+    if error is not None:
+        raise error
+    if "error" in reply:
+        raise _error_class(reply["error"], errors)(reply["message"])
+    return reply["result"]
+
+
+def check_everywhere(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` on every process; if it raises on any, every process raises.
+
+    The failing processes raise their own exception; the others a
+    :class:`DistributedError` naming them (instead of waiting for them in a collective).
+    """
+    error, result = None, None
+    try:
+        result = fn(*args)
+    except Exception as e:
+        if jax.process_count() == 1:
+            raise
+        error = e
+    if jax.process_count() == 1:
+        return result
+    failed = np.flatnonzero(all_gather_ints([error is not None])[:, 0])
+    if error is not None:
+        raise error
+    if failed.size:
+        raise DistributedError(
+            f"process{'es' if failed.size > 1 else ''} {', '.join(map(str, failed))} of the "
+            "run failed (see their output); stopping this one too"
+        )
+    return result

@@ -340,11 +340,13 @@ def build_learner(
     steps: int | None = None,
     theta_opt: Any = None,
     data_dir: str | os.PathLike | None = None,
+    mesh: Any = None,
 ) -> Any:
     """The :class:`SingleMachineGradientLearner` that :func:`meta_train` would build.
 
     ``trainer`` names a registered estimator (``outer_trainers.registry.ESTIMATORS``);
-    the outer optimizer is ``theta_opt`` or ``opt_base.Adam(outer_lr)``.
+    the outer optimizer is ``theta_opt`` or ``opt_base.Adam(outer_lr)``; ``mesh`` as
+    :func:`meta_train`'s.
     """
     from learnopt.optimizers import base as opt_base
     from learnopt.outer_trainers import gradient_learner, registry
@@ -367,6 +369,11 @@ def build_learner(
         total_length=s["total_length"],
         std=std,
     )
+    mesh = _resolve_mesh(mesh)
+    if mesh is not None and getattr(estimator, "stack_antithetic_samples", False):
+        # Split over devices, a stacked +/- population is resharded at every step
+        # (dozens of collectives); unstacked, each device keeps its pairs. Same maths.
+        estimator.stack_antithetic_samples = False
     if theta_opt is None:
         theta_opt = opt_base.Adam(_check_setting("outer_lr", outer_lr))
     return gradient_learner.SingleMachineGradientLearner(
@@ -375,7 +382,26 @@ def build_learner(
         theta_opt,
         num_steps=steps,
         max_grad_norm=_check_setting("max_grad_norm", max_grad_norm),
+        mesh=mesh,
     )
+
+
+def _resolve_mesh(mesh: Any) -> Any:
+    """``mesh=``: None (one device; every device of every process in a multi-process
+    run), ``"all"`` (every device of every process) or a ``jax.sharding.Mesh``."""
+    import jax
+
+    from learnopt import distributed
+
+    if mesh is None:
+        return distributed.population_mesh() if jax.process_count() > 1 else None
+    if isinstance(mesh, str):
+        if mesh != "all":
+            raise ValueError(f"mesh must be None, 'all' or a jax.sharding.Mesh, got {mesh!r}")
+        return distributed.population_mesh()
+    if not isinstance(mesh, jax.sharding.Mesh):
+        raise TypeError(f"mesh must be None, 'all' or a jax.sharding.Mesh, got {mesh!r}")
+    return mesh
 
 
 # ------------------------------------------------------------------------- run folder
@@ -767,6 +793,7 @@ def meta_train(
     progress: bool = True,
     callbacks: Sequence[Callable[[StepInfo], Any]] = (),
     handle_signals: bool = True,
+    mesh: Any = None,
 ) -> MetaTrainResult:
     """Meta-trains a learned optimizer; checkpoints, resumes, survives faults.
 
@@ -805,6 +832,13 @@ def meta_train(
       progress: show a progress bar (stderr) and print the summary.
       callbacks: called with a :class:`StepInfo` after each metrics flush.
       handle_signals: turn SIGINT/SIGTERM into "checkpoint and stop" (main thread only).
+      mesh: the devices the population is split over: None (default) one device, or in
+        a multi-process run (after :func:`learnopt.distributed.initialize`) every device
+        of every process; ``"all"`` every device (e.g. the GPUs of one host); or a
+        one-axis ``jax.sharding.Mesh``. ``num_tasks`` must be a multiple of its size. Not
+        a setting of the run: a run may resume on other devices or processes. In a
+        multi-process run only process 0 writes ``out_dir`` (see
+        :mod:`learnopt.distributed`).
 
     Returns:
       a :class:`MetaTrainResult`; check ``result.ok`` (or ``status``).
@@ -866,8 +900,10 @@ def meta_train(
             )
     if theta_opt is not None and given["outer_lr"] is not None:
         raise ValueError("theta_opt= replaces outer_lr: pass one of them")
+    if learner is not None:
+        _check_learner_mesh(learner, mesh)
 
-    out, saved = _prepare_out_dir(out_dir, resume, overwrite)
+    out, saved = _prepare_out_dir_once(out_dir, resume, overwrite)
     settings, options, custom = _resolve_settings(given, options, saved, learner, theta_opt)
     if learner is None:
         task_obj = build_task(_first(given["task"], settings["task"]), options["data_dir"])
@@ -884,6 +920,7 @@ def meta_train(
             max_grad_norm=settings["max_grad_norm"],
             steps=options["steps"],
             theta_opt=theta_opt,
+            mesh=mesh,
         )
         if theta_opt is not None:
             settings["outer_lr"] = _name_of(theta_opt)
@@ -892,12 +929,18 @@ def meta_train(
         settings["task"] = ",".join(e.task_name() for e in estimators)
         settings["lopt"] = _name_of(learner.lopt)
         settings["trainer"] = ",".join(e.name for e in estimators)
-    _check_data(learner)
+    from learnopt import distributed
+
+    distributed.check_everywhere(_check_data, learner)  # every process loads its own data
     if out is not None:
-        if overwrite and holds_run(out):
-            _remove_run(out)
-        _validate.writable_dir("out_dir", out)
-        _clean_temporaries(out)
+
+        def prepare() -> None:
+            if overwrite and holds_run(out):
+                _remove_run(out)
+            _validate.writable_dir("out_dir", out)
+            _clean_temporaries(out)
+
+        distributed.run_on_primary(prepare, errors=(RunExistsError,))
     run = _Run(learner, settings, options, custom, out, resume, callbacks, progress)
     try:
         run.start()
@@ -913,6 +956,33 @@ def meta_train(
 
 def _first(value: Any, fallback: Any) -> Any:
     return fallback if value is None else value
+
+
+def _check_learner_mesh(learner: Any, mesh: Any) -> None:
+    import jax
+
+    from learnopt import distributed
+
+    if mesh is not None:
+        raise ValueError("learner= brings its own mesh: pass mesh= to its constructor instead")
+    if jax.process_count() > 1 and not distributed.spans_processes(getattr(learner, "mesh", None)):
+        raise ValueError(
+            "learner: in a multi-process run the learner's mesh must span the devices of "
+            "every process (mesh=learnopt.distributed.population_mesh()); otherwise each "
+            "process would repeat the whole run"
+        )
+
+
+def _prepare_out_dir_once(
+    out_dir: Any, resume: bool, overwrite: bool
+) -> tuple[Path | None, dict[str, Any]]:
+    """:func:`_prepare_out_dir` on process 0 (the only one that reads ``out_dir``)."""
+    from learnopt import distributed
+
+    saved = distributed.run_on_primary(
+        lambda: _prepare_out_dir(out_dir, resume, overwrite)[1], errors=(RunExistsError,)
+    )
+    return (None if out_dir is None else _validate._path("out_dir", out_dir)), saved
 
 
 def _prepare_out_dir(
@@ -1012,12 +1082,21 @@ class _Run:
         self.health = _Health(options["health_window"])
         self.pending: list[dict] = []
         self.step = 0
+        from learnopt import distributed
+
+        # A multi-process run: every process runs this loop in lockstep; process 0 alone
+        # writes out_dir, shows progress and judges health (it has the whole history).
+        self.multi = distributed.process_count() > 1
+        self.primary = distributed.is_primary()
+        if not self.primary:
+            self.progress = False
+            self.health = _Health(0)
 
     # ------------------------------------------------------------------------- start
     def start(self) -> None:
         import jax
 
-        from learnopt import checkpoints
+        from learnopt import checkpoints, distributed
 
         learner, out = self.learner, self.out
         k_init, k_loop = jax.random.split(jax.random.PRNGKey(self.settings["seed"]))
@@ -1031,14 +1110,14 @@ class _Run:
             self.ckpt = checkpoints.RunCheckpointer(
                 out / checkpoints.CHECKPOINT_DIR, keep=self.options["keep_checkpoints"]
             )
-            latest = self.ckpt.latest_step() if self.resume else None
+            latest = distributed.run_on_primary(self.ckpt.latest_step) if self.resume else None
             if latest is not None:
                 if latest > self.num_steps:
                     raise ValueError(
                         f"steps must be >= the step of the run's latest checkpoint ({latest}), "
                         f"got {self.num_steps}"
                     )
-                self.state, meta = self.ckpt.restore(self.state, latest)
+                self.state, meta = self._restore(latest)
                 try:
                     _set_data_state(learner, meta.get("data", []))
                 except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -1056,9 +1135,10 @@ class _Run:
                 )
         self.columns = list(BASE_COLUMNS) + _theta_columns(learner.get_theta(self.state))
         self.wanted = [c for c in self.columns if c != "step"]
-        if out is None:
+        if out is None or not self.primary:
             self.history = {c: [] for c in self.columns}
             return
+        mesh = getattr(learner, "mesh", None)
         config = dict(self.settings, **self.options)
         config.update(
             custom=sorted(self.custom),
@@ -1066,6 +1146,8 @@ class _Run:
             learnopt_version=_version(),
             jax_version=jax.__version__,
             backend=jax.default_backend(),
+            processes=jax.process_count(),
+            devices=1 if mesh is None else int(mesh.size),
         )
         _write_json(out / CONFIG_FILE, config)
         self.metrics_file = _MetricsFile(out / METRICS_FILE, self.columns)
@@ -1117,18 +1199,20 @@ class _Run:
                     self.step += 1
                     self.pending.append({k: metrics[k] for k in self.wanted if k in metrics})
                     stop = False
-                    if (
+                    # Several processes act on a signal at the next flush, all at one step.
+                    flush = (
                         self.step % log_every == 0
                         or self.step == self.num_steps
-                        or signals.received
-                    ):
+                        or (signals.received and not self.multi)
+                    )
+                    if flush:
                         if not self._write(self._flush, METRICS_FILE):
                             break
                         reason = self.health.stop_reason()
                         if reason:
                             self.status, self.message = reason
                             stop = True
-                    if signals.received:
+                    if signals.received and (flush or not self.multi):
                         self.signal = signals.received
                         self.status = "interrupted"
                         self.message = (
@@ -1136,6 +1220,8 @@ class _Run:
                             f"{self.num_steps}"
                         )
                         stop = True
+                    if flush and self.multi:
+                        stop = self._agree() or stop
                     periodic = every and self.step % every == 0 and self.step < self.num_steps
                     if self.ckpt is not None and (stop or periodic):
                         if not self._write(self._checkpoint, "a checkpoint"):
@@ -1148,7 +1234,7 @@ class _Run:
                     "checkpoint is kept, this step was not checkpointed"
                 )
                 try:
-                    self._flush()
+                    self._flush(agree=False)
                 except OSError:
                     pass
             finally:
@@ -1173,9 +1259,15 @@ class _Run:
             )
             return False
 
-    def _flush(self) -> None:
-        """Fetches the pending metrics (one transfer), writes them, checks health."""
+    def _flush(self, agree: bool = True) -> None:
+        """Fetches the pending metrics (one transfer), writes them, checks health.
+
+        In a multi-process run a failed write on process 0 raises on every process
+        (``agree``), so that all of them stop at the same step.
+        """
         import jax
+
+        from learnopt import distributed
 
         if not self.pending:
             return
@@ -1189,12 +1281,19 @@ class _Run:
             table.append([_fmt(values[c]) for c in self.columns])
             infos.append(values)
             self.health.add(first + j, bool(values["skipped"]), float(values["update_norm"] or 0))
-        if self.metrics_file is not None:
-            self.metrics_file.write(table)
-        else:
+        if self.history is not None:
             for values in infos:
                 for c in self.columns:
                     self.history[c].append(values[c])
+
+        def write() -> None:
+            if self.metrics_file is not None:
+                self.metrics_file.write(table)
+
+        if agree and self.multi:
+            distributed.run_on_primary(write, errors=(OSError,))
+        else:
+            write()
         last = infos[-1]
         postfix = f"meta_loss={float(last['meta_loss']):.4g}"
         if last.get("learning_rate") is not None:
@@ -1211,17 +1310,68 @@ class _Run:
             cb(info)
 
     def _checkpoint(self) -> None:
-        from learnopt import checkpoints
+        from learnopt import checkpoints, distributed
 
-        self.metrics_file.sync()
+        # Several processes: the state is gathered here (a collective) and written by
+        # process 0; a failed write raises on every process.
+        state = distributed.to_host(self.state) if self.multi else self.state
         data, _ = _data_state(self.learner)
         meta = {
             "data": data,
             "num_steps": self.num_steps,
             "skipped_total": self.health.skipped_total,
         }
-        self.last_ckpt = self.ckpt.save(self.step, self.state, meta)
-        checkpoints.save_theta(self.out / THETA_FILE, self.learner.get_theta(self.state))
+
+        def write() -> str:
+            self.metrics_file.sync()
+            path = self.ckpt.save(self.step, state, meta)
+            checkpoints.save_theta(self.out / THETA_FILE, self.learner.get_theta(state))
+            return str(path)
+
+        errors = (checkpoints.CheckpointWriteError, OSError)
+        self.last_ckpt = Path(distributed.run_on_primary(write, errors=errors))
+
+    def _restore(self, step: int) -> tuple[Any, dict[str, Any]]:
+        """The state and meta of checkpoint ``step``: read by process 0, sent to the others,
+        each process placing only its own shards on its devices."""
+        from learnopt import checkpoints, distributed
+
+        if not self.multi:
+            return self.ckpt.restore(self.state, step)
+        read = {}
+
+        def restore() -> dict[str, Any]:
+            read["state"], meta = self.ckpt.restore(self.state, step, to_host=True)
+            return meta
+
+        meta = distributed.run_on_primary(restore, errors=(checkpoints.CheckpointError,))
+        host = read.get("state", distributed.host_zeros_like(self.state))
+        host = distributed.broadcast_from_primary(host)
+        return distributed.put_like(host, self.state), meta
+
+    def _agree(self) -> bool:
+        """Several processes: all take process 0's verdict (health, failed writes) or, if
+        it has none, a signal received by any process. Returns whether the run stops."""
+        from learnopt import distributed
+
+        statuses = ("completed", "interrupted", "diverged", "stalled", "failed")
+        signals = (None, "SIGINT", "SIGTERM")
+        table = distributed.all_gather_ints(
+            [statuses.index(self.status), signals.index(self.signal)]
+        )
+        stopped = [i for i, row in enumerate(table) if row[0]]
+        if not stopped:
+            return False
+        who = 0 if table[0][0] else stopped[0]
+        status, signal = statuses[table[who][0]], signals[table[who][1]]
+        message = distributed.broadcast_json(self.message) if who == 0 else None
+        if (status, signal) != (self.status, self.signal):
+            self.status, self.signal = status, signal
+            self.message = message or (
+                f"interrupted by {signal} (received by process {who}) after step {self.step} "
+                f"of {self.num_steps}"
+            )
+        return True
 
     # ------------------------------------------------------------------------ finish
     def finish(self, plots: bool) -> MetaTrainResult:
@@ -1239,12 +1389,14 @@ class _Run:
             self.metrics_file.close()
         if self.ckpt is not None:
             self.ckpt.close()
-        if self.status == "completed":
+        if self.status == "completed" and self.primary:
             final = self.health.final()
             if final:
                 self.status, self.message = final
+        if self.multi:
+            self._agree()
         out = self.out
-        if out is not None:
+        if self.history is None:
             try:
                 cols = read_metrics(out / METRICS_FILE)
             except (OSError, ValueError, StopIteration):
@@ -1254,7 +1406,8 @@ class _Run:
                 c: np.asarray([np.nan if v is None else v for v in vals], np.float64)
                 for c, vals in self.history.items()
             }
-        if out is not None and plots and self.status != "failed" and len(cols.get("step", ())):
+        writes = out is not None and self.primary
+        if writes and plots and self.status != "failed" and len(cols.get("step", ())):
             try:
                 plots_lib.meta_train_plots(out, cols)
             except OSError as e:

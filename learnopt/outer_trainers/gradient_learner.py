@@ -808,6 +808,9 @@ class SingleMachineGradientLearner:
         the devices of several processes (``learnopt.distributed.population_mesh()``
         after ``learnopt.distributed.initialize``) makes one run of all of them: each
         process draws only its own rows of the batches and holds only its shards.
+        Antithetic estimators are fastest sharded with ``stack_antithetic_samples=False``
+        (each device keeps its own +/- pairs; stacked, the population is resharded at
+        every step).
       init_theta_from_path, init_outer_state_from_path: see :class:`GradientLearner`.
     """
 
