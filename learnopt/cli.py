@@ -25,6 +25,13 @@ Output folder (``--out``): ``config.json``, ``metrics.csv`` (one row per meta-st
 missing, disk full), 2 bad input, 130/143 stopped by SIGINT/SIGTERM (checkpointed; resume
 with ``--resume``). Heavy imports (JAX, the tasks, matplotlib) happen only when a command
 runs, so ``learnopt --help`` is instant.
+
+One run can span several processes and machines (JAX's multi-controller runtime, see
+``docs/distributed.md``): start the same command on every host, adding
+``--coordinator HOST:PORT --num-processes N --process-id I`` (process 0's host and a free
+port; I = 0..N-1), or ``--distributed`` where JAX reads them from the cluster (SLURM,
+Open MPI, ...). The population is split over every device of every process; process 0
+writes ``--out``. ``--all-devices`` splits it over the GPUs of one process.
 """
 
 from __future__ import annotations
@@ -59,6 +66,11 @@ DEFAULT_TOTAL_LENGTH = {"full": 4, "truncated": 200}
 #: meta_train's argument names as the flags that set them (for error messages).
 FLAGS = {
     "out_dir": "--out",
+    "coordinator_address": "--coordinator",
+    "num_processes": "--num-processes",
+    "process_id": "--process-id",
+    "init_timeout": "--init-timeout",
+    "peer_timeout": "--peer-timeout",
     "trunc_length": "--trunc-length",
     "total_length": "--total-length",
     "num_tasks": "--num-tasks",
@@ -316,6 +328,56 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-plots", action="store_true", help="do not write meta_loss.png/learning_rate.png"
     )
     g.add_argument("--quiet", action="store_true", help="no progress bar, only the summary")
+    g = mt.add_argument_group("devices, processes and machines (docs/distributed.md)")
+    g.add_argument(
+        "--all-devices",
+        action="store_true",
+        help="split the population over every device of this process (e.g. the GPUs of "
+        "one host); automatic in a multi-process run. --num-tasks must be a multiple of "
+        "the number of devices",
+    )
+    g.add_argument(
+        "--coordinator",
+        default=None,
+        metavar="HOST:PORT",
+        help="join a multi-process run whose process 0 listens at HOST:PORT (the same on "
+        "every process); with --num-processes and --process-id",
+    )
+    g.add_argument(
+        "--num-processes",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="the number of processes of the run",
+    )
+    g.add_argument(
+        "--process-id",
+        type=_non_negative_int,
+        default=None,
+        metavar="I",
+        help="this process's index in [0, N); process 0 writes --out, the others never touch it",
+    )
+    g.add_argument(
+        "--distributed",
+        action="store_true",
+        help="join a multi-process run described by the cluster's environment (SLURM, "
+        "Open MPI, ...: JAX detects it) instead of the three flags above",
+    )
+    g.add_argument(
+        "--init-timeout",
+        type=_positive_int,
+        default=None,
+        metavar="S",
+        help="seconds to wait for every process to join, then exit 1 (default: 300)",
+    )
+    g.add_argument(
+        "--peer-timeout",
+        type=_positive_int,
+        default=None,
+        metavar="S",
+        help="a process silent for S seconds is declared dead: the others stop with a "
+        "non-zero exit status; restart the job with --resume (default: 100)",
+    )
 
     mt.set_defaults(parser=mt)
     ls = sub.add_parser(
@@ -401,6 +463,35 @@ def _meta_train_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         health_window=args.health_window,
         plots=not args.no_plots,
         progress=not args.quiet,
+        mesh="all" if args.all_devices else None,
+    )
+
+
+def _join_processes(args: argparse.Namespace) -> None:
+    """Joins a multi-process run if the flags ask for one (before any JAX computation)."""
+    given = [args.coordinator, args.num_processes, args.process_id]
+    timeouts = {"init_timeout": args.init_timeout, "peer_timeout": args.peer_timeout}
+    if args.distributed and any(v is not None for v in given):
+        raise ValueError(
+            "--distributed takes the processes from the cluster's environment: drop "
+            "--coordinator/--num-processes/--process-id, or drop --distributed"
+        )
+    if not args.distributed and all(v is None for v in given):
+        if any(v is not None for v in timeouts.values()):
+            raise ValueError(
+                "--init-timeout/--peer-timeout apply to a multi-process run (--coordinator "
+                "or --distributed)"
+            )
+        return
+    if not args.distributed and any(v is None for v in given):
+        raise ValueError("--coordinator, --num-processes and --process-id go together")
+    from learnopt import distributed
+
+    distributed.initialize(
+        args.coordinator,
+        args.num_processes,
+        args.process_id,
+        **{k: v for k, v in timeouts.items() if v is not None},
     )
 
 
@@ -409,6 +500,7 @@ def _run_meta_train(args: argparse.Namespace) -> int:
     sub = args.parser
     try:
         kwargs = _meta_train_kwargs(args)
+        _join_processes(args)
         from learnopt import train
 
         result = train.meta_train(**kwargs)
