@@ -22,6 +22,13 @@ see ``DESIGN.md``); integer and boolean leaves keep their dtype. Writes are atom
 durable (a temporary file, fsynced, renamed over the destination), so a periodic
 checkpoint that is interrupted never leaves a truncated file behind.
 
+A theta file may carry **metadata** (``save_theta(path, theta, metadata={...})``: what
+the learned optimizer is and how theta was meta-trained, see
+:mod:`learnopt.learned_optimizers.theta_files`). It is then the msgpack map
+``{"__learnopt_theta_file__": <metadata as JSON text>, "theta": <state dict>}``;
+:func:`load_theta` returns the theta alone either way, :func:`load_theta_metadata` the
+metadata (``None`` for a plain file).
+
 :class:`RunCheckpointer` checkpoints the *whole* state of a meta-training run with Orbax
 (``<out>/checkpoints/step_<N>/``), atomically and durably, keeping the last few; it is
 what :func:`learnopt.train.meta_train` resumes from.
@@ -29,7 +36,9 @@ what :func:`learnopt.train.meta_train` resumes from.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,6 +59,8 @@ __all__ = [
     "load_theta",
     "theta_to_bytes",
     "theta_from_bytes",
+    "load_theta_metadata",
+    "THETA_METADATA_KEY",
     "write_atomic",
     "fsync_tree",
     "fsync_dir",
@@ -76,16 +87,49 @@ def _to_jax(leaf: Any) -> Any:
     return jnp.asarray(arr, dtype=arr.dtype)
 
 
-def theta_to_bytes(theta: PyTree) -> bytes:
-    """``theta`` as msgpack bytes (floating leaves as float32)."""
+#: Top-level key of a theta file with metadata (its value is the metadata as JSON text).
+THETA_METADATA_KEY = "__learnopt_theta_file__"
+
+
+def theta_to_bytes(theta: PyTree, metadata: Mapping[str, Any] | None = None) -> bytes:
+    """``theta`` as msgpack bytes (floating leaves as float32), with optional metadata.
+
+    ``metadata`` must be JSON-serializable (tuples become lists).
+    """
     state = flax.serialization.to_state_dict(theta)
     state = jax.tree_util.tree_map(_to_numpy, state)
+    if metadata is not None:
+        if not isinstance(metadata, Mapping):
+            raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+        try:
+            text = json.dumps(dict(metadata), sort_keys=True, allow_nan=True)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"metadata must be JSON-serializable: {e}") from None
+        state = {THETA_METADATA_KEY: text, "theta": state}
     return flax.serialization.msgpack_serialize(state)
 
 
+def _split_metadata(raw: Any, where: str = "the theta bytes") -> tuple[Any, dict | None]:
+    """``(theta state dict, metadata or None)`` of a restored theta file."""
+    if not (isinstance(raw, dict) and THETA_METADATA_KEY in raw):
+        return raw, None
+    text = raw[THETA_METADATA_KEY]
+    try:
+        metadata = json.loads(text) if isinstance(text, str | bytes) else None
+    except ValueError as e:
+        raise ValueError(f"{where}: the metadata is not valid JSON ({e})") from None
+    if not isinstance(metadata, dict) or "theta" not in raw:
+        raise ValueError(
+            f"{where}: a theta file with metadata must hold a JSON object under "
+            f"{THETA_METADATA_KEY!r} and the theta under 'theta'"
+        )
+    return raw["theta"], metadata
+
+
 def theta_from_bytes(data: bytes, target: PyTree | None = None) -> PyTree:
-    """Inverse of :func:`theta_to_bytes`; see :func:`load_theta`."""
+    """Inverse of :func:`theta_to_bytes` (metadata dropped); see :func:`load_theta`."""
     state = flax.serialization.msgpack_restore(data)
+    state, _ = _split_metadata(state)
     state = jax.tree_util.tree_map(_to_jax, state)
     if target is None:
         return state
@@ -130,12 +174,16 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
 _write_atomic = write_atomic
 
 
-def save_theta(path: str | os.PathLike, theta: PyTree) -> Path:
+def save_theta(
+    path: str | os.PathLike, theta: PyTree, *, metadata: Mapping[str, Any] | None = None
+) -> Path:
     """Writes ``theta`` (any pytree of arrays: dicts, lists, flax dataclasses) to ``path``.
 
-    Parent folders are created. The write is atomic. Returns the path.
+    ``metadata`` (a JSON-serializable dict) is stored beside theta (see the module
+    docstring; :func:`learnopt.learned_optimizers.theta_files.save` writes the standard
+    fields). Parent folders are created. The write is atomic. Returns the path.
     """
-    return _write_atomic(path, theta_to_bytes(theta))
+    return _write_atomic(path, theta_to_bytes(theta, metadata))
 
 
 def save_state(path: str | os.PathLike, state: PyTree) -> Path:
@@ -191,12 +239,13 @@ def load_theta(path: str | os.PathLike, target: PyTree | None = None) -> PyTree:
     Without ``target`` returns the state dict: nested dicts of jnp arrays, floating
     leaves float32 (lists and tuples in the saved theta come back as dicts keyed
     ``"0"``, ``"1"``, ...). With ``target`` (e.g. ``lopt.init(key)``) the saved values
-    are restored into ``target``'s structure, shapes and dtypes.
+    are restored into ``target``'s structure, shapes and dtypes. A file's metadata is
+    not returned (:func:`load_theta_metadata` reads it).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no theta checkpoint at {path}")
-    _msgpack_file(path)  # a clear error for a corrupted or truncated file
+    _split_metadata(_msgpack_file(path), str(path))  # clear errors for corrupted files
     if target is not None:
         from learnopt import _validate
 
@@ -205,6 +254,18 @@ def load_theta(path: str | os.PathLike, target: PyTree | None = None) -> PyTree:
         if isinstance(expected, dict) and isinstance(raw, dict):
             _validate.theta_like(f"the theta in {path}", raw, expected, "the target")
     return theta_from_bytes(path.read_bytes(), target)
+
+
+def load_theta_metadata(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The metadata stored in a theta file, or ``None`` for a file without metadata.
+
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` naming the file
+    for one that is not a theta file (corrupted, truncated) or whose metadata is broken.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no theta file at {path}")
+    return _split_metadata(_msgpack_file(path), str(path))[1]
 
 
 def _msgpack_file(path: Path) -> Any:
