@@ -8,6 +8,7 @@ which holds the loop, the checkpoints and the resume logic::
     learnopt meta-train --trainer pes --trunc-length 10 --steps 500 --out runs/pes
     learnopt meta-train --resume runs/pes                # continue it (after a kill, ...)
     learnopt meta-train --resume runs/pes --steps 2000   # ... or extend it
+    learnopt meta-train --lopt MLPLOpt --trainer pes --family meta-train --eval-every 1000
     learnopt evaluate --theta runs/pes/theta.msgpack     # against tuned baselines
     learnopt list                                        # tasks, optimizers, trainers
 
@@ -87,6 +88,8 @@ FLAGS = {
     "task": "--task",
     "lopt": "--lopt",
     "trainer": "--trainer",
+    "families": "--family",
+    "lopt_config": "--lopt-arg",
 }
 
 
@@ -200,7 +203,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--lopt",
         default=None,
         metavar="NAME",
-        help=f"learned optimizer: {', '.join(LOPTS)} (default: {DEFAULT_LOPT})",
+        help=f"learned optimizer: {', '.join(LOPTS)}, ... ('{PROG} list' shows all; default: "
+        f"{DEFAULT_LOPT}); built with its meta-training defaults (learnopt.recipes), which "
+        "also set --outer-lr, --max-grad-norm, --trunc-length, --total-length, --num-tasks "
+        "and --std where not given",
+    )
+    g.add_argument(
+        "--family",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="meta-train on this task family instead of --task; repeat it for several (one "
+        "gradient estimator each, their estimates averaged every meta-step); 'meta-train' "
+        "stands for its four MetaTrain_* buckets",
+    )
+    g.add_argument(
+        "--lopt-arg",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="a constructor argument of --lopt, VALUE in JSON (step_mult=0.003, "
+        "exp_mult=[0.1,0.1,0.1]; plain words are strings); repeatable",
     )
     g = mt.add_argument_group("meta-gradient estimator")
     g.add_argument(
@@ -266,6 +289,42 @@ def build_parser() -> argparse.ArgumentParser:
         help="clip the meta-gradient to this global norm (default: no clipping)",
     )
     g.add_argument("--seed", type=_seed, default=None, metavar="N", help="random seed (default: 0)")
+    g = mt.add_argument_group("periodic held-out evaluation (eval.csv, eval.png)")
+    g.add_argument(
+        "--eval-every",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="every N meta-steps train a few held-out tasks with the current theta and "
+        "compare the final training loss with Adam tuned over 7 learning rates (default: off)",
+    )
+    g.add_argument(
+        "--eval-tasks",
+        default=None,
+        metavar="A,B",
+        help="registered tasks of the periodic evaluation (default: an MLP, an auto-encoder, "
+        "an LSTM and a Transformer LM of the held-out suite)",
+    )
+    g.add_argument(
+        "--eval-suite",
+        default=None,
+        metavar="NAME",
+        help="a task suite for the periodic evaluation instead of --eval-tasks",
+    )
+    g.add_argument(
+        "--eval-steps",
+        type=_positive_int,
+        default=300,
+        metavar="T",
+        help="inner steps per evaluation run (default: 300)",
+    )
+    g.add_argument(
+        "--eval-seeds",
+        type=_positive_int,
+        default=1,
+        metavar="S",
+        help="runs per task and evaluation (default: 1)",
+    )
     g = mt.add_argument_group("output, checkpoints and resume")
     g.add_argument(
         "--out",
@@ -441,9 +500,13 @@ def _meta_train_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         out = args.resume
     else:
         out = args.out if args.out is not None else _default_out_dir()
+    if args.task is not None and args.family:
+        raise ValueError("--task and --family exclude each other: meta-train on one or the other")
     return dict(
         task=args.task,
+        families=args.family,
         lopt=args.lopt,
+        lopt_config=_lopt_config(args.lopt_arg),
         trainer=args.trainer,
         trunc_length=args.trunc_length,
         total_length=args.total_length,
@@ -464,7 +527,75 @@ def _meta_train_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         plots=not args.no_plots,
         progress=not args.quiet,
         mesh="all" if args.all_devices else None,
+        callbacks=_eval_callbacks(args),
     )
+
+
+def _json_value(text: str) -> Any:
+    """A ``--lopt-arg`` value: JSON, Python's True/False/None, else the text itself."""
+    import json
+
+    python = {"True": True, "False": False, "None": None}
+    if text in python:
+        return python[text]
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _lopt_config(items: Sequence[str] | None) -> dict[str, Any] | None:
+    """``--lopt-arg KEY=VALUE`` flags as a dict (None when there are none)."""
+    if not items:
+        return None
+    config: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise ValueError(f"--lopt-arg must look like KEY=VALUE, got {item!r}")
+        config[key.strip()] = _json_value(value.strip())
+    return config
+
+
+def _eval_callbacks(args: argparse.Namespace) -> list[Any]:
+    """The periodic evaluation of ``--eval-every`` (none without it)."""
+    if args.eval_every is None:
+        if args.eval_tasks or args.eval_suite:
+            raise ValueError("--eval-tasks/--eval-suite need --eval-every N")
+        return []
+    from learnopt import recipes
+
+    if args.eval_tasks and args.eval_suite:
+        raise ValueError("give --eval-tasks or --eval-suite, not both")
+    if args.eval_suite:
+        from learnopt import eval as lopt_eval
+
+        try:
+            tasks = [
+                t if isinstance(t, str) else t.name for t in lopt_eval.get_suite(args.eval_suite)
+            ]
+        except KeyError as e:
+            raise ValueError(f"--eval-suite: {e}") from None
+    elif args.eval_tasks:
+        tasks = [t.strip() for t in args.eval_tasks.split(",") if t.strip()]
+        from learnopt.tasks import base as tasks_base
+
+        for name in tasks:
+            try:
+                tasks_base.TASKS.constructor(name)
+            except KeyError as e:
+                raise ValueError(f"--eval-tasks: {e}") from None
+    else:
+        tasks = list(recipes.EVAL_TASKS)
+    return [
+        recipes.PeriodicEval(
+            args.eval_every,
+            tasks,
+            steps=args.eval_steps,
+            seeds=args.eval_seeds,
+            progress=not args.quiet,
+        )
+    ]
 
 
 def _join_processes(args: argparse.Namespace) -> None:

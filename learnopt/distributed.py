@@ -46,6 +46,7 @@ import os
 import re
 import sys
 import threading
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,6 +73,7 @@ __all__ = [
     "all_gather_ints",
     "run_on_primary",
     "check_everywhere",
+    "check_same",
 ]
 
 #: Seconds :func:`initialize` waits for every process to join.
@@ -467,3 +469,22 @@ def check_everywhere(fn: Any, *args: Any) -> Any:
             "run failed (see their output); stopping this one too"
         )
     return result
+
+
+def check_same(value: Any, what: str) -> None:
+    """Raises ``ValueError`` on every process unless all pass an equal JSON-able ``value``.
+
+    Processes that disagree on what to run would wait for each other in different
+    collectives forever; this says so instead. A collective.
+    """
+    if jax.process_count() == 1:
+        return
+    digest = zlib.crc32(json.dumps(value, sort_keys=True, default=repr).encode())
+    digests = all_gather_ints([digest - 2**31])[:, 0]
+    differ = [i for i, d in enumerate(digests) if d != digests[0]]
+    if differ:
+        raise ValueError(
+            f"{what} differ between processes: process{'es' if len(differ) > 1 else ''} "
+            f"{', '.join(map(str, differ))} and process 0 were given different values; every "
+            "process of a run must run the same command"
+        )

@@ -107,7 +107,8 @@ def add_parser(subparsers: Any, formatter_class: Any = None) -> argparse.Argumen
     g.add_argument(
         "--lopt",
         metavar="NAME",
-        help="learned optimizer of the theta (default: 'lopt' in the config.json next to it)",
+        help="learned optimizer of a theta file without metadata (default: 'lopt' in the "
+        "config.json next to it; files with metadata name their own)",
     )
     g.add_argument(
         "--optimizer",
@@ -231,19 +232,44 @@ def _describe(shapes: dict[str, tuple[int, ...]], limit: int = 8) -> str:
 
 
 def load_learned_candidate(theta_path: str | os.PathLike, lopt_name: str | None = None):
-    """``(lopt, theta)`` from a theta file; the name comes from ``config.json`` if not given.
+    """``(lopt, theta)`` from a theta file.
 
-    Raises :class:`EvalError` naming the file and what was expected when the file is
-    missing, not a theta file, or holds a theta of another structure.
+    A file with metadata (every ``learnopt meta-train`` run, ``learnopt.pretrained``)
+    rebuilds its learned optimizer, configuration included
+    (:func:`learnopt.learned_optimizers.theta_files.load`); ``lopt_name``, if given, must
+    match it. Otherwise the name comes from ``lopt_name`` or the ``config.json`` next to
+    the file, with the constructor's defaults. Raises :class:`EvalError` naming the file
+    and what was expected when the file is missing, not a theta file, or holds a theta
+    of another structure.
     """
     import jax
 
     from learnopt import checkpoints
     from learnopt.learned_optimizers import base as lopt_base
+    from learnopt.learned_optimizers import theta_files
 
     path = Path(theta_path)
     if not path.is_file():
         raise EvalError(f"--theta: no file at {path}", usage=True)
+    try:
+        metadata = theta_files.read_metadata(path)
+    except ValueError as e:
+        if lopt_name is None:
+            raise EvalError(f"--theta: {e}") from None
+        metadata = None  # the path below names what the file should have held
+    if metadata is not None:
+        held = metadata.get("architecture")
+        if lopt_name is not None and lopt_name != held:
+            raise EvalError(
+                f"--lopt {lopt_name}: {path} holds a theta of {held} (its metadata says so); "
+                "leave --lopt out",
+                usage=True,
+            )
+        try:
+            trained = theta_files.load(path)
+        except ValueError as e:
+            raise EvalError(f"--theta: {e}") from None
+        return trained.lopt, trained.theta
     name = lopt_name or _read_lopt_name(path)
     try:
         lopt = lopt_base.LOPTS.get(name)
@@ -293,7 +319,11 @@ def _candidate(args: argparse.Namespace):
             "give --theta PATH (a learned optimizer) or --optimizer NAME --lr X", usage=True
         )
     lopt, theta = load_learned_candidate(args.theta, args.lopt)
-    return lopt_eval.learned_sweep(lopt, theta), {"theta": str(args.theta), "lopt": lopt.name}
+    return lopt_eval.learned_sweep(lopt, theta), {
+        "theta": str(args.theta),
+        "lopt": lopt.name,
+        "lopt_repr": repr(lopt),
+    }
 
 
 def _tasks(args: argparse.Namespace) -> tuple[str, list[Any]]:

@@ -108,7 +108,9 @@ BASE_COLUMNS = (
 #: Settings that define a run: a resumed run must have the same ones.
 RUN_SETTINGS = {
     "task": DEFAULT_TASK,
+    "families": None,
     "lopt": DEFAULT_LOPT,
+    "lopt_config": None,
     "trainer": "full_grad",
     "trunc_length": None,
     "total_length": None,
@@ -244,6 +246,18 @@ def _check_setting(name: str, value: Any) -> Any:
             raise TypeError(f"trainer must be a name in {sorted(TRAINERS)}, got {value!r}")
         if value not in TRAINERS:
             raise ValueError(f"trainer must be one of {sorted(TRAINERS)}, got {value!r}")
+    if name == "families":
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list | tuple) or not value:
+            raise TypeError(f"families must be a non-empty list of family names, got {value!r}")
+        if not all(isinstance(v, str) for v in value):
+            raise TypeError(f"families must be family names (strings), got {value!r}")
+        return list(value)
+    if name == "lopt_config":
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise TypeError(f"lopt_config must be a dict of constructor arguments, got {value!r}")
+        return dict(value)
     return value
 
 
@@ -309,15 +323,19 @@ def build_task(task: Any, data_dir: str | os.PathLike | None = None) -> Any:
             raise ValueError(f"task: {e}") from None
 
 
-def build_lopt(lopt: Any) -> Any:
-    """A registered learned optimizer by name, or ``lopt``."""
+def build_lopt(lopt: Any, config: dict[str, Any] | None = None) -> Any:
+    """A registered learned optimizer by name (built with ``config``), or ``lopt``."""
     from learnopt.learned_optimizers import base as lopt_base
 
     if isinstance(lopt, str):
         try:
-            return lopt_base.get_learned_optimizer(lopt)
+            return lopt_base.get_learned_optimizer(lopt, **(config or {}))
         except KeyError as e:
             raise ValueError(f"lopt: {e}") from None
+        except TypeError as e:  # an unknown constructor argument
+            raise ValueError(f"lopt_config: {lopt}: {e}") from None
+    if config:
+        raise ValueError("lopt_config applies to a learned optimizer given by name, not an object")
     if not isinstance(lopt, lopt_base.LearnedOptimizer):
         raise TypeError(
             f"lopt must be a registered learned optimizer name or a LearnedOptimizer, got "
@@ -345,8 +363,9 @@ def build_learner(
     """The :class:`SingleMachineGradientLearner` that :func:`meta_train` would build.
 
     ``trainer`` names a registered estimator (``outer_trainers.registry.ESTIMATORS``);
-    the outer optimizer is ``theta_opt`` or ``opt_base.Adam(outer_lr)``; ``mesh`` as
-    :func:`meta_train`'s.
+    ``task`` may be a list of tasks / families (one estimator each, their estimates
+    averaged); the outer optimizer is ``theta_opt`` or ``opt_base.Adam(outer_lr)``;
+    ``mesh`` as :func:`meta_train`'s.
     """
     from learnopt.optimizers import base as opt_base
     from learnopt.outer_trainers import gradient_learner, registry
@@ -359,26 +378,33 @@ def build_learner(
     }
     _resolve_lengths(s)
     std = _check_setting("std", std)
-    task, lopt = build_task(task, data_dir), build_lopt(lopt)
-    estimator = registry.make_estimator(
-        s["trainer"],
-        task,
-        lopt,
-        num_tasks=s["num_tasks"],
-        trunc_length=None if s["trainer"] in FULL_TRAINERS else s["trunc_length"],
-        total_length=s["total_length"],
-        std=std,
-    )
+    tasks = list(task) if isinstance(task, list | tuple) else [task]
+    if not tasks:
+        raise ValueError("task: an empty list of tasks")
+    tasks, lopt = [build_task(t, data_dir) for t in tasks], build_lopt(lopt)
+    estimators = [
+        registry.make_estimator(
+            s["trainer"],
+            t,
+            lopt,
+            num_tasks=s["num_tasks"],
+            trunc_length=None if s["trainer"] in FULL_TRAINERS else s["trunc_length"],
+            total_length=s["total_length"],
+            std=std,
+        )
+        for t in tasks
+    ]
     mesh = _resolve_mesh(mesh)
-    if mesh is not None and getattr(estimator, "stack_antithetic_samples", False):
-        # Split over devices, a stacked +/- population is resharded at every step
-        # (dozens of collectives); unstacked, each device keeps its pairs. Same maths.
-        estimator.stack_antithetic_samples = False
+    for est in estimators if mesh is not None else ():
+        if getattr(est, "stack_antithetic_samples", False):
+            # Split over devices, a stacked +/- population is resharded at every step
+            # (dozens of collectives); unstacked, each device keeps its pairs. Same maths.
+            est.stack_antithetic_samples = False
     if theta_opt is None:
         theta_opt = opt_base.Adam(_check_setting("outer_lr", outer_lr))
     return gradient_learner.SingleMachineGradientLearner(
         lopt,
-        [estimator],
+        estimators,
         theta_opt,
         num_steps=steps,
         max_grad_norm=_check_setting("max_grad_norm", max_grad_norm),
@@ -769,7 +795,9 @@ def _summary(name: str, cols: dict[str, Any], elapsed: float, out: Path | None) 
 def meta_train(
     *,
     task: Any = None,
+    families: Sequence[str] | None = None,
     lopt: Any = None,
+    lopt_config: dict[str, Any] | None = None,
     trainer: str | None = None,
     trunc_length: int | None = None,
     total_length: int | None = None,
@@ -803,8 +831,18 @@ def meta_train(
     Args:
       task: a registered task or task family name (default ``ImageMLP_Digits8_Relu32``),
         or a ``Task``/``TaskFamily``.
+      families: instead of ``task``, registered task family (or task) names, one
+        gradient estimator each, their estimates averaged every meta-step; a mixture's
+        name (``"meta-train"``) stands for its buckets (:func:`learnopt.recipes.expand_families`).
       lopt: a registered learned optimizer name (default ``LearnableAdam``) or a
-        ``LearnedOptimizer``.
+        ``LearnedOptimizer``. A name is built with the architecture's meta-training
+        defaults (:data:`learnopt.recipes.LOPT_DEFAULTS`, e.g. ``MLPLOpt``'s
+        ``step_mult=0.01``) updated by ``lopt_config``; an architecture with defaults
+        there also brings its training settings
+        (:data:`learnopt.recipes.TRAINING_DEFAULTS`: outer_lr, max_grad_norm and, for
+        the truncated trainers, trunc_length, total_length, num_tasks, std) wherever
+        they are not given.
+      lopt_config: constructor arguments of a learned optimizer given by name.
       trainer: the gradient estimator: ``full_grad`` (default), ``tbptt``, ``full_es``,
         ``tes``, ``pes``, ``nres`` (see :data:`TRAINERS`).
       trunc_length: inner steps per estimate of the truncated trainers (default 4).
@@ -837,7 +875,9 @@ def meta_train(
         of every process; ``"all"`` every device (e.g. the GPUs of one host); or a
         one-axis ``jax.sharding.Mesh``. ``num_tasks`` must be a multiple of its size. Not
         a setting of the run: a run may resume on other devices or processes. In a
-        multi-process run only process 0 writes ``out_dir`` (see
+        multi-process run every process calls ``meta_train`` with the same arguments
+        (checked; ``data_dir`` may differ); process 0's ``out_dir`` is the run's and only
+        process 0 reads or writes it; callbacks run on every process (see
         :mod:`learnopt.distributed`).
 
     Returns:
@@ -851,7 +891,9 @@ def meta_train(
     """
     given = {
         "task": task,
+        "families": families,
         "lopt": lopt,
+        "lopt_config": lopt_config,
         "trainer": trainer,
         "trunc_length": trunc_length,
         "total_length": total_length,
@@ -885,6 +927,8 @@ def meta_train(
     for name, value in given.items():
         if name not in ("task", "lopt"):
             given[name] = _check_setting(name, value)
+    if given["task"] is not None and given["families"] is not None:
+        raise ValueError("task and families exclude each other: pass one of them")
     for name, value in options.items():
         options[name] = None if value is None else _check_option(name, value)
     callbacks = list(callbacks)
@@ -902,12 +946,21 @@ def meta_train(
         raise ValueError("theta_opt= replaces outer_lr: pass one of them")
     if learner is not None:
         _check_learner_mesh(learner, mesh)
+    _check_same_everywhere(given, options, resume, overwrite, learner, theta_opt, mesh)
 
     out, saved = _prepare_out_dir_once(out_dir, resume, overwrite)
     settings, options, custom = _resolve_settings(given, options, saved, learner, theta_opt)
     if learner is None:
-        task_obj = build_task(_first(given["task"], settings["task"]), options["data_dir"])
-        lopt_obj = build_lopt(_first(given["lopt"], settings["lopt"]))
+        if settings["families"]:
+            from learnopt import recipes
+
+            task_obj = [
+                build_task(f, options["data_dir"])
+                for f in recipes.expand_families(settings["families"])
+            ]
+        else:
+            task_obj = build_task(_first(given["task"], settings["task"]), options["data_dir"])
+        lopt_obj = build_lopt(_first(given["lopt"], settings["lopt"]), settings["lopt_config"])
         for name, obj in (("task", task_obj), ("lopt", lopt_obj)):
             if name in custom:
                 settings[name] = _name_of(obj)
@@ -973,16 +1026,40 @@ def _check_learner_mesh(learner: Any, mesh: Any) -> None:
         )
 
 
+def _check_same_everywhere(given, options, resume, overwrite, learner, theta_opt, mesh) -> None:
+    """Several processes: they must all run the same meta_train (else they would wait for
+    each other in different collectives forever). ``data_dir`` may differ per host and
+    ``out_dir`` is process 0's."""
+    from learnopt import distributed
+
+    def describe(value: Any) -> Any:
+        if value is None or isinstance(value, str | int | float | bool):
+            return value
+        if isinstance(value, list | tuple):
+            return [describe(v) for v in value]
+        if isinstance(value, dict):
+            return {k: describe(v) for k, v in value.items()}
+        return f"<{_name_of(value)}>"
+
+    call = dict(given, **{k: v for k, v in options.items() if k != "data_dir"})
+    call.update(resume=resume, overwrite=overwrite, learner=learner, theta_opt=theta_opt)
+    call["mesh"] = getattr(mesh, "shape", mesh)
+    distributed.check_same(describe(call), "the meta_train arguments")
+
+
 def _prepare_out_dir_once(
     out_dir: Any, resume: bool, overwrite: bool
 ) -> tuple[Path | None, dict[str, Any]]:
-    """:func:`_prepare_out_dir` on process 0 (the only one that reads ``out_dir``)."""
+    """:func:`_prepare_out_dir` on process 0 (the only one that reads ``out_dir``); the
+    other processes take its ``out_dir`` (theirs is ignored)."""
     from learnopt import distributed
 
-    saved = distributed.run_on_primary(
-        lambda: _prepare_out_dir(out_dir, resume, overwrite)[1], errors=(RunExistsError,)
-    )
-    return (None if out_dir is None else _validate._path("out_dir", out_dir)), saved
+    def prepare() -> dict[str, Any]:
+        out, saved = _prepare_out_dir(out_dir, resume, overwrite)
+        return {"out": None if out is None else str(out), "saved": saved}
+
+    reply = distributed.run_on_primary(prepare, errors=(RunExistsError,))
+    return (None if reply["out"] is None else Path(reply["out"])), reply["saved"]
 
 
 def _prepare_out_dir(
@@ -1020,7 +1097,11 @@ def _resolve_settings(
     """
     settings: dict[str, Any] = {}
     custom = set(saved.get("custom", ()))
+    recipe = _recipe_settings(given, saved) if learner is None else {}
     for name, default in RUN_SETTINGS.items():
+        if name == "lopt_config":
+            continue
+        default = recipe.get(name, default)
         value = given[name]
         is_object = name in ("task", "lopt") and value is not None and not isinstance(value, str)
         if (learner is not None and name != "seed") or (
@@ -1048,6 +1129,9 @@ def _resolve_settings(
         settings[name] = default if value is None else value
         if is_object:
             custom.add(name)
+    settings["lopt_config"] = _resolve_lopt_config(given, saved, settings, learner, custom)
+    if settings["families"]:
+        settings["task"] = None
     options = {
         name: options[name] if options[name] is not None else saved.get(name, default)
         for name, default in RUN_OPTIONS.items()
@@ -1055,6 +1139,50 @@ def _resolve_settings(
     if learner is None:
         _resolve_lengths(settings)
     return settings, options, custom
+
+
+def _recipe_settings(given: dict[str, Any], saved: dict[str, Any]) -> dict[str, Any]:
+    """The training settings that go with the run's architecture (see learnopt.recipes)."""
+    from learnopt import recipes
+
+    lopt = _first(given["lopt"], saved.get("lopt", RUN_SETTINGS["lopt"]))
+    if not isinstance(lopt, str):
+        return {}
+    trainer = _first(given["trainer"], saved.get("trainer", RUN_SETTINGS["trainer"]))
+    return recipes.training_defaults(lopt, trainer)
+
+
+def _resolve_lopt_config(
+    given: dict[str, Any],
+    saved: dict[str, Any],
+    settings: dict[str, Any],
+    learner: Any,
+    custom: set[str],
+) -> dict[str, Any] | None:
+    """The constructor arguments of a learned optimizer given by name.
+
+    A new run: the architecture's defaults (``learnopt.recipes.LOPT_DEFAULTS``) updated
+    by ``lopt_config``. A resumed run keeps its own (``{}``, the constructor's defaults,
+    for runs written before lopt_config was recorded); a ``lopt_config`` that would
+    change it is refused.
+    """
+    from learnopt import recipes
+
+    if learner is not None or "lopt" in custom or not isinstance(settings["lopt"], str):
+        if given["lopt_config"]:
+            raise ValueError(
+                "lopt_config applies to a learned optimizer given by name, not an object"
+            )
+        return None
+    if saved:
+        old = saved.get("lopt_config") or {}
+        if given["lopt_config"] is not None and {**old, **given["lopt_config"]} != old:
+            raise ValueError(
+                f"resume: lopt_config={given['lopt_config']!r} differs from the run's "
+                f"lopt_config={old!r}; a resumed run keeps its settings"
+            )
+        return dict(old)
+    return {**recipes.lopt_defaults(settings["lopt"]), **(given["lopt_config"] or {})}
 
 
 class _Run:
@@ -1325,11 +1453,31 @@ class _Run:
         def write() -> str:
             self.metrics_file.sync()
             path = self.ckpt.save(self.step, state, meta)
-            checkpoints.save_theta(self.out / THETA_FILE, self.learner.get_theta(state))
+            theta = self.learner.get_theta(state)
+            checkpoints.save_theta(
+                self.out / THETA_FILE, theta, metadata=self._theta_metadata(theta)
+            )
             return str(path)
 
         errors = (checkpoints.CheckpointWriteError, OSError)
         self.last_ckpt = Path(distributed.run_on_primary(write, errors=errors))
+
+    def _theta_metadata(self, theta: Any) -> dict[str, Any] | None:
+        """What theta.msgpack says about itself (learned_optimizers.theta_files)."""
+        from learnopt.learned_optimizers import theta_files
+
+        settings = {k: v for k, v in self.settings.items() if k != "lopt_config"}
+        meta_training = dict(
+            settings,
+            estimators=[e.task_name() for e in self.learner.gradient_estimators],
+            step=self.step,
+            steps=self.num_steps,
+            out_dir=str(self.out),
+        )
+        try:
+            return theta_files.make_metadata(self.learner.lopt, theta, meta_training=meta_training)
+        except (TypeError, ValueError):  # a custom learned optimizer we cannot describe
+            return None
 
     def _restore(self, step: int) -> tuple[Any, dict[str, Any]]:
         """The state and meta of checkpoint ``step``: read by process 0, sent to the others,

@@ -41,6 +41,22 @@ ALL_FLAGS = (
     "--overwrite",
     "--no-plots",
     "--quiet",
+    # the recipe (tests/test_recipe.py)
+    "--family",
+    "--lopt-arg",
+    "--eval-every",
+    "--eval-tasks",
+    "--eval-suite",
+    "--eval-steps",
+    "--eval-seeds",
+    # several processes (tests/test_distributed.py)
+    "--coordinator",
+    "--num-processes",
+    "--process-id",
+    "--distributed",
+    "--init-timeout",
+    "--peer-timeout",
+    "--all-devices",
 )
 
 
@@ -100,7 +116,9 @@ def test_meta_train_writes_everything(trainer, extra, tmp_path, monkeypatch, cap
     argv += ["--log-every", "7", "--checkpoint-every", "10", "--keep-checkpoints", "2", *extra]
     saves = []
     save = checkpoints.save_theta
-    monkeypatch.setattr(checkpoints, "save_theta", lambda p, t: saves.append(p) or save(p, t))
+    monkeypatch.setattr(
+        checkpoints, "save_theta", lambda p, t, **kw: saves.append(p) or save(p, t, **kw)
+    )
     code, result = _run(argv, monkeypatch)
     assert code == 0
     stdout = capsys.readouterr().out

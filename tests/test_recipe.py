@@ -1,0 +1,152 @@
+"""The meta-training recipe: ``learnopt meta-train --lopt NAME --trainer pes --family ...``.
+
+One tiny run (MLPLOpt of width 2 on two quadratic families, a few meta-steps, a periodic
+evaluation on ``QuadraticTask``) shared by the tests through a module fixture, then a
+resume of it; everything else checks settings without compiling.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from learnopt import cli, recipes, train
+from learnopt.learned_optimizers import theta_files
+from learnopt.tasks import suites
+from learnopt.tasks.datasets import base as datasets_base
+
+FAMILIES = ("FixedDimQuadraticFamily", "NoisyQuadraticFamily")
+TINY = [
+    "--lopt-arg", "hidden_size=2", "--lopt-arg", "hidden_layers=1",
+    "--trunc-length", "2", "--total-length", "6", "--num-tasks", "2",
+    "--log-every", "2", "--checkpoint-every", "0", "--no-plots", "--quiet",
+]  # fmt: skip
+EVAL = ["--eval-every", "2", "--eval-tasks", "QuadraticTask", "--eval-steps", "20"]
+
+
+@pytest.fixture(autouse=True)
+def data_env(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv(datasets_base.ENV_DATA_DIR, str(tmp_path_factory.getbasetemp() / "data"))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("recipe") / "run"
+    argv = ["meta-train", "--lopt", "MLPLOpt", "--trainer", "pes", "--steps", "4"]
+    argv += [x for f in FAMILIES for x in ("--family", f)] + TINY + EVAL
+    assert cli.main([*argv, "--out", str(out)]) == 0
+    return out
+
+
+def test_families_are_one_estimator_each_with_the_architecture_defaults(run):
+    config = json.loads((run / "config.json").read_text())
+    assert config["families"] == list(FAMILIES) and config["task"] is None
+    # The recipe's MLPLOpt defaults, updated by --lopt-arg.
+    expected = {**recipes.LOPT_DEFAULTS["MLPLOpt"], "hidden_size": 2, "hidden_layers": 1}
+    assert config["lopt_config"] == expected
+    # Training settings not given on the command line come from the recipe.
+    defaults = recipes.TRAINING_DEFAULTS["MLPLOpt"]
+    assert config["outer_lr"] == defaults["outer_lr"]
+    assert config["max_grad_norm"] == defaults["max_grad_norm"]
+    assert config["std"] == defaults["std"]
+    assert config["trunc_length"] == 2 and config["total_length"] == 6  # given ones win
+
+
+def test_the_run_theta_file_rebuilds_its_optimizer(run):
+    trained = theta_files.load(run / "theta.msgpack")
+    assert trained.lopt.hidden_size == 2 and trained.lopt.step_mult == 0.01
+    md = trained.metadata["meta_training"]
+    assert md["families"] == list(FAMILIES) and md["estimators"] == list(FAMILIES)
+    assert md["trainer"] == "pes" and md["step"] == 4
+
+
+def test_periodic_evaluation_is_logged_and_plotted(run):
+    rows = recipes.read_eval_csv(run / "eval.csv")
+    assert [r["step"] for r in rows] == [2, 4]
+    for r in rows:
+        assert r["task"] == "QuadraticTask"
+        assert math.isfinite(r["final_train"]) and r["adam_final_train"] > 0
+        assert r["adam_lr"] in recipes.EVAL_LEARNING_RATES
+        assert r["normalized_loss"] == pytest.approx(r["final_train"] / r["adam_final_train"])
+    assert (run / "eval.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_resumed_run_keeps_its_recipe_and_appends_evaluations(run):
+    argv = ["meta-train", "--resume", str(run), "--steps", "6", "--quiet", "--no-plots", *EVAL]
+    assert cli.main(argv) == 0
+    rows = recipes.read_eval_csv(run / "eval.csv")
+    assert [r["step"] for r in rows] == [2, 4, 6]
+    assert theta_files.load(run / "theta.msgpack").metadata["meta_training"]["step"] == 6
+    with pytest.raises(ValueError, match="lopt_config.*differs"):
+        train.meta_train(out_dir=run, resume=True, steps=8, lopt_config={"hidden_size": 3})
+
+
+def test_the_meta_train_mixture_stands_for_its_buckets():
+    assert recipes.expand_families(["meta-train"]) == list(suites.META_TRAIN_BUCKETS)
+    assert recipes.expand_families(["QuadraticTask"]) == ["QuadraticTask"]  # a task is fine
+    with pytest.raises(ValueError, match="given twice"):
+        recipes.expand_families(["meta-train", "MetaTrain_MLP_Digits8_32"])
+    with pytest.raises(ValueError, match="Unknown task family 'NoSuchFamily'"):
+        recipes.expand_families(["NoSuchFamily"])
+
+
+def test_settings_are_checked_before_anything_runs(tmp_path, capsys):
+    with pytest.raises(ValueError, match="task and families exclude each other"):
+        train.meta_train(task="QuadraticTask", families=["QuadraticTask"])
+    with pytest.raises(ValueError, match="lopt_config applies to a learned optimizer given by"):
+        train.meta_train(lopt=recipes_lopt(), lopt_config={"step_mult": 1.0})
+    with pytest.raises(ValueError, match="lopt_config: MLPLOpt: .*no_such"):
+        train.build_lopt("MLPLOpt", {"no_such": 1})
+    for argv, message in [
+        (["--lopt-arg", "step_mult"], "--lopt-arg must look like KEY=VALUE"),
+        (["--eval-tasks", "QuadraticTask"], "--eval-tasks/--eval-suite need --eval-every"),
+        (["--eval-every", "5", "--eval-tasks", "NoTask"], "--eval-tasks: Unknown task"),
+        (["--eval-every", "5", "--eval-suite", "nope"], "--eval-suite: Unknown suite"),
+        (["--task", "QuadraticTask", "--family", "QuadraticTask"], "--task and --family exclude"),
+    ]:
+        with pytest.raises(SystemExit) as e:
+            cli.main(["meta-train", "--out", str(tmp_path / "x"), *argv])
+        assert e.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def recipes_lopt():
+    from learnopt.learned_optimizers import mlp_lopt
+
+    return mlp_lopt.MLPLOpt(hidden_size=2)
+
+
+def test_lopt_arg_values_are_json_or_words():
+    assert cli._lopt_config(["a=1e-3", "b=[0.1,0.1]", "c=Adam", "d=True", "e=null"]) == {
+        "a": 1e-3,
+        "b": [0.1, 0.1],
+        "c": "Adam",
+        "d": True,
+        "e": None,
+    }
+
+
+def test_training_defaults_leave_full_run_trainers_their_lengths():
+    assert "total_length" not in recipes.training_defaults("MLPLOpt", "full_grad")
+    assert recipes.training_defaults("MLPLOpt", "pes")["total_length"] == 1000
+    assert recipes.training_defaults("LearnableAdam", "pes") == {}  # the walkthrough's
+    assert np.isfinite(recipes.TRAINING_DEFAULTS["Celo2"]["outer_lr"])
+
+
+def test_evaluate_rebuilds_the_optimizer_from_the_theta_file(run, tmp_path, capsys):
+    theta = str(run / "theta.msgpack")
+    fast = ["--tasks", "QuadraticTask", "--steps", "20", "--seeds", "1", "--baselines", "Adam"]
+    fast += ["--lrs", "0.1", "--no-plots", "--quiet"]
+    out = tmp_path / "eval"
+    assert cli.main(["evaluate", "--theta", theta, "--out", str(out), *fast]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["lopt"] == "MLPLOpt" and "hidden_size=2" in config["lopt_repr"]
+    with pytest.raises(SystemExit) as e:
+        cli.main(
+            ["evaluate", "--theta", theta, "--lopt", "LearnableAdam", "--out", str(out), *fast]
+        )
+    assert e.value.code == 2
+    assert "holds a theta of MLPLOpt" in capsys.readouterr().err
