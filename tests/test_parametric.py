@@ -81,6 +81,28 @@ def test_sampled_initializers_have_the_sampled_scale():
     np.testing.assert_allclose(q.T @ q, np.eye(4), atol=1e-5)
 
 
+def test_orthonormalize_columns_is_the_q_of_qr_with_a_positive_diagonal():
+    for shape in [(9, 4), (5, 5), (40, 7)]:
+        a = jax.random.normal(KEY, shape)
+        q, r = jnp.linalg.qr(a)
+        np.testing.assert_allclose(
+            parametric_utils.orthonormalize_columns(a), q * jnp.sign(jnp.diag(r)), atol=2e-6
+        )
+
+
+def test_batched_orthogonal_init_inside_a_loop_needs_no_lapack():
+    # Batched LAPACK QR inside a loop can deadlock XLA:CPU's intra-op pool on 2 cores
+    # (meta-training a family with orthogonal init hung at its first inner-run reset).
+    def body(_, acc):
+        keys = jax.random.split(jax.random.fold_in(KEY, acc.shape[0]), 8)
+        q = jax.vmap(lambda k: parametric_utils.orth_init((32, 32), jnp.float32, k))(keys)
+        return acc + q.sum(0)
+
+    fn = jax.jit(lambda: jax.lax.fori_loop(0, 3, body, jnp.zeros((32, 32))))
+    assert "lapack" not in fn.lower().as_text()
+    assert np.isfinite(np.asarray(fn())).all()
+
+
 def test_vmapped_members_differ_in_activation_and_match_one_by_one():
     fam = tasks_base.TASK_FAMILIES.get("ParametricImageMLP_Digits8_32x32")
     many = jit(jax.vmap(fam.sample))(jax.random.split(KEY, 16))

@@ -36,6 +36,7 @@ __all__ = [
     "log_float",
     "log_int",
     "orth_init",
+    "orthonormalize_columns",
     "parametric_normalizer",
     "task_from_sample_task_family_fn",
     "truncated_normal_init",
@@ -166,6 +167,27 @@ def _fans(shape: Sequence[int]) -> tuple[int, int]:
     return shape[-2] * receptive, shape[-1] * receptive
 
 
+def orthonormalize_columns(a: jax.Array) -> jax.Array:
+    """The ``Q`` of ``a = QR`` with ``diag(R) > 0``, for ``a`` of shape ``(m, n)``, ``m >= n``.
+
+    Classical Gram-Schmidt with one reorthogonalization pass ("CGS2"; Giraud et al. 2005,
+    "Rounding error analysis of the classical Gram-Schmidt orthogonalization process"),
+    in plain XLA operations. Not ``jnp.linalg.qr``: batched (under ``vmap``) inside a loop,
+    its LAPACK kernel fans out over XLA:CPU's intra-op thread pool from a thread of that
+    pool and, on a 2-core machine, can deadlock (every inner-run reset of a parametric
+    family with orthogonal initialization runs inside the truncation's loop).
+    """
+    n = a.shape[1]
+
+    def column(j, q):
+        v = jax.lax.dynamic_index_in_dim(a, j, axis=1, keepdims=False)
+        for _ in range(2):  # columns >= j of q are still zero: no mask needed
+            v = v - q @ (q.T @ v)
+        return jax.lax.dynamic_update_index_in_dim(q, v / jnp.linalg.norm(v), j, axis=1)
+
+    return jax.lax.fori_loop(0, n, column, jnp.zeros_like(a))
+
+
 def orth_init(shape, dtype, key, scale=1.0, axis=-1) -> jax.Array:
     """A scaled random orthogonal matrix (Saxe et al. 2014), flattened over ``axis``."""
     if len(shape) < 2:
@@ -173,8 +195,7 @@ def orth_init(shape, dtype, key, scale=1.0, axis=-1) -> jax.Array:
     n_rows = shape[axis]
     n_cols = math.prod(shape) // n_rows
     mat_shape = (n_rows, n_cols) if n_rows > n_cols else (n_cols, n_rows)
-    q, r = jnp.linalg.qr(jax.random.normal(key, mat_shape, jnp.float32))
-    q = q * jnp.sign(jnp.diag(r))
+    q = orthonormalize_columns(jax.random.normal(key, mat_shape, jnp.float32))
     if n_rows < n_cols:
         q = q.T
     q = jnp.reshape(q, (n_rows, *np.delete(np.asarray(shape), axis)))
