@@ -1,0 +1,136 @@
+"""The shipped meta-trained thetas: one line to load, plain optax to use, provenance on board."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from learnopt import pretrained
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers import theta_files
+from learnopt.registry import UnknownNameError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_at_least_one_small_entry_ships_with_its_provenance():
+    names = pretrained.names()
+    assert pretrained.DEFAULT in names
+    for name in names:
+        path = pretrained.path(name)
+        assert path.stat().st_size < 64 * 1024  # kilobytes, not megabytes
+        md = pretrained.metadata(name)
+        assert md["registered"] and md["architecture"] in lopt_base.LOPTS
+        assert md["licence"] == "Apache-2.0"
+        training = md["meta_training"]
+        assert training["command"].startswith("learnopt meta-train")
+        assert training["wall_minutes"] <= 60
+        assert "out_dir" not in training  # nothing of the machine that made it
+        text = pretrained.describe(name)
+        assert training["command"] in text and "learnopt evaluate" in text
+        assert "wins" in text.lower()  # the evaluation summary against tuned baselines
+
+
+def test_the_package_data_includes_the_entries():
+    config = (ROOT / "pyproject.toml").read_text()
+    assert '"learnopt.pretrained" = ["*.msgpack", "*.md"]' in config
+
+
+def test_load_rebuilds_the_optimizer_without_declaring_it():
+    trained = pretrained.load()
+    md = pretrained.metadata()
+    assert type(trained.lopt).__name__ == md["architecture"]
+    for key, value in md["config"].items():
+        got = getattr(trained.lopt, key)
+        assert (list(got) if isinstance(got, tuple) else got) == value, key
+    lopt, theta = trained
+    assert jax.tree.structure(theta) == jax.tree.structure(lopt.init(jax.random.PRNGKey(0)))
+    assert sum(np.size(x) for x in jax.tree.leaves(theta)) == md["num_theta"]
+
+
+def test_unknown_names_list_the_entries():
+    with pytest.raises(UnknownNameError, match=pretrained.DEFAULT):
+        pretrained.load("no-such-theta")
+    with pytest.raises(TypeError, match="name must be a string"):
+        pretrained.path(3)
+
+
+def test_as_optax_composes_with_chain_schedules_and_weight_decay():
+    trained = pretrained.load()
+    tx = optax.chain(
+        trained.as_optax(num_steps=60),
+        optax.add_decayed_weights(1e-4),
+        optax.scale_by_schedule(optax.linear_schedule(1.0, 0.5, 60)),
+    )
+    target = jnp.linspace(-1.0, 1.0, 12).reshape(3, 4)
+
+    def loss_fn(p):
+        return jnp.mean((p["w"] - target) ** 2)
+
+    @jax.jit
+    def step(params, state):
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, state = tx.update(grads, state, params, value=loss)
+        return optax.apply_updates(params, updates), state, loss
+
+    params = {"w": jnp.zeros((3, 4))}
+    state = tx.init(params)
+    losses = []
+    for _ in range(60):
+        params, state, loss = step(params, state)
+        losses.append(float(loss))
+    assert np.isfinite(losses).all()
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_a_corrupted_copy_is_refused_with_the_file_named(tmp_path):
+    bad = tmp_path / "copy.msgpack"
+    bad.write_bytes(pretrained.path().read_bytes()[:-40])
+    with pytest.raises(ValueError, match="copy.msgpack"):
+        theta_files.load(bad)
+
+
+def test_the_example_trains_a_flax_model_in_a_plain_optax_loop():
+    spec = importlib.util.spec_from_file_location(
+        "pretrained_flax_mlp", ROOT / "examples" / "pretrained_flax_mlp.py"
+    )
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    first, last, accuracy = example.main(steps=150)
+    assert last < 0.5 * first
+    assert accuracy > 0.8
+
+
+def test_make_pretrained_packages_a_run(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "make_pretrained", ROOT / "examples" / "make_pretrained.py"
+    )
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    run, ev, out = tmp_path / "run", tmp_path / "eval", tmp_path / "out"
+    for d in (run, ev, out):
+        d.mkdir()
+    trained = pretrained.load()
+    theta_files.save(
+        run / "theta.msgpack",
+        trained.lopt,
+        trained.theta,
+        meta_training={"trainer": "pes", "out_dir": "/somewhere"},
+    )
+    (ev / "summary.md").write_text("| task | wins |\n")
+    path = make.main(
+        ["--run", str(run), "--eval", str(ev), "--name", "x", "--minutes", "3",
+         "--command", "learnopt meta-train --steps 3", "--eval-command", "learnopt evaluate",
+         "--out", str(out)]
+    )  # fmt: skip
+    md = theta_files.read_metadata(path)
+    assert md["licence"] == "Apache-2.0" and "out_dir" not in md["meta_training"]
+    assert md["meta_training"]["command"] == "learnopt meta-train --steps 3"
+    assert json.dumps(md["config"]) and "| task | wins |" in (out / "x.md").read_text()
