@@ -27,7 +27,7 @@ from typing import Any
 
 import jax
 
-__all__ = ["TraceCounter", "assert_max_compiles", "count_compiles"]
+__all__ = ["TraceCounter", "assert_max_compiles", "assert_same_theta", "count_compiles"]
 
 
 class TraceCounter:
@@ -117,3 +117,29 @@ def assert_max_compiles(n: int, name: str | None = None) -> Iterator[list[str]]:
             f"{len(counted)}: {counted}. A state leaf probably changed dtype or weak type "
             "between calls."
         )
+
+
+def assert_same_theta(a: Any, b: Any) -> None:
+    """Asserts two thetas (pytrees or theta files) are bit-identical: structure, dtypes, bits.
+
+    Theta files compare by their theta alone: their metadata (creation time, run folder)
+    differs between runs that computed the same theta.
+    """
+    import os
+
+    import numpy as np
+
+    from learnopt import checkpoints
+
+    def load(x: Any) -> Any:
+        return checkpoints.load_theta(x) if isinstance(x, str | os.PathLike) else x
+
+    ta, tb = load(a), load(b)
+    assert jax.tree.structure(ta) == jax.tree.structure(tb), (
+        jax.tree.structure(ta),
+        jax.tree.structure(tb),
+    )
+    for x, y in zip(jax.tree.leaves(ta), jax.tree.leaves(tb), strict=True):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype and x.shape == y.shape, (x.dtype, y.dtype, x.shape, y.shape)
+        assert x.tobytes() == y.tobytes(), f"theta differs: {x} != {y}"

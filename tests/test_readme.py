@@ -11,7 +11,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 def test_readme_tour_runs_and_meta_trains(tmp_path, monkeypatch):
     monkeypatch.setenv("LEARNOPT_DATA_DIR", str(tmp_path / "tfds"))
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    assert len(blocks) == 1, "expected one python block (the tour)"
+    assert len(blocks) == 2, "expected two python blocks (the tour, the pretrained theta)"
     code = blocks[0].replace("range(2000)", "range(60)")
     namespace: dict = {}
     exec(compile(code, str(README), "exec"), namespace)
@@ -21,3 +21,13 @@ def test_readme_tour_runs_and_meta_trains(tmp_path, monkeypatch):
     # The last learner built in the tour (PES) initializes too.
     pes_state = learner.init(namespace["key"])
     assert int(pes_state.outer_iteration) == 0
+
+
+def test_readme_pretrained_snippet_builds_an_optax_transformation():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    namespace: dict = {}
+    exec(compile(blocks[1], str(README), "exec"), namespace)
+    tx = namespace["tx"]
+    params = {"w": np.ones(3, np.float32)}
+    updates, _ = tx.update({"w": np.ones(3, np.float32)}, tx.init(params), params, value=1.0)
+    assert np.isfinite(np.asarray(updates["w"])).all()
