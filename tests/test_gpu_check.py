@@ -66,6 +66,13 @@ def _run(script: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+def _run_stubbed(checkout: Path, tmp_path: Path, smi: Path, **env: str):
+    """The checkout's gpu_check.sh with a stub nvidia-smi and a stub python (no install)."""
+    stub = _executable(tmp_path / "python", PYTHON_STUB)
+    script = checkout / "benchmarks" / "gpu_check.sh"
+    return _run(script, "--no-install", "--python", str(stub), LEARNOPT_NVIDIA_SMI=str(smi), **env)
+
+
 def test_script_is_valid_bash():
     proc = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -114,15 +121,7 @@ def test_unknown_argument_is_an_error():
 
 def test_jax_without_gpu_stops_the_check(checkout, tmp_path):
     smi = _executable(tmp_path / "smi", "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: x)'\n")
-    stub = _executable(tmp_path / "python", PYTHON_STUB)
-    proc = _run(
-        checkout / "benchmarks" / "gpu_check.sh",
-        "--no-install",
-        "--python",
-        str(stub),
-        LEARNOPT_NVIDIA_SMI=str(smi),
-        STUB_CPU="1",
-    )
+    proc = _run_stubbed(checkout, tmp_path, smi, STUB_CPU="1")
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "JAX does not see the GPU" in proc.stderr
 
@@ -133,14 +132,7 @@ def test_report_gathers_every_step_and_keeps_the_cpu_figures(checkout, tmp_path)
         '#!/bin/sh\nif [ "$1" = -L ]; then echo "GPU 0: NVIDIA H200 (UUID: x)";'
         ' else echo "name, memory.total"; echo "NVIDIA H200, 143771 MiB"; fi\n',
     )
-    stub = _executable(tmp_path / "python", PYTHON_STUB)
-    proc = _run(
-        checkout / "benchmarks" / "gpu_check.sh",
-        "--no-install",
-        "--python",
-        str(stub),
-        LEARNOPT_NVIDIA_SMI=str(smi),
-    )
+    proc = _run_stubbed(checkout, tmp_path, smi)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = checkout / "benchmarks" / "results"
     (report,) = results.glob("gpu_check_*.md")
