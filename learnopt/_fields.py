@@ -1,0 +1,142 @@
+"""Settings of a configuration dataclass, described once for the code and the command line.
+
+A configuration (``learnopt.run.config.RunConfig``, ``learnopt.evaluation.config``) is a
+frozen dataclass; each field is declared with :func:`setting`, which records its default
+and the text and form of its command-line flag. ``learnopt.cli`` derives the flags from
+these fields, so a default is written once and ``--help`` shows it. Pure Python: no JAX,
+no numpy, so that the command line's ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["setting", "Flag", "flags_of", "MISSING"]
+
+MISSING = dataclasses.MISSING
+#: The value parsers a flag can name (``learnopt.cli.args`` implements them).
+PARSERS = (
+    "str",
+    "int",
+    "positive_int",
+    "non_negative_int",
+    "positive_float",
+    "seed",
+    "name_list",
+    "float_list",
+    "key_value",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """How a field appears on the command line.
+
+    Attributes:
+      field: the dataclass field name (``trunc_length``).
+      flag: the option string (``--trunc-length``); ``None``: no flag.
+      help: the help text; ``{default}`` in it is replaced by the default.
+      metavar: the value's name in ``--help`` (``K``).
+      parse: one of :data:`PARSERS` (``"positive_int"``); ``None`` for a switch.
+      choices: the allowed values, or ``None``.
+      repeat: whether the flag may be given several times (a list).
+      switch: a ``store_true`` flag for a boolean field that defaults to False, or
+        ``"negate"``: a ``--no-...`` flag for one that defaults to True.
+      default: the field's default (``dataclasses.MISSING`` if it has none).
+      group: the ``--help`` section the flag is listed in.
+    """
+
+    field: str
+    flag: str | None
+    help: str
+    metavar: str | None = None
+    parse: str | None = "str"
+    choices: tuple[Any, ...] | None = None
+    repeat: bool = False
+    switch: str | None = None
+    default: Any = MISSING
+    group: str = ""
+
+
+def setting(
+    default: Any = MISSING,
+    help: str = "",
+    *,
+    flag: str | None = "",
+    metavar: str | None = None,
+    parse: str | None = "str",
+    choices: tuple[Any, ...] | None = None,
+    repeat: bool = False,
+    switch: str | None = None,
+    group: str = "",
+    default_factory: Callable[[], Any] | None = None,
+) -> Any:
+    """A dataclass field with its command-line flag.
+
+    Args:
+      default: the default value (the only place it is written).
+      help: what the setting does, for ``--help`` and the API docs; ``{default}`` is
+        replaced by the default.
+      flag: the option string; ``""`` derives it from the field name (``trunc_length``
+        -> ``--trunc-length``); ``None``: the setting has no flag.
+      metavar, parse, choices, repeat, switch, group: see :class:`Flag`.
+      default_factory: instead of ``default``, for mutable defaults.
+
+    Returns:
+      A ``dataclasses.field`` carrying the flag description in its metadata.
+    """
+    if parse is not None and parse not in PARSERS:
+        raise ValueError(f"parse must be one of {PARSERS}, got {parse!r}")
+    meta = {
+        "flag": flag,
+        "help": help,
+        "metavar": metavar,
+        "parse": None if switch else parse,
+        "choices": choices,
+        "repeat": repeat,
+        "switch": switch,
+        "group": group,
+    }
+    if default_factory is not None:
+        return dataclasses.field(default_factory=default_factory, metadata={"learnopt": meta})
+    return dataclasses.field(default=default, metadata={"learnopt": meta})
+
+
+def flags_of(config_cls: type) -> list[Flag]:
+    """The :class:`Flag` of every field of ``config_cls`` declared with :func:`setting`.
+
+    Args:
+      config_cls: a dataclass.
+
+    Returns:
+      One :class:`Flag` per field that has one, in declaration order.
+    """
+    out = []
+    for f in dataclasses.fields(config_cls):
+        meta = f.metadata.get("learnopt")
+        if meta is None or meta["flag"] is None:
+            continue
+        if f.default is not MISSING:
+            default = f.default
+        elif f.default_factory is not MISSING:
+            default = f.default_factory()
+        else:
+            default = MISSING
+        flag = meta["flag"] or "--" + f.name.replace("_", "-")
+        out.append(
+            Flag(
+                field=f.name,
+                flag=flag,
+                help=meta["help"],
+                metavar=meta["metavar"],
+                parse=meta["parse"],
+                choices=meta["choices"],
+                repeat=meta["repeat"],
+                switch=meta["switch"],
+                default=default,
+                group=meta["group"],
+            )
+        )
+    return out
