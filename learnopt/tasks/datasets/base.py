@@ -590,6 +590,31 @@ class Datasets:
             raise KeyError(f"unknown split {name!r}; splits are {SPLITS}")
         return getattr(self, name)
 
+    def get_state(self) -> dict[str, Any]:
+        """The position of every split, to continue the same stream later.
+
+        Returns:
+          ``{split: state}`` for the four splits; a split whose iterator cannot report its
+          position (no ``get_state``, e.g. a plain Python iterator) has ``None``.
+        """
+        out: dict[str, Any] = {}
+        for name in SPLITS:
+            try:
+                out[name] = getattr(self, name).get_state()
+            except (AttributeError, TypeError, NotImplementedError):
+                out[name] = None
+        return out
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Moves every split to a position from :meth:`get_state` (``None``: left as is).
+
+        Args:
+          state: ``{split: state}`` as :meth:`get_state` returned it.
+        """
+        for name, st in state.items():
+            if st is not None:
+                self.split(name).set_state(st)
+
     @property
     def loaded(self) -> bool:
         return self._data is None or self._data.loaded
