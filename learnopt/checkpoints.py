@@ -91,13 +91,27 @@ def _to_jax(leaf: Any) -> Any:
 THETA_METADATA_KEY = "__learnopt_theta_file__"
 
 
-def theta_to_bytes(theta: PyTree, metadata: Mapping[str, Any] | None = None) -> bytes:
-    """``theta`` as msgpack bytes (floating leaves as float32), with optional metadata.
+def _theta_state(theta: PyTree) -> PyTree:
+    """The state dict of ``theta`` with numpy leaves, floating ones as float32."""
+    return jax.tree_util.tree_map(_to_numpy, flax.serialization.to_state_dict(theta))
 
-    ``metadata`` must be JSON-serializable (tuples become lists).
-    """
-    state = flax.serialization.to_state_dict(theta)
-    state = jax.tree_util.tree_map(_to_numpy, state)
+
+def _leaf_name(path: tuple[Any, ...]) -> str:
+    return "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path) or "<root>"
+
+
+def _nonfinite_leaves(state: PyTree) -> list[str]:
+    """``"name (bad of size)"`` for each floating leaf of ``state`` holding NaN or Inf."""
+    found = []
+    for path, leaf in jax.tree_util.tree_leaves_with_path(state):
+        if isinstance(leaf, np.ndarray | np.generic) and np.issubdtype(leaf.dtype, np.floating):
+            bad = int(np.size(leaf) - np.count_nonzero(np.isfinite(leaf)))
+            if bad:
+                found.append(f"{_leaf_name(path)} ({bad} of {np.size(leaf)})")
+    return found
+
+
+def _serialize_theta(state: PyTree, metadata: Mapping[str, Any] | None) -> bytes:
     if metadata is not None:
         if not isinstance(metadata, Mapping):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
@@ -107,6 +121,19 @@ def theta_to_bytes(theta: PyTree, metadata: Mapping[str, Any] | None = None) -> 
             raise TypeError(f"metadata must be JSON-serializable: {e}") from None
         state = {THETA_METADATA_KEY: text, "theta": state}
     return flax.serialization.msgpack_serialize(state)
+
+
+def theta_to_bytes(theta: PyTree, metadata: Mapping[str, Any] | None = None) -> bytes:
+    """``theta`` as msgpack bytes (floating leaves as float32), with optional metadata.
+
+    Args:
+      theta: any pytree of arrays.
+      metadata: a JSON-serializable dict stored beside theta (tuples become lists).
+
+    Returns:
+      the bytes :func:`theta_from_bytes` reads back (non-finite values included).
+    """
+    return _serialize_theta(_theta_state(theta), metadata)
 
 
 def _split_metadata(raw: Any, where: str = "the theta bytes") -> tuple[Any, dict | None]:
@@ -175,15 +202,41 @@ _write_atomic = write_atomic
 
 
 def save_theta(
-    path: str | os.PathLike, theta: PyTree, *, metadata: Mapping[str, Any] | None = None
+    path: str | os.PathLike,
+    theta: PyTree,
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    allow_nonfinite: bool = False,
 ) -> Path:
     """Writes ``theta`` (any pytree of arrays: dicts, lists, flax dataclasses) to ``path``.
 
-    ``metadata`` (a JSON-serializable dict) is stored beside theta (see the module
-    docstring; :func:`learnopt.learned_optimizers.theta_files.save` writes the standard
-    fields). Parent folders are created. The write is atomic. Returns the path.
+    Parent folders are created; the write is atomic.
+
+    Args:
+      path: the file to write (e.g. ``runs/x/theta.msgpack``).
+      theta: the meta-parameters.
+      metadata: a JSON-serializable dict stored beside theta (see the module docstring;
+        :func:`learnopt.learned_optimizers.theta_files.save` writes the standard fields).
+      allow_nonfinite: write a theta holding NaN or Inf (after the float32 cast) too;
+        by default such a theta is refused, as no learned optimizer can use it.
+
+    Returns:
+      ``path``.
+
+    Raises:
+      ValueError: ``theta`` has non-finite values (naming the leaves and the file), and
+        ``allow_nonfinite`` is false; nothing is written.
     """
-    return _write_atomic(path, theta_to_bytes(theta, metadata))
+    state = _theta_state(theta)
+    if not allow_nonfinite:
+        bad = _nonfinite_leaves(state)
+        if bad:
+            shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            raise ValueError(
+                f"theta has non-finite values in {shown}: refusing to write {path} "
+                "(allow_nonfinite=True writes it anyway)"
+            )
+    return _write_atomic(path, _serialize_theta(state, metadata))
 
 
 def save_state(path: str | os.PathLike, state: PyTree) -> Path:
@@ -233,6 +286,26 @@ def _restore_like(value: Any, ref: Any) -> Any:
     return cast_leaf_like(jnp.asarray(value), ref)
 
 
+#: A run folder's theta file (``learnopt meta-train --out DIR`` writes DIR/theta.msgpack).
+_RUN_THETA_FILE = "theta.msgpack"
+
+
+def _theta_file_at(path: str | os.PathLike, missing: str) -> Path:
+    """``path`` as a ``Path`` if it is a file; else ``IsADirectoryError``/``FileNotFoundError``."""
+    path = Path(path)
+    if path.is_dir():
+        inside = path / _RUN_THETA_FILE
+        hint = (
+            f"a run folder? its theta is {inside}"
+            if inside.is_file()
+            else f"it holds no {_RUN_THETA_FILE} either"
+        )
+        raise IsADirectoryError(f"{path} is a directory, not a theta file ({hint})")
+    if not path.is_file():
+        raise FileNotFoundError(f"{missing} at {path}")
+    return path
+
+
 def load_theta(path: str | os.PathLike, target: PyTree | None = None) -> PyTree:
     """Reads a theta written by :func:`save_theta`.
 
@@ -241,10 +314,22 @@ def load_theta(path: str | os.PathLike, target: PyTree | None = None) -> PyTree:
     ``"0"``, ``"1"``, ...). With ``target`` (e.g. ``lopt.init(key)``) the saved values
     are restored into ``target``'s structure, shapes and dtypes. A file's metadata is
     not returned (:func:`load_theta_metadata` reads it).
+
+    Args:
+      path: a theta file (e.g. ``runs/x/theta.msgpack``).
+      target: a pytree of theta's structure to restore into, or ``None``.
+
+    Returns:
+      the theta.
+
+    Raises:
+      FileNotFoundError: nothing at ``path``.
+      IsADirectoryError: ``path`` is a folder (the message names its ``theta.msgpack``
+        when it holds one, as a run folder does).
+      ValueError: the file is not a theta file (corrupted, truncated), or its theta does
+        not fit ``target``.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no theta checkpoint at {path}")
+    path = _theta_file_at(path, "no theta checkpoint")
     _split_metadata(_msgpack_file(path), str(path))  # clear errors for corrupted files
     if target is not None:
         from learnopt import _validate
@@ -259,12 +344,19 @@ def load_theta(path: str | os.PathLike, target: PyTree | None = None) -> PyTree:
 def load_theta_metadata(path: str | os.PathLike) -> dict[str, Any] | None:
     """The metadata stored in a theta file, or ``None`` for a file without metadata.
 
-    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` naming the file
-    for one that is not a theta file (corrupted, truncated) or whose metadata is broken.
+    Args:
+      path: a theta file.
+
+    Returns:
+      the metadata dict, or ``None``.
+
+    Raises:
+      FileNotFoundError: nothing at ``path``.
+      IsADirectoryError: ``path`` is a folder (as for :func:`load_theta`).
+      ValueError: naming the file, for one that is not a theta file (corrupted,
+        truncated) or whose metadata is broken.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no theta file at {path}")
+    path = _theta_file_at(path, "no theta file")
     return _split_metadata(_msgpack_file(path), str(path))[1]
 
 

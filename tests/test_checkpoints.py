@@ -83,6 +83,31 @@ def test_errors(tmp_path):
         checkpoints.load_theta(path, target={"w": jnp.zeros((3,), jnp.float32)})
 
 
+def test_a_non_finite_theta_is_refused_unless_allowed(tmp_path):
+    path = tmp_path / "theta.msgpack"
+    with pytest.raises(ValueError, match=r"non-finite values in log_lr \(1 of 1\): refusing") as e:
+        checkpoints.save_theta(path, {"log_lr": jnp.float32(np.nan)})
+    assert str(path) in str(e.value)
+    theta = {"a": {"w": np.array([1.0, np.inf, np.nan])}, "b": [jnp.ones(2), np.float64(1e300)]}
+    with pytest.raises(ValueError, match=r"in a/w \(2 of 3\), b/1 \(1 of 1\)"):  # 1e300 -> inf
+        with np.errstate(over="ignore"):
+            checkpoints.save_theta(path, theta, metadata={"x": 1})
+    assert not path.exists() and list(tmp_path.iterdir()) == []
+    checkpoints.save_theta(path, {"log_lr": jnp.float32(np.nan)}, allow_nonfinite=True)
+    assert np.isnan(checkpoints.load_theta(path)["log_lr"])
+
+
+def test_a_directory_is_not_a_theta_file(tmp_path):
+    run = tmp_path / "run"
+    checkpoints.save_theta(run / "theta.msgpack", {"log_lr": jnp.float32(-3)})
+    for load in (checkpoints.load_theta, checkpoints.load_theta_metadata):
+        with pytest.raises(IsADirectoryError, match="is a directory, not a theta file") as e:
+            load(run)
+        assert f"a run folder? its theta is {run / 'theta.msgpack'}" in str(e.value)
+    with pytest.raises(IsADirectoryError, match="holds no theta.msgpack"):
+        checkpoints.load_theta(tmp_path)
+
+
 def test_bytes_roundtrip_under_jit_output():
     theta = jax.jit(lambda: {"a": jnp.float32(2.0) * 3})()
     data = checkpoints.theta_to_bytes(theta)

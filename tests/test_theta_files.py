@@ -160,6 +160,8 @@ def test_corrupted_and_mismatched_files_are_named_with_the_reason(small, tmp_pat
         assert isinstance(info.value, ValueError)
     with pytest.raises(FileNotFoundError, match="missing.msgpack"):
         theta_files.load(tmp_path / "missing.msgpack")
+    with pytest.raises(IsADirectoryError, match="is a directory, not a theta file"):
+        theta_files.load(tmp_path)
     # A theta that does not fit the optimizer is refused when saving, too.
     with pytest.raises(ValueError, match="does not fit"):
         theta_files.save(tmp_path / "x.msgpack", mlp_lopt.MLPLOpt(hidden_size=8), theta)
