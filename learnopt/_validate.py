@@ -7,7 +7,9 @@ Checks return the value normalized (a Python ``int``/``float``) so callers can w
 
 Hyperparameters that are JAX arrays (traced inside ``jit``/``grad``, or computed, e.g. a
 learned optimizer's ``exp(theta["log_lr"])``) pass through unchecked; Python numbers and
-numpy arrays are checked (element-wise). Nothing here imports more than numpy and JAX.
+numpy arrays are checked (element-wise). Class labels are data, not hyperparameters:
+:func:`labels_in_range` checks every concrete batch, JAX arrays included. Nothing here
+imports more than numpy and JAX.
 """
 
 from __future__ import annotations
@@ -251,17 +253,38 @@ def float_images(name: str, images: Any) -> Any:
 
 
 def labels_in_range(name: str, labels: Any, num_classes: int) -> Any:
-    """Integer class labels in ``[0, num_classes)``; values checked for numpy arrays."""
-    dtype = jnp.result_type(labels)
+    """Integer class labels in ``[0, num_classes)``.
+
+    Concrete labels (numpy arrays, lists, and JAX arrays outside ``jit``: copied to the
+    host, which only eager calls pay) are checked value by value. Traced labels (inside
+    ``jit``, ``vmap``, ``grad`` of the labels) and arrays spread over several processes
+    are checked on their dtype only: nothing that depends on the data can raise there.
+
+    Args:
+      name: what the labels are called in the message (e.g. ``"task: batch['label']"``).
+      labels: the labels.
+      num_classes: the number of classes.
+
+    Returns:
+      ``labels``, unchanged.
+    """
+    concrete = not _is_traced(labels) and not (
+        isinstance(labels, jax.Array) and not labels.is_fully_addressable
+    )
+    if not concrete:  # traced, or spread over processes: dtype only
+        dtype = jnp.result_type(labels)
+    else:
+        try:
+            values = np.asarray(labels)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must be integer class labels, got {_show(labels)}") from None
+        dtype = values.dtype
     if not jnp.issubdtype(dtype, jnp.integer):
         raise TypeError(f"{name} must be integer class labels, got {np.dtype(dtype).name}")
-    if not isinstance(labels, jax.Array):  # numpy: checked; device arrays: not synced
-        arr = np.asarray(labels)
-        if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
-            raise ValueError(
-                f"{name} must be in [0, {num_classes}), got values in "
-                f"[{int(arr.min())}, {int(arr.max())}]"
-            )
+    if concrete and values.size:
+        low, high = int(values.min()), int(values.max())
+        if low < 0 or high >= num_classes:
+            raise ValueError(f"{name} must be in [0, {num_classes}), got values in [{low}, {high}]")
     return labels
 
 

@@ -29,6 +29,7 @@ from learnopt.outer_trainers import (
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks import quadratics
 from learnopt.tasks.datasets import base as datasets_base
+from learnopt.tasks.fixed import _common as fixed_common
 from learnopt.tasks.fixed import image_mlp
 
 PROPERTY = settings(
@@ -193,6 +194,26 @@ def test_labels_out_of_range_and_uint8_images(tmp_path):
     floats = dict(splits, train=(splits["train"][0] * 2.0, splits["train"][1]))
     with pytest.raises(ValueError, match="images must be uint8 pixels or floats in"):
         datasets_base.datasets_from_arrays(floats, batch_size=4)
+
+
+def test_labels_out_of_range_as_jax_arrays_or_lists_in_every_kind_of_image_task(tmp_path):
+    task, _ = _digits_like_task(tmp_path)
+    ds = task.datasets
+    flax_task = fixed_common.ImageClassifierTask(
+        lambda: fixed_common.MLP((8, 10)), ds, image_shape=(8, 8, 1), num_classes=10, batch_size=4
+    )
+    norm_task = image_mlp.ImageMLPNormTask(ds, (8,), "layer_norm")
+    batch = next(ds.train)
+    for t in (task, norm_task, flax_task):
+        params = t.init(jax.random.PRNGKey(0))
+        assert np.isfinite(float(t.loss(params, jax.random.PRNGKey(0), batch)))
+        for label in (jnp.array([0, 1, 2, 10]), [0, 1, 2, 10], jnp.array([-1, 0, 1, 2])):
+            with pytest.raises(ValueError, match=r"batch\['label'\] must be in \[0, 10\), got"):
+                t.loss(params, jax.random.PRNGKey(0), dict(batch, label=label))
+        with pytest.raises(TypeError, match=r"batch\['label'\] must be integer class labels"):
+            t.loss(params, jax.random.PRNGKey(0), dict(batch, label=[0.5, 1, 2, 3]))
+        # Traced labels cannot raise: jit computes some number (documented in reliability.md).
+        jax.jit(t.loss)(params, jax.random.PRNGKey(0), dict(batch, label=np.array([0, 1, 2, 10])))
 
 
 def test_loss_that_is_not_a_scalar():

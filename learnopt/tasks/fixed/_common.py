@@ -23,6 +23,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from learnopt import _validate
 from learnopt.tasks import base as tasks_base
@@ -85,7 +86,7 @@ def check_batch(name: str, batch: Any, abstract: dict[str, jax.ShapeDtypeStruct]
         got = sorted(batch) if isinstance(batch, dict) else type(batch).__name__
         raise ValueError(f"{name}: batch must be a dict with keys {sorted(abstract)}, got {got}")
     for key, spec in abstract.items():
-        shape = tuple(jnp.shape(batch[key]))
+        shape = tuple(np.shape(batch[key]))
         if shape[1:] != tuple(spec.shape[1:]):
             raise ValueError(
                 f"{name}: batch[{key!r}] must have shape [batch, "

@@ -60,6 +60,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from learnopt import _validate
 from learnopt.tasks import base as tasks_base
@@ -230,10 +231,10 @@ class ImageMLPTask(tasks_base.Task):
                 f"{', '.join(map(str, self.image_shape))}] (images {self.image_shape}), got "
                 f"{image_shape}"
             )
-        if tuple(jnp.shape(label)) != image_shape[:-3]:
+        if tuple(np.shape(label)) != image_shape[:-3]:
             raise ValueError(
                 f"{self.name}: batch['label'] must have shape {image_shape[:-3]} to match "
-                f"batch['image'] {image_shape}, got {tuple(jnp.shape(label))}"
+                f"batch['image'] {image_shape}, got {tuple(np.shape(label))}"
             )
         _validate.float_images(f"{self.name}: batch['image']", image)
         _validate.labels_in_range(f"{self.name}: batch['label']", label, self.num_classes)
