@@ -1,9 +1,9 @@
-"""Cost of a learning-rate sweep in ``learnopt.eval`` vs one run of the same length.
+"""Cost of a learning-rate sweep in ``learnopt.evaluation`` vs one run of the same length.
 
     python benchmarks/bench_eval.py [--task ImageMLP_Digits8_Relu32] [--steps 1000]
         [--lrs 7] [--seeds 3] [--trials 3] [--data-dir DIR]
 
-Both sides are :class:`learnopt.eval.TaskEvaluator` runs in the same process: the sweep
+Both sides are :class:`learnopt.evaluation.TaskEvaluator` runs in the same process: the sweep
 (``--lrs`` learning rates x ``--seeds`` seeds of Adam, one vmapped program) and one run
 (Adam at one learning rate, one seed). "with compile" times a fresh evaluator's first
 run (tracing, XLA compilation, data, training); "without compile" is the median of
@@ -20,7 +20,7 @@ import statistics
 import tempfile
 import time
 
-from learnopt import eval as lopt_eval
+from learnopt import evaluation
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks.datasets import base as datasets_base
 
@@ -47,13 +47,13 @@ def main() -> None:
         import os
 
         os.environ[datasets_base.ENV_DATA_DIR] = args.data_dir or tmp
-        grid = lopt_eval.log_grid(1e-4, 1e-1, args.lrs)
+        grid = evaluation.log_grid(1e-4, 1e-1, args.lrs)
         common = dict(num_steps=args.steps, eval_every=args.eval_every, vectorize=args.vectorize)
 
         def evaluator(lrs, seeds):
             task = tasks_base.get_task(args.task)
-            sweep = lopt_eval.lr_sweep("Adam", lrs)
-            return lopt_eval.TaskEvaluator(task, [sweep], num_seeds=seeds, **common)
+            sweep = evaluation.lr_sweep("Adam", lrs)
+            return evaluation.TaskEvaluator(task, [sweep], num_seeds=seeds, **common)
 
         # Load (and prepare) the data once, outside every timing.
         warm = tasks_base.get_task(args.task)

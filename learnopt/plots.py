@@ -8,8 +8,7 @@ this module is imported.
 * :func:`new_figure` / :func:`save_figure`: the two halves every plot shares;
 * :func:`plot_mean_band`: seed-mean curve with a min-max band over seeds;
 * :func:`line_plot`: one or more curves into a PNG (linear or log y);
-* :func:`eval_task_figure`: an evaluated task, candidate vs tuned baselines
-  (train and valid loss), written by ``learnopt evaluate``;
+* :func:`use_log_scale`: whether values call for a log axis;
 * :func:`meta_train_plots`: a meta-training run's meta-loss (with a running mean and the
   skipped steps marked) and learned learning rate, written by ``learnopt meta-train``.
 """
@@ -28,7 +27,7 @@ __all__ = [
     "save_figure",
     "plot_mean_band",
     "line_plot",
-    "eval_task_figure",
+    "use_log_scale",
     "meta_train_plots",
     "COLORS",
 ]
@@ -49,7 +48,16 @@ COLORS = (
 
 
 def new_figure(width: float = 6.4, height: float = 4.0, dpi: int = 100) -> Any:
-    """A :class:`~matplotlib.figure.Figure` attached to an Agg canvas."""
+    """A :class:`~matplotlib.figure.Figure` attached to an Agg canvas.
+
+    Args:
+      width: inches.
+      height: inches.
+      dpi: dots per inch.
+
+    Returns:
+      The figure (not registered with pyplot).
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -59,7 +67,15 @@ def new_figure(width: float = 6.4, height: float = 4.0, dpi: int = 100) -> Any:
 
 
 def save_figure(fig: Any, path: str | os.PathLike) -> Path:
-    """Lays out ``fig`` and writes it as PNG to ``path`` (parents created); returns the path."""
+    """Lays out ``fig`` and writes it as PNG to ``path`` (parents created).
+
+    Args:
+      fig: a figure from :func:`new_figure`.
+      path: the PNG file.
+
+    Returns:
+      ``path`` as a :class:`~pathlib.Path`.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -67,8 +83,15 @@ def save_figure(fig: Any, path: str | os.PathLike) -> Path:
     return path
 
 
-def _use_log(values: np.ndarray) -> bool:
-    """Log scale for non-negative values spanning more than a factor of 30 (zeros hidden)."""
+def use_log_scale(values: np.ndarray) -> bool:
+    """Log scale for non-negative values spanning more than a factor of 30 (zeros hidden).
+
+    Args:
+      values: the values to be plotted (non-finite ones are ignored).
+
+    Returns:
+      Whether a log y axis suits them.
+    """
     finite = values[np.isfinite(values)]
     positive = finite[finite > 0]
     if finite.size == 0 or np.any(finite < 0) or positive.size == 0:
@@ -89,6 +112,15 @@ def plot_mean_band(
     """Plots the mean over runs (``runs[seed, step]``) and a min-max band over runs.
 
     Non-finite points (diverged runs) are left out of the mean of each step.
+
+    Args:
+      ax: the matplotlib axes.
+      steps: the x values.
+      runs: ``[seeds, steps]`` (or ``[steps]``) values.
+      label: the legend label.
+      color: the line and band color.
+      band: whether to draw the min-max band (with more than one run).
+      lw: the line width.
     """
     runs = np.asarray(runs, np.float64)
     if runs.ndim == 1:
@@ -117,13 +149,26 @@ def line_plot(
     title: str = "",
     logy: bool | None = None,
 ) -> Path:
-    """Curves ``ys[label]`` against ``x`` into a PNG; ``logy=None`` picks a log scale for
-    non-negative values that span more than a factor of 30."""
+    """Curves ``ys[label]`` against ``x`` into a PNG.
+
+    Args:
+      path: the PNG file.
+      x: the x values.
+      ys: the curves by label (non-finite points are skipped).
+      xlabel: the x axis label.
+      ylabel: the y axis label.
+      title: the title (none if empty).
+      logy: a log y axis; ``None`` picks one for non-negative values that span more
+        than a factor of 30 (:func:`use_log_scale`).
+
+    Returns:
+      The path of the PNG.
+    """
     fig = new_figure()
     ax = fig.add_subplot()
     x = np.asarray(x)
     all_values = np.concatenate([np.asarray(y, np.float64).ravel() for y in ys.values()])
-    log = _use_log(all_values) if logy is None else logy
+    log = use_log_scale(all_values) if logy is None else logy
     for i, (label, y) in enumerate(ys.items()):
         y = np.asarray(y, np.float64)
         ok = np.isfinite(y) & ((y > 0) if log else True)
@@ -140,79 +185,6 @@ def line_plot(
     return save_figure(fig, path)
 
 
-def _ylim(ax: Any, curves: list[np.ndarray], log: bool) -> None:
-    """Limits from the best value seen to the curves' level after the first 10 %."""
-    lows, highs = [], []
-    for c in curves:
-        finite = c[np.isfinite(c) & ((c > 0) if log else True)]
-        if finite.size:
-            lows.append(finite.min())
-            start = c[..., max(1, c.shape[-1] // 10) :]
-            start = start[np.isfinite(start)]
-            if start.size:
-                highs.append(np.max(start))
-    if not lows or not highs:
-        return
-    lo, hi = min(lows), max(highs)
-    if log and lo > 0 and hi > lo:
-        ax.set_ylim(lo / 1.1, hi * 1.1)
-    elif hi > lo:
-        pad = 0.05 * (hi - lo)
-        ax.set_ylim(lo - pad, hi + pad)
-
-
-def eval_task_figure(result: Any, summary: Any, path: str | os.PathLike) -> Path:
-    """Candidate vs tuned baselines on one task: train loss (smoothed) and valid loss.
-
-    Each line is the mean over seeds, the band the range over seeds. Baselines are
-    shown at their tuned learning rate.
-
-    Args:
-      result: a :class:`learnopt.eval.TaskResult`.
-      summary: its :class:`learnopt.eval.TaskSummary`.
-      path: where the PNG goes.
-    """
-    from learnopt import eval as lopt_eval
-
-    smoothing, _ = lopt_eval.windows(result.num_steps)
-    fig = new_figure(11.0, 4.2)
-    ax_train, ax_valid = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    picks = [(summary.candidate, 0, f"{summary.candidate} (candidate)")]
-    for name, b in summary.baselines.items():
-        picks.append((name, b.index, f"{name} ({b.label}{', edge' if b.at_edge else ''})"))
-    train_all, valid_all = [], []
-    # Baselines first, the candidate last so that it is drawn on top.
-    for i, (name, index, label) in reversed(list(enumerate(picks))):
-        curves = result.curves[name]
-        train = lopt_eval.smooth(curves.train_loss[index], smoothing)
-        valid = np.asarray(curves.valid_loss[index], np.float64)
-        color, lw = COLORS[i % len(COLORS)], (2.2 if i == 0 else 1.4)
-        steps = np.arange(train.shape[-1])
-        plot_mean_band(ax_train, steps, train, label=label, color=color, lw=lw)
-        plot_mean_band(ax_valid, curves.valid_steps, valid, label=label, color=color, lw=lw)
-        train_all.append(train)
-        valid_all.append(valid)
-    for ax, values, ylabel in (
-        (ax_train, train_all, f"train loss (trailing mean of {smoothing})"),
-        (ax_valid, valid_all, f"{result.valid_split} loss"),
-    ):
-        log = _use_log(np.concatenate([v.ravel() for v in values]))
-        if log:
-            ax.set_yscale("log")
-        _ylim(ax, values, log)
-        ax.set_xlabel("step")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, which="both", alpha=0.3)
-    handles, labels = ax_train.get_legend_handles_labels()
-    ax_train.legend(handles[::-1], labels[::-1], fontsize=8)  # the candidate first
-    fig.suptitle(
-        f"{result.task}: {summary.candidate} vs tuned baselines "
-        f"({result.num_seeds} seeds, band = range over seeds)",
-        fontsize=10,
-    )
-    return save_figure(fig, path)
-
-
 def meta_train_plots(out_dir: str | os.PathLike, columns: Mapping[str, Any]) -> list[Path]:
     """``meta_loss.png`` and (if theta has a learning rate) ``learning_rate.png``.
 
@@ -220,6 +192,13 @@ def meta_train_plots(out_dir: str | os.PathLike, columns: Mapping[str, Any]) -> 
     ``step``, ``meta_loss``, optionally ``learning_rate`` and ``skipped``. The meta-loss is
     drawn on a log scale with a running mean over about 2% of the run; skipped
     (non-finite) steps are marked along the bottom edge.
+
+    Args:
+      out_dir: the run's folder.
+      columns: metrics.csv's columns as arrays.
+
+    Returns:
+      The paths written.
     """
     out_dir = Path(out_dir)
     steps = np.asarray(columns["step"])

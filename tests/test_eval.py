@@ -1,4 +1,4 @@
-"""Tests for learnopt.eval: sweeps as one program, fair data, tuned baselines, summaries."""
+"""Tests for learnopt.evaluation: sweeps as one program, fair data, tuned baselines, summaries."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from learnopt import eval as lopt_eval
-from learnopt import testing
+from learnopt import evaluation, testing
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
 from learnopt.tasks import base as tasks_base
@@ -96,11 +95,11 @@ def _tiny_image_task(seed: int = 0) -> image_mlp.ImageMLPTask:
 def sweep_result():
     """Adam over 3 learning rates and a fixed Adam at the middle one, in lockstep."""
     sweeps = [
-        lopt_eval.lr_sweep("Adam", LRS),
-        lopt_eval.optimizer_sweep(opt_base.Adam(learning_rate=LRS[1]), name="fixed"),
+        evaluation.lr_sweep("Adam", LRS),
+        evaluation.optimizer_sweep(opt_base.Adam(learning_rate=LRS[1]), name="fixed"),
     ]
     with testing.count_compiles() as names:
-        result = lopt_eval.evaluate_task(
+        result = evaluation.evaluate_task(
             _tiny_image_task(), sweeps, num_steps=STEPS, num_seeds=SEEDS, eval_every=EVERY
         )
     return result, names
@@ -138,7 +137,7 @@ def test_sweep_point_equals_the_same_optimizer_run_alone(sweep_result):
 def test_evaluating_tuned_adam_as_a_learned_optimizer_reproduces_the_baseline(sweep_result):
     """The sanity check: Adam at its tuned lr, as a LearnableAdam theta, in a new run."""
     result, _ = sweep_result
-    summary = lopt_eval.summarize_task(result, "fixed", ["Adam"])
+    summary = evaluation.summarize_task(result, "fixed", ["Adam"])
     best = summary.baselines["Adam"]
     lr = LRS[best.index]
     adam = opt_base.Adam()
@@ -148,9 +147,9 @@ def test_evaluating_tuned_adam_as_a_learned_optimizer_reproduces_the_baseline(sw
         initial_beta1=adam.beta1,
         initial_beta2=adam.beta2,
     )
-    again = lopt_eval.evaluate_task(
+    again = evaluation.evaluate_task(
         _tiny_image_task(),  # fresh task: the same data stream as the baseline saw
-        [lopt_eval.learned_sweep(lopt, lopt.init(jax.random.PRNGKey(0)))],
+        [evaluation.learned_sweep(lopt, lopt.init(jax.random.PRNGKey(0)))],
         num_steps=STEPS,
         num_seeds=SEEDS,
         eval_every=EVERY,
@@ -159,7 +158,7 @@ def test_evaluating_tuned_adam_as_a_learned_optimizer_reproduces_the_baseline(sw
     np.testing.assert_allclose(curves.train_loss[0], result["Adam"].train_loss[best.index], 1e-4)
     result.curves["LearnableAdam"] = curves
     try:
-        s = lopt_eval.summarize_task(result, "LearnableAdam", ["Adam"])
+        s = evaluation.summarize_task(result, "LearnableAdam", ["Adam"])
     finally:
         del result.curves["LearnableAdam"]
     assert s.comparisons["Adam"].normalized_loss == pytest.approx(1.0, rel=1e-4)
@@ -169,9 +168,9 @@ def test_evaluating_tuned_adam_as_a_learned_optimizer_reproduces_the_baseline(sw
 def test_runs_one_after_another_match_batched_runs(sweep_result):
     result, _ = sweep_result
     with testing.count_compiles() as names:
-        mapped = lopt_eval.evaluate_task(
+        mapped = evaluation.evaluate_task(
             _tiny_image_task(),
-            [lopt_eval.lr_sweep("Adam", LRS)],
+            [evaluation.lr_sweep("Adam", LRS)],
             num_steps=STEPS,
             num_seeds=SEEDS,
             eval_every=EVERY,
@@ -212,8 +211,8 @@ class _TinyLoopTask(tasks_base.Task):
     [(_TinyConvTask(), True), (_TinyLoopTask(), True), (RecordingTask(), False)],
 )
 def test_auto_vectorize_batches_only_matrix_product_losses_on_cpu(task, sequential):
-    ev = lopt_eval.TaskEvaluator(
-        task, [lopt_eval.lr_sweep("SGD", (0.01, 0.02))], num_steps=2, num_seeds=2
+    ev = evaluation.TaskEvaluator(
+        task, [evaluation.lr_sweep("SGD", (0.01, 0.02))], num_steps=2, num_seeds=2
     )
     result = ev.run()
     assert ev._sequential is (sequential and jax.default_backend() == "cpu")
@@ -221,8 +220,8 @@ def test_auto_vectorize_batches_only_matrix_product_losses_on_cpu(task, sequenti
 
 
 def test_each_seed_has_its_own_batches_the_same_for_every_optimizer():
-    sweeps = [lopt_eval.lr_sweep("SGD", (0.1, 0.2)), lopt_eval.lr_sweep("Adam", (0.1,))]
-    result = lopt_eval.evaluate_task(
+    sweeps = [evaluation.lr_sweep("SGD", (0.1, 0.2)), evaluation.lr_sweep("Adam", (0.1,))]
+    result = evaluation.evaluate_task(
         RecordingTask(), sweeps, num_steps=6, num_seeds=3, eval_every=4, valid_batches=2
     )
     # Step t of seed s is batch t * seeds + s of the train stream.
@@ -236,9 +235,9 @@ def test_each_seed_has_its_own_batches_the_same_for_every_optimizer():
 
 
 def test_valid_split_is_configurable():
-    result = lopt_eval.evaluate_task(
+    result = evaluation.evaluate_task(
         RecordingTask(),
-        [lopt_eval.lr_sweep("SGD", (0.1,))],
+        [evaluation.lr_sweep("SGD", (0.1,))],
         num_steps=2,
         num_seeds=1,
         valid_split="test",
@@ -249,17 +248,18 @@ def test_valid_split_is_configurable():
 
 
 def test_same_task_name_gives_identical_runs():
-    sweeps = [lopt_eval.lr_sweep("Adam", (0.05,))]
+    sweeps = [evaluation.lr_sweep("Adam", (0.05,))]
     runs = [
-        lopt_eval.evaluate_task("QuadraticTask", sweeps, num_steps=5, num_seeds=2) for _ in range(2)
+        evaluation.evaluate_task("QuadraticTask", sweeps, num_steps=5, num_seeds=2)
+        for _ in range(2)
     ]
     np.testing.assert_array_equal(runs[0]["Adam"].train_loss, runs[1]["Adam"].train_loss)
     assert runs[0]["Adam"].valid_loss.shape == (1, 2, 2)
 
 
 def test_model_state_is_threaded_through_training():
-    result = lopt_eval.evaluate_task(
-        CountingStateTask(), [lopt_eval.lr_sweep("SGD", (0.1,))], num_steps=5, num_seeds=2
+    result = evaluation.evaluate_task(
+        CountingStateTask(), [evaluation.lr_sweep("SGD", (0.1,))], num_steps=5, num_seeds=2
     )
     np.testing.assert_array_equal(result["SGD"].train_loss[0], np.tile(np.arange(5), (2, 1)))
     np.testing.assert_array_equal(result["SGD"].valid_loss[0, :, -1], [5.0, 5.0])
@@ -269,9 +269,9 @@ def test_model_state_is_threaded_through_training():
 def test_low_precision_params_train_and_compile_once(dtype):
     task = quadratics.QuadraticTask(dim=4)
     with testing.count_compiles() as names:
-        result = lopt_eval.evaluate_task(
+        result = evaluation.evaluate_task(
             task,
-            [lopt_eval.lr_sweep("Adam", (0.01, 0.1))],
+            [evaluation.lr_sweep("Adam", (0.01, 0.1))],
             num_steps=6,
             num_seeds=2,
             eval_every=2,
@@ -283,20 +283,20 @@ def test_low_precision_params_train_and_compile_once(dtype):
 
 
 def test_bad_arguments_are_named():
-    sweeps = [lopt_eval.lr_sweep("SGD", (0.1,))]
+    sweeps = [evaluation.lr_sweep("SGD", (0.1,))]
     task = quadratics.QuadraticTask()
     with pytest.raises(ValueError, match="num_steps"):
-        lopt_eval.TaskEvaluator(task, sweeps, num_steps=0)
+        evaluation.TaskEvaluator(task, sweeps, num_steps=0)
     with pytest.raises(ValueError, match="valid_split"):
-        lopt_eval.TaskEvaluator(task, sweeps, num_steps=2, valid_split="validation")
+        evaluation.TaskEvaluator(task, sweeps, num_steps=2, valid_split="validation")
     with pytest.raises(ValueError, match="distinct"):
-        lopt_eval.TaskEvaluator(task, sweeps * 2, num_steps=2)
+        evaluation.TaskEvaluator(task, sweeps * 2, num_steps=2)
     with pytest.raises(ValueError, match="learning_rates"):
-        lopt_eval.lr_sweep("SGD", (0.1, -1.0))
+        evaluation.lr_sweep("SGD", (0.1, -1.0))
     with pytest.raises(KeyError, match="Unknown optimizer"):
-        lopt_eval.lr_sweep("Adamm")
+        evaluation.lr_sweep("Adamm")
     with pytest.raises(KeyError, match="Unknown suite"):
-        lopt_eval.get_suite("no-such-suite")
+        evaluation.get_suite("no-such-suite")
 
 
 # ------------------------------------------------------------------------ summaries
@@ -306,15 +306,15 @@ def test_speedup_of_a_curve_that_runs_twice_as_fast():
     t = np.arange(400.0)
     baseline = np.exp(-t / 100)
     faster = np.exp(-2 * t / 100)
-    s, reaches = lopt_eval.speedup(faster, baseline, window=40)
+    s, reaches = evaluation.speedup(faster, baseline, window=40)
     assert reaches
     # The baseline's final loss (mean of its last 40 steps) is reached in half the steps:
     # counting each crossing at the centre of its window removes the smoothing's delay.
     assert s == pytest.approx(2.0, rel=0.02)  # convexity: a window mean sits above its centre
-    s, reaches = lopt_eval.speedup(baseline, faster, window=40)
+    s, reaches = evaluation.speedup(baseline, faster, window=40)
     assert not reaches and s == pytest.approx(0.5, rel=0.02)
-    assert lopt_eval.speedup(np.full(400, np.nan), baseline, 40) == (0.0, False)
-    assert lopt_eval.speedup(baseline, baseline, 40)[0] == 1.0
+    assert evaluation.speedup(np.full(400, np.nan), baseline, 40) == (0.0, False)
+    assert evaluation.speedup(baseline, baseline, 40)[0] == 1.0
 
 
 def test_speedup_is_not_decided_by_one_batch_that_both_optimizers_see():
@@ -324,16 +324,16 @@ def test_speedup_is_not_decided_by_one_batch_that_both_optimizers_see():
     noise[100] = -1.0  # an easy batch for everyone at step 100
     baseline = 2.0 - 0.5 * t / 300 + noise  # slow, steady progress
     slower = 2.0 - 0.25 * t / 300 + noise
-    s, reaches = lopt_eval.speedup(slower, baseline, window=30)
+    s, reaches = evaluation.speedup(slower, baseline, window=30)
     assert not reaches and s == pytest.approx(0.5, abs=0.08)
 
 
 def test_smooth_is_a_trailing_mean():
     x = np.array([4.0, 2.0, 0.0, 2.0, 4.0])
-    np.testing.assert_allclose(lopt_eval.smooth(x, 2), [4.0, 3.0, 1.0, 1.0, 3.0])
-    assert lopt_eval.steps_to_reach(x, 1.0) == 3.0
-    assert lopt_eval.steps_to_reach(x, 1.0, window=2) == 2.5  # the centre of steps 2 and 3
-    assert lopt_eval.steps_to_reach(x, -1.0) == math.inf
+    np.testing.assert_allclose(evaluation.smooth(x, 2), [4.0, 3.0, 1.0, 1.0, 3.0])
+    assert evaluation.steps_to_reach(x, 1.0) == 3.0
+    assert evaluation.steps_to_reach(x, 1.0, window=2) == 2.5  # the centre of steps 2 and 3
+    assert evaluation.steps_to_reach(x, -1.0) == math.inf
 
 
 def _synthetic_result(finals: list[float], candidate_final: float, steps: int = 100):
@@ -346,7 +346,7 @@ def _synthetic_result(finals: list[float], candidate_final: float, steps: int = 
 
     def curves(name, values):
         train = np.stack([curve(v) for v in values])[:, None]
-        return lopt_eval.Curves(
+        return evaluation.Curves(
             name=name,
             labels=tuple(f"lr={i}" for i in range(len(values))),
             values={"learning_rate": tuple(float(i) for i in range(len(values)))},
@@ -355,7 +355,7 @@ def _synthetic_result(finals: list[float], candidate_final: float, steps: int = 
             valid_loss=train[..., [0, -1]],
         )
 
-    return lopt_eval.TaskResult(
+    return evaluation.TaskResult(
         task="synthetic",
         curves={"cand": curves("cand", [candidate_final]), "base": curves("base", finals)},
         num_steps=steps,
@@ -368,7 +368,7 @@ def _synthetic_result(finals: list[float], candidate_final: float, steps: int = 
 
 
 def test_tuned_baseline_ignores_diverged_runs_and_flags_the_grid_edge():
-    s = lopt_eval.summarize_task(_synthetic_result([1.0, 0.5, np.nan], 0.25), "cand")
+    s = evaluation.summarize_task(_synthetic_result([1.0, 0.5, np.nan], 0.25), "cand")
     base = s.baselines["base"]
     assert base.index == 1 and not base.at_edge and base.grid[2].diverged == 1
     comp = s.comparisons["base"]
@@ -376,7 +376,7 @@ def test_tuned_baseline_ignores_diverged_runs_and_flags_the_grid_edge():
     ratio = s.candidate_stats.final_train / base.stats.final_train
     assert comp.normalized_loss == pytest.approx(ratio) and 0.45 < ratio < 0.6
 
-    s = lopt_eval.summarize_task(_synthetic_result([1.0, 0.8, 0.5], 0.9), "cand")
+    s = evaluation.summarize_task(_synthetic_result([1.0, 0.8, 0.5], 0.9), "cand")
     assert s.baselines["base"].index == 2 and s.baselines["base"].at_edge
     assert not s.comparisons["base"].wins and s.comparisons["base"].speedup < 1
 
@@ -385,19 +385,19 @@ def test_select_by_mean_prefers_the_curve_with_less_area():
     result = _synthetic_result([0.5, 0.6], 1.0)
     fast = np.full(100, 0.6, np.float32)  # at its final value from the start
     result.curves["base"].train_loss[1, 0] = fast
-    assert lopt_eval.summarize_task(result, "cand", select_by="final").baselines["base"].index == 0
-    assert lopt_eval.summarize_task(result, "cand", select_by="mean").baselines["base"].index == 1
+    assert evaluation.summarize_task(result, "cand", select_by="final").baselines["base"].index == 0
+    assert evaluation.summarize_task(result, "cand", select_by="mean").baselines["base"].index == 1
     with pytest.raises(ValueError, match="select_by"):
-        lopt_eval.summarize_task(result, "cand", select_by="best")
+        evaluation.summarize_task(result, "cand", select_by="best")
 
 
 def test_suite_aggregates_wins_and_geometric_means(tmp_path):
     lopt = lopt_base.LearnableSGD(initial_lr=0.05)
-    candidate = lopt_eval.learned_sweep(lopt, lopt.init(jax.random.PRNGKey(0)))
-    result = lopt_eval.evaluate_suite(
+    candidate = evaluation.learned_sweep(lopt, lopt.init(jax.random.PRNGKey(0)))
+    result = evaluation.evaluate_suite(
         ["QuadraticTask", quadratics.QuadraticTask(dim=3)],
         candidate,
-        [lopt_eval.lr_sweep("SGD", (0.01, 0.3))],
+        [evaluation.lr_sweep("SGD", (0.01, 0.3))],
         num_steps=8,
         num_seeds=2,
     )
@@ -410,20 +410,20 @@ def test_suite_aggregates_wins_and_geometric_means(tmp_path):
     assert all(s.baselines["SGD"].label == "lr=0.3" for s in result.summaries)
     text = result.markdown()
     assert "| QuadraticTask |" in text and "tuned SGD" in text
-    written = lopt_eval.write_results(result, tmp_path, plots=True)
+    written = evaluation.write_results(result, tmp_path, plots=True)
     assert {p.name for p in written["plots"]} == {"curves_QuadraticTask.png"}
     assert (tmp_path / "summary.md").read_text() == text
 
 
 def test_baseline_cache_reuses_curves_and_runs_only_the_candidate(tmp_path):
     lopt = lopt_base.LearnableSGD(initial_lr=0.05)
-    candidate = lopt_eval.learned_sweep(lopt, lopt.init(jax.random.PRNGKey(0)))
+    candidate = evaluation.learned_sweep(lopt, lopt.init(jax.random.PRNGKey(0)))
     kwargs = dict(num_steps=6, num_seeds=2, baseline_cache=tmp_path / "cache")
 
     def run():
-        baselines = [lopt_eval.lr_sweep("SGD", (0.01, 0.3)), lopt_eval.lr_sweep("Adam", (0.1,))]
+        baselines = [evaluation.lr_sweep("SGD", (0.01, 0.3)), evaluation.lr_sweep("Adam", (0.1,))]
         with testing.count_compiles() as names:
-            result = lopt_eval.evaluate_suite(["QuadraticTask"], candidate, baselines, **kwargs)
+            result = evaluation.evaluate_suite(["QuadraticTask"], candidate, baselines, **kwargs)
         return result, names.count("_train_chunk")
 
     first, compiled_first = run()
@@ -438,3 +438,71 @@ def test_baseline_cache_reuses_curves_and_runs_only_the_candidate(tmp_path):
     # Other settings (here: more steps) never reuse the cached curves.
     kwargs["num_steps"] = 7
     assert run()[1] == 3
+
+
+# ---------------------------------------------------------------- the package's faces
+
+#: Every public name of the old ``learnopt.eval`` module (its ``__all__`` and the
+#: names callers used besides).
+OLD_EVAL_NAMES = (
+    "DEFAULT_LEARNING_RATES", "DEFAULT_BASELINES", "LOCAL_SUITES", "Sweep", "Curves",
+    "TaskResult", "TaskSummary", "SuiteResult", "lr_sweep", "learned_sweep",
+    "optimizer_sweep", "baseline_sweeps", "default_baselines", "log_grid", "get_suite",
+    "suite_names", "TaskEvaluator", "evaluate_task", "evaluate_suite", "summarize_task",
+    "smooth", "steps_to_reach", "speedup", "windows", "PointStats", "TunedBaseline",
+    "Comparison", "summary_markdown", "summary_rows", "sweep_rows", "curve_rows",
+    "write_results", "SUMMARY_COLUMNS", "CURVE_COLUMNS",
+)  # fmt: skip
+
+
+def test_learnopt_eval_keeps_every_old_name_as_the_same_object():
+    from learnopt import eval as lopt_eval
+
+    for name in OLD_EVAL_NAMES:
+        assert getattr(lopt_eval, name) is getattr(evaluation, name), name
+    assert set(lopt_eval.__all__) <= set(OLD_EVAL_NAMES) <= set(dir(lopt_eval))
+    assert set(OLD_EVAL_NAMES) <= set(evaluation.__all__) == set(evaluation._EXPORTS)
+
+
+def test_lazy_exports_name_the_modules_that_define_them():
+    import importlib
+
+    for name, module in evaluation._EXPORTS.items():
+        assert hasattr(importlib.import_module(module), name), (name, module)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        evaluation.no_such_name  # noqa: B018
+
+
+def test_default_learning_rates_are_the_log_grid_without_numpy():
+    from learnopt.evaluation import config
+
+    assert config.DEFAULT_LEARNING_RATES == evaluation.log_grid(1e-4, 1.0, 9)
+    assert config.DEFAULT_LEARNING_RATES == tuple(float(x) for x in np.geomspace(1e-4, 1, 9))
+
+
+def test_training_settings_are_the_keyword_arguments():
+    sweeps = [evaluation.lr_sweep("SGD", (0.1,))]
+    task = quadratics.QuadraticTask()
+    settings = evaluation.TrainingSettings(num_steps=40, num_seeds=2, valid_split="test")
+    by_settings = evaluation.TaskEvaluator(task, sweeps, settings=settings)
+    by_keywords = evaluation.TaskEvaluator(
+        task, sweeps, num_steps=40, num_seeds=2, valid_split="test"
+    )
+    assert by_settings.settings == by_keywords.settings == settings
+    assert by_settings.eval_every == settings.steps_per_eval == 10  # max(10, 40 // 20)
+    longer = evaluation.TaskEvaluator(task, sweeps, settings=settings, num_steps=400)
+    assert (longer.num_steps, longer.num_seeds, longer.eval_every) == (400, 2, 20)
+    with pytest.raises(ValueError, match="vectorize"):
+        evaluation.TrainingSettings(num_steps=2, vectorize="pmap")
+    with pytest.raises(TypeError, match="num_steps"):
+        evaluation.TaskEvaluator(task, sweeps)
+
+
+def test_baseline_cache_key_hashes_every_source_file_of_the_package():
+    from pathlib import Path
+
+    from learnopt.evaluation import cache
+
+    root = Path(evaluation.__file__).resolve().parent.parent
+    assert cache.PACKAGE_ROOT == root and (root / "__init__.py").is_file()
+    assert (root / "evaluation" / "cache.py").is_file() and (root / "train.py").is_file()

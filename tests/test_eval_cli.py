@@ -1,4 +1,5 @@
-"""Tests for ``learnopt evaluate`` (learnopt.eval_cli), run in-process on data-free tasks."""
+"""Tests for ``learnopt evaluate`` (learnopt.cli.evaluate, learnopt.evaluation.command), run
+in-process on data-free tasks."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import jax
 import pytest
 
 from learnopt import checkpoints, cli
+from learnopt.cli import args as cli_args
+from learnopt.evaluation import config as eval_config
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.tasks.datasets import base as datasets_base
 
@@ -162,3 +165,17 @@ def test_help_lists_the_evaluate_command(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     assert "evaluate    evaluate a learned optimizer" in capsys.readouterr().out
+
+
+def test_flags_are_the_evaluate_configuration():
+    parser = cli.build_parser()
+    args = parser.parse_args(["evaluate"])
+    assert cli_args.given(args, eval_config.EvaluateConfig) == {}  # defaults stay unset
+    argv = ["evaluate", "--steps", "7", "--tasks", "A,B", "--lrs", "0.1,1", "--no-plots"]
+    given = cli_args.given(parser.parse_args([*argv, "--quiet"]), eval_config.EvaluateConfig)
+    assert eval_config.EvaluateConfig(**given) == eval_config.EvaluateConfig(
+        steps=7, tasks=("A", "B"), lrs=(0.1, 1.0), plots=False, quiet=True
+    )
+    defaults = eval_config.EvaluateConfig()
+    assert (defaults.steps, defaults.seeds, defaults.select_by) == (1000, 3, "final")
+    assert (defaults.valid_split, defaults.valid_batches, defaults.seed) == ("outer_valid", 5, 0)

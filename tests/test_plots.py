@@ -37,3 +37,9 @@ def test_mean_band_ignores_diverged_seeds():
     (line,) = ax.get_lines()
     np.testing.assert_allclose(line.get_ydata(), [4.0, 3.0, 2.0])
     assert len(ax.collections) == 1  # the min-max band
+
+
+def test_log_scale_for_non_negative_values_spanning_more_than_30x():
+    assert plots.use_log_scale(np.array([0.0, 1.0, 100.0, np.nan]))
+    assert not plots.use_log_scale(np.array([1.0, 10.0]))
+    assert not plots.use_log_scale(np.array([-1.0, 100.0]))

@@ -444,9 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="List the registered tasks, learned optimizers and trainers.",
     )
     ls.set_defaults(parser=ls)
-    from learnopt import eval_cli
+    from learnopt.cli import evaluate as evaluate_cmd
 
-    eval_cli.add_parser(sub, _HelpFormatter)
+    evaluate_cmd.add_parser(sub, _HelpFormatter)
     return parser
 
 
@@ -684,9 +684,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _list()
         return 0
     if args.command == "evaluate":
-        from learnopt import eval_cli
+        from learnopt.cli import evaluate as evaluate_cmd
 
-        return eval_cli.run(args)
+        return evaluate_cmd.run(args)
     return _run_meta_train(args)
 
 

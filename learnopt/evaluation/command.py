@@ -1,0 +1,402 @@
+"""What ``learnopt evaluate`` does: a learned optimizer against tuned baselines on a suite.
+
+::
+
+    learnopt evaluate --theta runs/meta-train-X/theta.msgpack          # lopt from config.json
+    learnopt evaluate --theta theta.msgpack --lopt LearnableAdam --suite smoke --steps 500
+    learnopt evaluate --optimizer Adam --lr 3e-3                          # a hand-designed one
+
+The candidate (a learned optimizer with the theta of ``--theta``, or ``--optimizer``
+at ``--lr`` evaluated "as if it were a learned optimizer") and learning-rate sweeps of
+the baselines (``--baselines``, default Adam, NAdamW (AdamW until NAdamW is registered)
+and SGDM over ``--lrs``) train every task of the suite for ``--steps`` steps over
+``--seeds`` seeds; see :mod:`learnopt.evaluation` for what is measured. Output folder:
+``summary.md`` (also printed), ``summary.csv`` (one row per task and optimizer),
+``sweep.csv`` (every learning rate), ``curves.csv`` (candidate and tuned baselines, per
+seed), ``curves.npz`` (every curve), ``curves_<task>.png`` and ``config.json``.
+Nothing already in the output folder is overwritten without ``--overwrite``.
+
+:func:`evaluate` runs it for an :class:`~learnopt.evaluation.config.EvaluateConfig`
+(``learnopt.cli.evaluate`` builds one from the flags); every failure it can name is an
+:class:`EvalError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from learnopt.evaluation import report
+from learnopt.evaluation.config import DEFAULT_LEARNING_RATES, EvaluateConfig
+from learnopt.evaluation.results import SuiteResult
+from learnopt.evaluation.runner import evaluate_suite
+from learnopt.evaluation.suites import default_suite, get_suite
+from learnopt.evaluation.sweeps import Sweep, baseline_sweeps, learned_sweep, optimizer_sweep
+
+__all__ = ["evaluate", "load_learned_candidate", "EvalError", "FIXED_OUTPUTS"]
+
+#: The files every evaluation writes (besides one ``curves_<task>.png`` per task).
+FIXED_OUTPUTS = (
+    "summary.md",
+    "summary.csv",
+    "sweep.csv",
+    "curves.csv",
+    "curves.npz",
+    "config.json",
+)
+
+
+class EvalError(Exception):
+    """A failure of ``learnopt evaluate``; ``usage`` errors exit 2, others exit 1.
+
+    Args:
+      message: what is wrong and what to do.
+      usage: whether the input was wrong (exit 2) rather than the run (exit 1).
+    """
+
+    def __init__(self, message: str, usage: bool = False):
+        super().__init__(message)
+        self.usage = usage
+
+
+# ------------------------------------------------------------------------ candidates
+
+
+def _read_lopt_name(theta_path: Path) -> str:
+    config = theta_path.parent / "config.json"
+    if not config.is_file():
+        raise EvalError(
+            f"--lopt is needed: there is no config.json next to {theta_path} to read the "
+            "learned optimizer's name from",
+            usage=True,
+        )
+    try:
+        data = json.loads(config.read_text())
+    except (OSError, ValueError) as e:
+        raise EvalError(f"cannot read {config}: {e}; pass --lopt NAME") from None
+    name = data.get("lopt") if isinstance(data, dict) else None
+    if not isinstance(name, str) or not name:
+        raise EvalError(f"{config} has no 'lopt' entry; pass --lopt NAME", usage=True)
+    return name
+
+
+def _flat_shapes(tree: Any) -> dict[str, tuple[int, ...]]:
+    import flax.serialization
+    import jax
+    import numpy as np
+
+    state = flax.serialization.to_state_dict(tree)
+    out = {}
+    for path, leaf in jax.tree_util.tree_leaves_with_path(state):
+        key = "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
+        out[key] = tuple(np.shape(leaf))
+    return out
+
+
+def _describe(shapes: dict[str, tuple[int, ...]], limit: int = 8) -> str:
+    items = [f"{k} {list(v)}" for k, v in sorted(shapes.items())]
+    more = f", ... ({len(items)} leaves)" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+def load_learned_candidate(theta_path: str | os.PathLike, lopt_name: str | None = None):
+    """``(lopt, theta)`` from a theta file.
+
+    A file with metadata (every ``learnopt meta-train`` run, ``learnopt.pretrained``)
+    rebuilds its learned optimizer, configuration included
+    (:func:`learnopt.learned_optimizers.theta_files.load`); ``lopt_name``, if given, must
+    match it. Otherwise the name comes from ``lopt_name`` or the ``config.json`` next to
+    the file, with the constructor's defaults.
+
+    Args:
+      theta_path: the theta file.
+      lopt_name: the registered learned optimizer it holds a theta of, or ``None``.
+
+    Returns:
+      ``(lopt, theta)``.
+
+    Raises:
+      EvalError: naming the file and what was expected when the file is missing, not a
+        theta file, or holds a theta of another structure.
+    """
+    import jax
+
+    from learnopt import checkpoints
+    from learnopt.learned_optimizers import base as lopt_base
+    from learnopt.learned_optimizers import theta_files
+
+    path = Path(theta_path)
+    if not path.is_file():
+        raise EvalError(f"--theta: no file at {path}", usage=True)
+    try:
+        metadata = theta_files.read_metadata(path)
+    except ValueError as e:
+        if lopt_name is None:
+            raise EvalError(f"--theta: {e}") from None
+        metadata = None  # the path below names what the file should have held
+    if metadata is not None:
+        held = metadata.get("architecture")
+        if lopt_name is not None and lopt_name != held:
+            raise EvalError(
+                f"--lopt {lopt_name}: {path} holds a theta of {held} (its metadata says so); "
+                "leave --lopt out",
+                usage=True,
+            )
+        try:
+            trained = theta_files.load(path)
+        except ValueError as e:
+            raise EvalError(f"--theta: {e}") from None
+        return trained.lopt, trained.theta
+    name = lopt_name or _read_lopt_name(path)
+    try:
+        lopt = lopt_base.LOPTS.get(name)
+    except KeyError as e:
+        raise EvalError(f"--lopt: {e}", usage=True) from None
+    target = lopt.init(jax.random.PRNGKey(0))
+    expected = _flat_shapes(target)
+    try:
+        raw = checkpoints.load_theta(path)
+    except Exception as e:  # msgpack raises several types for corrupt bytes
+        raise EvalError(
+            f"--theta: {path} is not a theta file ({type(e).__name__}: {e}); expected a "
+            f"msgpack theta of {name} (written by 'learnopt meta-train' or "
+            f"learnopt.checkpoints.save_theta) with {_describe(expected)}"
+        ) from None
+    found = _flat_shapes(raw) if isinstance(raw, dict) else {}
+    if found != expected:
+        raise EvalError(
+            f"--theta: {path} does not hold a theta of {name}: expected {_describe(expected)}; "
+            f"found {_describe(found) or 'no arrays'}. Pass the --lopt it was trained with."
+        )
+    theta = checkpoints.load_theta(path, target=target)
+    return lopt, theta
+
+
+def _candidate(cfg: EvaluateConfig) -> tuple[Sweep, dict[str, Any]]:
+    """The candidate's sweep and what config.json records of it."""
+    from learnopt.optimizers import base as opt_base
+
+    if cfg.optimizer:
+        if cfg.theta or cfg.lopt:
+            raise EvalError("--optimizer cannot be combined with --theta/--lopt", usage=True)
+        if cfg.lr is None:
+            raise EvalError("--optimizer needs --lr", usage=True)
+        try:
+            opt = opt_base.OPTIMIZERS.get(cfg.optimizer, learning_rate=cfg.lr)
+        except KeyError as e:
+            raise EvalError(f"--optimizer: {e}", usage=True) from None
+        return optimizer_sweep(opt, name=f"{cfg.optimizer}(lr={cfg.lr:g})"), {
+            "optimizer": cfg.optimizer,
+            "lr": cfg.lr,
+        }
+    if cfg.lr is not None:
+        raise EvalError("--lr goes with --optimizer", usage=True)
+    if not cfg.theta:
+        raise EvalError(
+            "give --theta PATH (a learned optimizer) or --optimizer NAME --lr X", usage=True
+        )
+    lopt, theta = load_learned_candidate(cfg.theta, cfg.lopt)
+    return learned_sweep(lopt, theta), {
+        "theta": str(cfg.theta),
+        "lopt": lopt.name,
+        "lopt_repr": repr(lopt),
+    }
+
+
+def _tasks(cfg: EvaluateConfig) -> tuple[str, list[Any]]:
+    """The suite's name (``"tasks"`` for ``--tasks``) and its entries."""
+    from learnopt.tasks import base as tasks_base
+
+    if cfg.tasks and cfg.suite:
+        raise EvalError("give --suite or --tasks, not both", usage=True)
+    if cfg.tasks:
+        for name in cfg.tasks:
+            try:
+                tasks_base.TASKS.constructor(name)
+            except KeyError as e:
+                raise EvalError(f"--tasks: {e}", usage=True) from None
+        return "tasks", list(cfg.tasks)
+    name = cfg.suite or default_suite()
+    try:
+        return name, get_suite(name)
+    except KeyError as e:
+        raise EvalError(f"--suite: {e}", usage=True) from None
+
+
+# -------------------------------------------------------------------- output folder
+
+
+def _task_name(entry: Any) -> str:
+    return entry if isinstance(entry, str) else entry.name
+
+
+def _planned_outputs(out: Path, tasks: list[Any], plots: bool) -> list[Path]:
+    files = [out / f for f in FIXED_OUTPUTS]
+    if plots:
+        files += [out / report.plot_name(_task_name(t)) for t in tasks]
+    return files
+
+
+def _default_out() -> Path:
+    base = Path("runs") / time.strftime("evaluate-%Y%m%d-%H%M%S")
+    out, i = base, 1
+    while out.exists():
+        out = base.with_name(f"{base.name}-{i}")
+        i += 1
+    return out
+
+
+def _check_out(out: Path, tasks: list[Any], cfg: EvaluateConfig) -> None:
+    """Refuses an ``out`` that is a file, or holds outputs of an earlier run."""
+    if out.exists() and not out.is_dir():
+        raise EvalError(f"--out: {out} exists and is not a directory", usage=True)
+    existing = [p for p in _planned_outputs(out, tasks, cfg.plots) if p.exists()]
+    if existing and not cfg.overwrite:
+        raise EvalError(
+            f"--out: {out} already holds {', '.join(p.name for p in existing[:4])}"
+            f"{' ...' if len(existing) > 4 else ''} from an earlier run; pass --overwrite to "
+            "replace them or choose another --out",
+            usage=True,
+        )
+
+
+def _check_data(tasks: list[Any]) -> None:
+    """Fails on missing data before anything compiles."""
+    from learnopt.tasks import base as tasks_base
+    from learnopt.tasks.datasets import base as datasets_base
+
+    for entry in tasks:
+        task = tasks_base.get_task(entry) if isinstance(entry, str) else entry
+        try:
+            ds = task.datasets
+            if ds is not None and hasattr(ds, "check_available"):
+                ds.check_available()
+        except datasets_base.DatasetNotFoundError as e:
+            raise EvalError(
+                f"task {task.name} needs data that is not available (--data-dir sets the "
+                f"data dir).\n{e}"
+            ) from None
+
+
+@contextlib.contextmanager
+def _data_dir(path: str | None) -> Iterator[None]:
+    """``$LEARNOPT_DATA_DIR`` set to ``path`` for the evaluation (unchanged for None)."""
+    from learnopt.tasks.datasets import base as datasets_base
+
+    if path is None:
+        yield
+        return
+    old = os.environ.get(datasets_base.ENV_DATA_DIR)
+    os.environ[datasets_base.ENV_DATA_DIR] = str(Path(path).expanduser().absolute())
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(datasets_base.ENV_DATA_DIR, None)
+        else:
+            os.environ[datasets_base.ENV_DATA_DIR] = old
+
+
+# ------------------------------------------------------------------------- evaluate
+
+
+def evaluate(config: EvaluateConfig) -> SuiteResult:
+    """Runs ``learnopt evaluate``: trains, compares, writes ``config.out`` and prints.
+
+    Args:
+      config: the settings (:class:`~learnopt.evaluation.config.EvaluateConfig`).
+
+    Returns:
+      The :class:`~learnopt.evaluation.results.SuiteResult`.
+
+    Raises:
+      EvalError: bad input (``usage``) or a run that cannot proceed (missing data).
+    """
+    if not isinstance(config, EvaluateConfig):
+        raise TypeError(f"config must be an EvaluateConfig, got {type(config).__name__}")
+    with _data_dir(config.data_dir):
+        return _evaluate(config)
+
+
+def _evaluate(cfg: EvaluateConfig) -> SuiteResult:
+    from learnopt.tasks.datasets import base as datasets_base
+
+    t_start = time.perf_counter()
+    candidate, cand_info = _candidate(cfg)
+    suite_name, tasks = _tasks(cfg)
+    out = Path(cfg.out) if cfg.out else _default_out()
+    _check_out(out, tasks, cfg)
+    try:
+        baselines = baseline_sweeps(cfg.baselines, cfg.lrs or DEFAULT_LEARNING_RATES)
+    except KeyError as e:
+        raise EvalError(f"--baselines: {e}", usage=True) from None
+    _check_data(tasks)
+    if not cfg.quiet:
+        names = ", ".join(b.name for b in baselines)
+        print(
+            f"learnopt evaluate: {candidate.name} vs tuned {names} on {len(tasks)} task"
+            f"{'s' if len(tasks) != 1 else ''} ({suite_name}), {cfg.steps} steps x "
+            f"{cfg.seeds} seeds -> {out}",
+            flush=True,
+        )
+    try:
+        result = evaluate_suite(
+            tasks,  # names are built afresh there: reproducible data, cacheable baselines
+            candidate,
+            baselines,
+            num_steps=cfg.steps,
+            num_seeds=cfg.seeds,
+            select_by=cfg.select_by,
+            progress=not cfg.quiet,
+            eval_every=cfg.eval_every,
+            valid_split=cfg.valid_split,
+            valid_batches=cfg.valid_batches,
+            seed=cfg.seed,
+            vectorize=cfg.vectorize,
+            baseline_cache=cfg.baseline_cache,
+        )
+    except (datasets_base.DatasetNotFoundError, datasets_base.ChecksumMismatchError) as e:
+        raise EvalError(
+            f"a task's data is not available (--data-dir sets the data dir).\n{e}"
+        ) from None
+    out.mkdir(parents=True, exist_ok=True)
+    report.write_results(result, out, plots=cfg.plots)
+    cand_info = {**cand_info, "candidate": candidate.name}
+    _write_config(out, cfg, result, cand_info, suite_name, tasks, baselines, t_start)
+    print(result.markdown(), flush=True)
+    print(f"{time.perf_counter() - t_start:.1f} s; wrote {out}", flush=True)
+    return result
+
+
+def _write_config(
+    out: Path,
+    cfg: EvaluateConfig,
+    result: SuiteResult,
+    cand_info: dict[str, Any],  # what the candidate is, its name included
+    suite_name: str,
+    tasks: list[Any],
+    baselines: list[Sweep],
+    t_start: float,
+) -> None:
+    """``config.json``: the settings, the candidate, the tasks and how long it took."""
+    import jax
+
+    config = {"command": "evaluate", **dataclasses.asdict(cfg)}
+    config.update(
+        cand_info,
+        suite=suite_name,
+        tasks=[_task_name(t) for t in tasks],
+        baselines=[b.name for b in baselines],
+        settings=result.settings,
+        out=str(out),
+        seconds=round(time.perf_counter() - t_start, 2),
+        jax_version=jax.__version__,
+        backend=jax.default_backend(),
+    )
+    (out / "config.json").write_text(json.dumps(config, indent=2, default=str) + "\n")

@@ -1,0 +1,285 @@
+"""Every default of an evaluation, written once: ``learnopt evaluate`` and the periodic one.
+
+:class:`EvaluateConfig` holds the settings of ``learnopt evaluate`` (the candidate, the
+tasks and baselines, how each run trains, where the results go); its command-line flags
+are derived from its fields (``learnopt.cli.evaluate``). :class:`PeriodicEvalConfig`
+holds the settings of the small held-out evaluation that ``learnopt meta-train
+--eval-every N`` runs during meta-training (:mod:`learnopt.evaluation.periodic`). The
+module constants are the defaults that code paths without a flag share (the training
+engine, the baseline sweeps, the suites).
+
+Pure Python: importing this module imports neither JAX nor numpy, so that ``learnopt
+--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from learnopt._fields import setting
+
+__all__ = [
+    "EvaluateConfig",
+    "PeriodicEvalConfig",
+    "DEFAULT_LEARNING_RATES",
+    "DEFAULT_BASELINES",
+    "DEFAULT_SUITE_PREFERENCE",
+    "EVAL_TASKS",
+    "EVAL_LEARNING_RATES",
+    "NUM_SEEDS",
+    "VALID_SPLIT",
+    "VALID_SPLITS",
+    "VALID_BATCHES",
+    "SEED",
+    "VECTORIZE",
+    "VECTORIZE_CHOICES",
+    "SELECT_BY",
+    "SELECT_BY_CHOICES",
+]
+
+
+def _geometric_grid(low: float, high: float, num: int) -> tuple[float, ...]:
+    """``num`` log-spaced values from ``low`` to ``high``, computed as ``np.geomspace`` does.
+
+    Exponents ``log10(low) + i * step`` raised to the power of ten, the ends set exactly;
+    the same floats as ``learnopt.evaluation.sweeps.log_grid`` (tested), without numpy.
+    """
+    start, stop = math.log10(low), math.log10(high)
+    step = (stop - start) / (num - 1)
+    values = [10.0 ** (start + i * step) for i in range(num)]
+    values[0], values[-1] = float(low), float(high)
+    return tuple(values)
+
+
+#: Learning rates of the baseline sweeps: 1e-4 ... 1 in half-decades (9 points). The
+#: library sweeps 1e-7 ... 1 (15 points); the low end never wins in short runs, and
+#: the high end is where SGD with momentum is tuned on small problems.
+DEFAULT_LEARNING_RATES: tuple[float, ...] = _geometric_grid(1e-4, 1.0, 9)
+
+#: Baselines compared against by default; ``NAdamW`` is used when it is registered
+#: (else ``AdamW``), see :func:`learnopt.evaluation.sweeps.default_baselines`.
+DEFAULT_BASELINES: tuple[str, ...] = ("Adam", "NAdamW", "SGDM")
+
+#: The suite ``learnopt evaluate`` runs without ``--suite``: the first of these that is
+#: defined (the held-out suite; ``smoke`` always is).
+DEFAULT_SUITE_PREFERENCE: tuple[str, ...] = ("heldout", "held_out", "eval", "smoke")
+
+#: How every run of an evaluation trains, unless told otherwise (the training engine,
+#: :class:`learnopt.evaluation.engine.TrainingSettings`, and the flags below).
+NUM_SEEDS = 3
+VALID_SPLIT = "outer_valid"
+#: The splits a valid loss can be measured on.
+VALID_SPLITS: tuple[str, ...] = ("train", "inner_valid", "outer_valid", "test")
+VALID_BATCHES = 5
+SEED = 0
+VECTORIZE = "auto"
+VECTORIZE_CHOICES: tuple[str, ...] = ("auto", "vmap", "map")
+#: How a baseline's learning rate is picked: lowest final or lowest mean train loss.
+SELECT_BY = "final"
+SELECT_BY_CHOICES: tuple[str, ...] = ("final", "mean")
+
+#: Held-out tasks of the periodic evaluation: one of each kind that costs about a
+#: millisecond per step on a CPU (an MLP, an auto-encoder, a recurrent and an attention
+#: language model).
+EVAL_TASKS: tuple[str, ...] = (
+    "ImageMLP_Mnist5k_14_Tanh64x64",
+    "ImageMLPAE_Digits8_32x8x32_bs128",
+    "RNNLM_pystdlibbytes_Patch16_LSTM32_Embed32_bs32",
+    "TransformerLM_PyStdlibBytes_MultiRuntime_3",
+)
+#: Adam's learning-rate grid in the periodic evaluation (computed once per run).
+EVAL_LEARNING_RATES: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+
+_CANDIDATE = "candidate (one of --theta or --optimizer)"
+_TASKS = "tasks and baselines"
+_TRAINING = "training"
+_OUTPUT = "input and output"
+_PERIODIC = "periodic held-out evaluation (eval.csv, eval.png)"
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluateConfig:
+    """The settings of ``learnopt evaluate``, one field per flag.
+
+    ``None`` means "the default", resolved when the evaluation runs: the held-out suite
+    (:data:`DEFAULT_SUITE_PREFERENCE`), the baselines of
+    :func:`learnopt.evaluation.sweeps.default_baselines`, the grid
+    :data:`DEFAULT_LEARNING_RATES`, ``runs/evaluate-<time>``.
+    """
+
+    theta: str | None = setting(
+        None, "theta file written by 'learnopt meta-train'", metavar="PATH", group=_CANDIDATE
+    )
+    lopt: str | None = setting(
+        None,
+        "learned optimizer of a theta file without metadata (default: 'lopt' in the "
+        "config.json next to it; files with metadata name their own)",
+        metavar="NAME",
+        group=_CANDIDATE,
+    )
+    optimizer: str | None = setting(
+        None,
+        "evaluate this registered hand-designed optimizer instead (with --lr)",
+        metavar="NAME",
+        group=_CANDIDATE,
+    )
+    lr: float | None = setting(
+        None,
+        "learning rate of --optimizer",
+        metavar="X",
+        parse="positive_float",
+        group=_CANDIDATE,
+    )
+    suite: str | None = setting(
+        None, "task suite (default: the held-out suite)", metavar="NAME", group=_TASKS
+    )
+    tasks: tuple[str, ...] | None = setting(
+        None,
+        "registered task names instead of --suite",
+        metavar="A,B",
+        parse="name_list",
+        group=_TASKS,
+    )
+    baselines: tuple[str, ...] | None = setting(
+        None,
+        f"baseline optimizers to tune (default: {','.join(DEFAULT_BASELINES)}; AdamW if "
+        "NAdamW is not registered)",
+        metavar="A,B",
+        parse="name_list",
+        group=_TASKS,
+    )
+    lrs: tuple[float, ...] | None = setting(
+        None,
+        "learning-rate grid of the baselines (default: 1e-4..1, "
+        f"{len(DEFAULT_LEARNING_RATES)} log-spaced points)",
+        metavar="X,Y",
+        parse="float_list",
+        group=_TASKS,
+    )
+    select_by: str = setting(
+        SELECT_BY,
+        "pick each baseline's learning rate by the seed-mean final train loss "
+        "(default) or the mean train loss over the run",
+        choices=SELECT_BY_CHOICES,
+        group=_TASKS,
+    )
+    steps: int = setting(
+        1000, "(default: {default})", metavar="N", parse="positive_int", group=_TRAINING
+    )
+    seeds: int = setting(
+        NUM_SEEDS, "(default: {default})", metavar="S", parse="positive_int", group=_TRAINING
+    )
+    eval_every: int | None = setting(
+        None,
+        "steps between valid evaluations, also the steps per jitted chunk "
+        "(default: steps/20, at least 10)",
+        metavar="K",
+        parse="positive_int",
+        group=_TRAINING,
+    )
+    valid_split: str = setting(
+        VALID_SPLIT,
+        "split of the valid loss (default: {default})",
+        choices=("inner_valid", "outer_valid", "test", "train"),
+        group=_TRAINING,
+    )
+    valid_batches: int = setting(
+        VALID_BATCHES,
+        "fixed batches per valid evaluation (default: {default})",
+        metavar="V",
+        parse="positive_int",
+        group=_TRAINING,
+    )
+    vectorize: str = setting(
+        VECTORIZE,
+        "runs of a sweep batched (vmap) or one after another in one program (map); "
+        "auto: on CPU vmap for MLP-like losses, map for convolutions, loops and "
+        "attention (default: {default})",
+        choices=VECTORIZE_CHOICES,
+        group=_TRAINING,
+    )
+    seed: int = setting(
+        SEED, "base seed (default: {default})", metavar="N", parse="int", group=_TRAINING
+    )
+    out: str | None = setting(
+        None, "output folder (default: runs/evaluate-<time>)", metavar="DIR", group=_OUTPUT
+    )
+    overwrite: bool = setting(
+        False, "replace outputs of an earlier run in --out", switch="on", group=_OUTPUT
+    )
+    baseline_cache: str | None = setting(
+        None,
+        "keep the baselines' curves here and reuse them when the settings and "
+        "learnopt's source are unchanged (default: no cache)",
+        metavar="DIR",
+        group=_OUTPUT,
+    )
+    data_dir: str | None = setting(
+        None, "TFDS data dir (default: $LEARNOPT_DATA_DIR)", metavar="DIR", group=_OUTPUT
+    )
+    plots: bool = setting(
+        True,
+        "do not write curves_<task>.png",
+        flag="--no-plots",
+        switch="negate",
+        group=_OUTPUT,
+    )
+    quiet: bool = setting(False, "no progress bar, only the summary", switch="on", group=_OUTPUT)
+
+
+@dataclasses.dataclass(frozen=True)
+class PeriodicEvalConfig:
+    """The settings of the periodic held-out evaluation during meta-training.
+
+    ``learnopt meta-train``'s ``--eval-*`` flags are derived from these fields, and
+    :class:`learnopt.evaluation.periodic.PeriodicEval` takes its defaults from them.
+    """
+
+    every: int | None = setting(
+        None,
+        "every N meta-steps train a few held-out tasks with the current theta and "
+        f"compare the final training loss with Adam tuned over {len(EVAL_LEARNING_RATES)} "
+        "learning rates (default: off)",
+        flag="--eval-every",
+        metavar="N",
+        parse="positive_int",
+        group=_PERIODIC,
+    )
+    tasks: tuple[str, ...] = setting(
+        EVAL_TASKS,
+        "registered tasks of the periodic evaluation (default: an MLP, an auto-encoder, "
+        "an LSTM and a Transformer LM of the held-out suite)",
+        flag="--eval-tasks",
+        metavar="A,B",
+        parse="name_list",
+        group=_PERIODIC,
+    )
+    suite: str | None = setting(
+        None,
+        "a task suite for the periodic evaluation instead of --eval-tasks",
+        flag="--eval-suite",
+        metavar="NAME",
+        group=_PERIODIC,
+    )
+    steps: int = setting(
+        300,
+        "inner steps per evaluation run (default: {default})",
+        flag="--eval-steps",
+        metavar="T",
+        parse="positive_int",
+        group=_PERIODIC,
+    )
+    seeds: int = setting(
+        1,
+        "runs per task and evaluation (default: {default})",
+        flag="--eval-seeds",
+        metavar="S",
+        parse="positive_int",
+        group=_PERIODIC,
+    )
+    learning_rates: tuple[float, ...] = setting(
+        EVAL_LEARNING_RATES,
+        "Adam's learning-rate grid, tuned once per run on the same batches (empty: no baseline)",
+        flag=None,
+    )

@@ -1,0 +1,294 @@
+"""The periodic held-out evaluation: a ``meta_train`` callback, ``eval.csv`` and ``eval.png``.
+
+``learnopt meta-train --eval-every N`` (and ``meta_train(callbacks=[PeriodicEval(N)])``)
+trains a few held-out tasks with the current theta every N meta-steps and compares the
+final training loss with Adam tuned over a small learning-rate grid (computed once, on
+the same batches), writing ``eval.csv`` and ``eval.png`` into the run's folder. The
+defaults are :class:`learnopt.evaluation.config.PeriodicEvalConfig`'s.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from learnopt.evaluation.config import PeriodicEvalConfig
+
+__all__ = ["PeriodicEval", "read_eval_csv", "EVAL_COLUMNS"]
+
+_DEFAULT = PeriodicEvalConfig()
+
+#: Columns of ``eval.csv``.
+EVAL_COLUMNS = (
+    "step",
+    "task",
+    "final_train",
+    "final_valid",
+    "adam_final_train",
+    "adam_lr",
+    "normalized_loss",
+    "seconds",
+)
+
+
+@dataclasses.dataclass
+class _TaskEval:
+    """One task's evaluator (compiled once; the data rewound before every run)."""
+
+    name: str
+    evaluator: Any
+    data_state: Mapping[str, Any] | None
+    adam: dict[str, float] | None = None
+
+
+class PeriodicEval:
+    """A :func:`learnopt.train.meta_train` callback: a small held-out evaluation every N steps.
+
+    Every ``every`` meta-steps (at the first metrics flush at or after each multiple) the
+    current theta trains each of ``tasks`` for ``steps`` inner steps over ``seeds``
+    seeds (:class:`learnopt.evaluation.engine.TaskEvaluator`, the same batches every
+    time). The figures: ``final_train`` (mean training loss over the last 10% of steps),
+    ``final_valid``, and ``normalized_loss = final_train / final_train`` of Adam tuned
+    over ``learning_rates`` (computed on the first call, on the same batches; < 1 means
+    the learned optimizer wins). Rows go to ``<out_dir>/eval.csv`` (appended, so a
+    resumed run continues it) and ``<out_dir>/eval.png`` plots the normalized losses
+    against the meta-step; ``history`` keeps them in memory too. Each task's programs
+    compile once per run (theta is an argument).
+
+    Args:
+      every: meta-steps between evaluations.
+      tasks: registered task names (default
+        :data:`~learnopt.evaluation.config.EVAL_TASKS`).
+      steps: inner steps per run.
+      seeds: runs per task.
+      learning_rates: Adam's grid (empty: no baseline, ``normalized_loss`` empty).
+      out_dir: where to write (default: the run's ``out_dir``; None writes nothing).
+      at_start: also evaluate the initial theta (at the first flush).
+      progress: print one line per evaluation.
+    """
+
+    def __init__(
+        self,
+        every: int,
+        tasks: Sequence[str] = _DEFAULT.tasks,
+        *,
+        steps: int = _DEFAULT.steps,
+        seeds: int = _DEFAULT.seeds,
+        learning_rates: Sequence[float] = _DEFAULT.learning_rates,
+        out_dir: str | Path | None = None,
+        at_start: bool = False,
+        progress: bool = True,
+    ):
+        from learnopt import _validate
+
+        self.every = _validate.positive_int("every", every)
+        self.steps = _validate.positive_int("steps", steps)
+        self.seeds = _validate.positive_int("seeds", seeds)
+        if isinstance(tasks, str) or not tasks:
+            raise ValueError(f"tasks must be a non-empty list of task names, got {tasks!r}")
+        self.tasks = tuple(tasks)
+        self.learning_rates = tuple(float(x) for x in learning_rates)
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.at_start = at_start
+        self.progress = progress
+        self.history: list[dict[str, Any]] = []
+        self._evals: list[_TaskEval] | None = None
+        self._lopt: Any = None
+        self._last: int | None = None
+
+    # -- the callback
+    def __call__(self, info: Any) -> None:
+        """Evaluates when a multiple of ``every`` was passed since the last evaluation.
+
+        Args:
+          info: the ``meta_train`` callback's flush information (``step``, ``rows``,
+            ``num_steps``, ``learner``, ``theta``, ``out_dir``).
+        """
+        due = info.step // self.every
+        if self._last is None:
+            self._last = (info.step - len(info.rows)) // self.every
+            if self.at_start and info.step - len(info.rows) == 0:
+                self._last = -1
+        if due <= self._last and not (info.step == info.num_steps and self._last < due):
+            return
+        self._last = due
+        self.evaluate(info.learner.lopt, info.theta, info.step, info.out_dir)
+
+    def evaluate(self, lopt: Any, theta: Any, step: int, out_dir: Path | None = None) -> list:
+        """Evaluates ``theta`` now.
+
+        Args:
+          lopt: the learned optimizer (its programs are built on the first call).
+          theta: its current meta-parameters.
+          step: the meta-step, recorded in the rows.
+          out_dir: where to write if the evaluator has no ``out_dir`` of its own.
+
+        Returns:
+          One row per task, keyed by :data:`EVAL_COLUMNS` (also appended to ``history``).
+        """
+        import jax
+        import numpy as np
+
+        from learnopt.evaluation.metrics import windows
+        from learnopt.evaluation.results import PointStats
+
+        if self._evals is None or lopt is not self._lopt:
+            self._setup(lopt, theta)
+        stacked = jax.tree_util.tree_map(lambda x: np.asarray(x)[None], jax.device_get(theta))
+        rows = []
+        for te in self._evals:
+            start = time.perf_counter()
+            ev = te.evaluator
+            ev.sweeps[0] = dataclasses.replace(ev.sweeps[0], hparams=stacked)
+            result = self._run(te)
+            window = windows(self.steps)[1]
+            stats = PointStats.of(result.curves["candidate"], 0, window)
+            adam = te.adam or {}
+            base = adam.get("final_train", math.nan)
+            ratio = stats.final_train / base if base > 0 and math.isfinite(base) else math.nan
+            rows.append(
+                {
+                    "step": int(step),
+                    "task": te.name,
+                    "final_train": stats.final_train,
+                    "final_valid": stats.final_valid,
+                    "adam_final_train": base,
+                    "adam_lr": adam.get("lr", math.nan),
+                    "normalized_loss": ratio,
+                    "seconds": round(time.perf_counter() - start, 2),
+                }
+            )
+        self.history.extend(rows)
+        out = self.out_dir or (Path(out_dir) if out_dir is not None else None)
+        if out is not None and jax.process_index() == 0:
+            self._write(out, rows)
+        if self.progress:
+            ratios = [r["normalized_loss"] for r in rows]
+            wins = sum(1 for r in ratios if r < 1)
+            text = ", ".join(f"{r['task'].split('_')[0]} {r['normalized_loss']:.3g}" for r in rows)
+            print(
+                f"learnopt eval at step {step}: loss / tuned Adam: {text}; wins {wins} of "
+                f"{len(rows)}",
+                flush=True,
+            )
+        return rows
+
+    # -- internals
+    def _setup(self, lopt: Any, theta: Any) -> None:
+        from learnopt.evaluation.engine import TaskEvaluator
+        from learnopt.evaluation.metrics import windows
+        from learnopt.evaluation.results import PointStats
+        from learnopt.evaluation.sweeps import learned_sweep, lr_sweep
+        from learnopt.tasks import base as tasks_base
+
+        self._lopt = lopt
+        candidate = learned_sweep(lopt, theta, name="candidate")
+        self._evals = []
+        for name in self.tasks:
+            task = tasks_base.get_task(name)
+            te = _TaskEval(
+                name,
+                TaskEvaluator(task, [candidate], num_steps=self.steps, num_seeds=self.seeds),
+                _data_position(task),
+            )
+            if self.learning_rates:  # the tuned baseline, once, on the same batches
+                adam = TaskEvaluator(
+                    task,
+                    [lr_sweep("Adam", self.learning_rates)],
+                    num_steps=self.steps,
+                    num_seeds=self.seeds,
+                )
+                _rewind(task, te.data_state)
+                result = adam.run()
+                window = windows(self.steps)[1]
+                curves = result.curves["Adam"]
+                grid = [PointStats.of(curves, i, window) for i in range(curves.train_loss.shape[0])]
+                finals = [g.final_train if math.isfinite(g.final_train) else math.inf for g in grid]
+                best = min(range(len(finals)), key=finals.__getitem__)
+                te.adam = {"final_train": grid[best].final_train, "lr": self.learning_rates[best]}
+            self._evals.append(te)
+
+    def _run(self, te: _TaskEval) -> Any:
+        _rewind(te.evaluator.task, te.data_state)
+        return te.evaluator.run()
+
+    def _write(self, out: Path, rows: list[dict[str, Any]]) -> None:
+        from learnopt import plots
+        from learnopt.evaluation.report import csv_cell
+
+        path = out / "eval.csv"
+        new = not path.exists()
+        with open(path, "a", newline="") as f:
+            writer = csv.writer(f)
+            if new:
+                writer.writerow(EVAL_COLUMNS)
+            for r in rows:
+                writer.writerow([csv_cell(r[c]) for c in EVAL_COLUMNS])
+        table = read_eval_csv(path)
+        if table:
+            steps = sorted({r["step"] for r in table})
+            ys = {}
+            for task in dict.fromkeys(r["task"] for r in table):
+                by_step = {r["step"]: r["normalized_loss"] for r in table if r["task"] == task}
+                ys[task] = [by_step.get(s, math.nan) for s in steps]
+            try:
+                plots.line_plot(
+                    out / "eval.png",
+                    steps,
+                    ys,
+                    xlabel="meta-step",
+                    ylabel="final train loss / tuned Adam's",
+                    title=f"held-out evaluation ({self.steps} steps, {self.seeds} seed(s))",
+                    logy=True,
+                )
+            except (OSError, ValueError):
+                pass
+
+
+def read_eval_csv(path: str | Path) -> list[dict[str, Any]]:
+    """``eval.csv`` as a list of rows.
+
+    Args:
+      path: the file.
+
+    Returns:
+      One dict per row: numbers as floats (empty cells NaN), ``step`` as int, ``task``
+      as text.
+    """
+    rows = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            parsed: dict[str, Any] = {}
+            for k, v in row.items():
+                if k == "task":
+                    parsed[k] = v
+                elif k == "step":
+                    parsed[k] = int(v)
+                else:
+                    parsed[k] = float(v) if v != "" else math.nan
+            rows.append(parsed)
+    return rows
+
+
+def _data_position(task: Any) -> Mapping[str, Any] | None:
+    """The position of every split of ``task``'s data, or None if a split cannot report it.
+
+    With None nothing is rewound: each run continues the streams where they stand
+    (rewinding only the splits that can would mix fresh and repeated batches).
+    """
+    get_state = getattr(getattr(task, "datasets", None), "get_state", None)
+    if get_state is None:
+        return None
+    state = get_state()
+    return None if any(v is None for v in state.values()) else state
+
+
+def _rewind(task: Any, state: Mapping[str, Any] | None) -> None:
+    """Moves ``task``'s data back to ``state`` (from :func:`_data_position`; None: not)."""
+    if state is not None:
+        task.datasets.set_state(state)

@@ -1,0 +1,277 @@
+"""The files an evaluation writes: CSV tables, every curve, the summary and the plots.
+
+:func:`write_results` writes an evaluated suite into a folder: ``summary.csv`` (one row
+per task and optimizer, :func:`summary_rows`), ``sweep.csv`` (every learning rate of
+every baseline, :func:`sweep_rows`), ``curves.csv`` (the candidate and each tuned
+baseline per seed, long format, :func:`curve_rows`), ``summary.md``
+(:meth:`~learnopt.evaluation.results.SuiteResult.markdown`), ``curves.npz`` (every curve
+of every sweep point) and ``curves_<task>.png`` (:mod:`learnopt.evaluation.figures`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from learnopt.evaluation.results import Curves, SuiteResult
+
+__all__ = [
+    "SUMMARY_COLUMNS",
+    "CURVE_COLUMNS",
+    "summary_rows",
+    "sweep_rows",
+    "curve_rows",
+    "write_results",
+    "plot_name",
+    "file_safe",
+    "csv_cell",
+]
+
+SUMMARY_COLUMNS = (
+    "task",
+    "optimizer",
+    "role",
+    "setting",
+    "learning_rate",
+    "final_train",
+    "final_train_std",
+    "mean_train",
+    "final_valid",
+    "diverged_seeds",
+    "at_edge",
+    "normalized_loss",
+    "speedup",
+    "reaches_final",
+    "wins",
+    "wins_valid",
+)
+
+CURVE_COLUMNS = ("task", "optimizer", "setting", "seed", "split", "step", "loss")
+
+
+def _lr_of(curves: Curves, index: int) -> float | str:
+    lrs = curves.values.get("learning_rate")
+    return lrs[index] if lrs else ""
+
+
+def summary_rows(result: SuiteResult) -> list[dict[str, Any]]:
+    """One row per task and optimizer: the candidate, then every tuned baseline.
+
+    Rows of baselines hold their comparison with the candidate (``normalized_loss``
+    etc. are the candidate's figures against that baseline).
+
+    Args:
+      result: an evaluated suite.
+
+    Returns:
+      One dict per row, keyed by :data:`SUMMARY_COLUMNS`.
+    """
+    rows = []
+    for task_result, s in zip(result.tasks, result.summaries, strict=True):
+        c = s.candidate_stats
+        vs = s.vs_best
+        rows.append(
+            dict(
+                task=s.task,
+                optimizer=s.candidate,
+                role="candidate",
+                setting=c.label,
+                learning_rate="",
+                final_train=c.final_train,
+                final_train_std=c.final_train_std,
+                mean_train=c.mean_train,
+                final_valid=c.final_valid,
+                diverged_seeds=c.diverged,
+                at_edge="",
+                normalized_loss=vs.normalized_loss,
+                speedup=vs.speedup,
+                reaches_final=int(vs.reaches),
+                wins=int(vs.wins),
+                wins_valid=int(vs.wins_valid),
+            )
+        )
+        for name, b in s.baselines.items():
+            comp = s.comparisons[name]
+            rows.append(
+                dict(
+                    task=s.task,
+                    optimizer=name,
+                    role="best baseline" if name == s.best_baseline else "baseline",
+                    setting=b.label,
+                    learning_rate=_lr_of(task_result.curves[name], b.index),
+                    final_train=b.stats.final_train,
+                    final_train_std=b.stats.final_train_std,
+                    mean_train=b.stats.mean_train,
+                    final_valid=b.stats.final_valid,
+                    diverged_seeds=b.stats.diverged,
+                    at_edge=int(b.at_edge),
+                    normalized_loss=comp.normalized_loss,
+                    speedup=comp.speedup,
+                    reaches_final=int(comp.reaches),
+                    wins=int(comp.wins),
+                    wins_valid=int(comp.wins_valid),
+                )
+            )
+    return rows
+
+
+def sweep_rows(result: SuiteResult) -> list[dict[str, Any]]:
+    """One row per task, baseline and learning rate (the whole sweep).
+
+    Args:
+      result: an evaluated suite.
+
+    Returns:
+      One dict per row (``selected`` marks the tuned learning rate).
+    """
+    rows = []
+    for task_result, s in zip(result.tasks, result.summaries, strict=True):
+        for name, b in s.baselines.items():
+            curves = task_result.curves[name]
+            for i, p in enumerate(b.grid):
+                rows.append(
+                    dict(
+                        task=s.task,
+                        optimizer=name,
+                        setting=p.label,
+                        learning_rate=_lr_of(curves, i),
+                        final_train=p.final_train,
+                        final_train_std=p.final_train_std,
+                        mean_train=p.mean_train,
+                        final_valid=p.final_valid,
+                        diverged_seeds=p.diverged,
+                        selected=int(i == b.index),
+                    )
+                )
+    return rows
+
+
+def curve_rows(result: SuiteResult) -> Iterable[tuple]:
+    """Long-format curves of the candidate and each tuned baseline, per seed.
+
+    ``split`` is ``train`` (minibatch loss before update ``step + 1``) or the valid
+    split's name (loss after ``step`` updates).
+
+    Args:
+      result: an evaluated suite.
+
+    Yields:
+      Tuples of :data:`CURVE_COLUMNS`.
+    """
+    for task_result, s in zip(result.tasks, result.summaries, strict=True):
+        picks = [(s.candidate, 0)] + [(n, b.index) for n, b in s.baselines.items()]
+        for name, index in picks:
+            curves = task_result.curves[name]
+            label = curves.labels[index]
+            train = curves.train_loss[index]
+            valid = curves.valid_loss[index]
+            for seed in range(train.shape[0]):
+                for step, loss in enumerate(train[seed].tolist()):
+                    yield (s.task, name, label, seed, "train", step, loss)
+                for step, loss in zip(
+                    curves.valid_steps.tolist(), valid[seed].tolist(), strict=True
+                ):
+                    yield (s.task, name, label, seed, task_result.valid_split, step, loss)
+
+
+def csv_cell(value: Any) -> str:
+    """A value as a CSV cell: floats exactly (``repr``), NaN as an empty cell.
+
+    Args:
+      value: a number or text.
+
+    Returns:
+      The cell's text.
+    """
+    if isinstance(value, float):
+        return "" if math.isnan(value) else repr(value)
+    return str(value)
+
+
+def write_results(result: SuiteResult, out_dir: Any, *, plots: bool = True) -> dict[str, Any]:
+    """Writes ``summary.csv``, ``sweep.csv``, ``curves.csv``, ``summary.md``,
+    ``curves.npz`` (every curve of every sweep point) and ``curves_<task>.png``.
+
+    Args:
+      result: an evaluated suite.
+      out_dir: the folder (created if needed); files of the same names are replaced.
+      plots: whether to draw ``curves_<task>.png``.
+
+    Returns:
+      ``{file name: path}``; ``"plots"``: the list of PNG paths.
+    """
+    import csv
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Any] = {}
+
+    def write_csv(name: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        path = out / name
+        with open(path, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(columns)
+            for row in rows:
+                writer.writerow([csv_cell(v) for v in row])
+        written[name] = path
+
+    write_csv(
+        "summary.csv",
+        SUMMARY_COLUMNS,
+        ([r[c] for c in SUMMARY_COLUMNS] for r in summary_rows(result)),
+    )
+    sweep_cols = tuple(sweep_rows(result)[0]) if result.summaries else ()
+    write_csv("sweep.csv", sweep_cols, ([r[c] for c in sweep_cols] for r in sweep_rows(result)))
+    write_csv("curves.csv", CURVE_COLUMNS, curve_rows(result))
+    md = out / "summary.md"
+    md.write_text(result.markdown())
+    written["summary.md"] = md
+
+    arrays = {}
+    for task_result in result.tasks:
+        for name, c in task_result.curves.items():
+            prefix = f"{task_result.task}/{name}"
+            arrays[f"{prefix}/train_loss"] = c.train_loss
+            arrays[f"{prefix}/valid_loss"] = c.valid_loss
+            arrays[f"{prefix}/valid_steps"] = c.valid_steps
+            arrays[f"{prefix}/labels"] = np.asarray(c.labels)
+    npz = out / "curves.npz"
+    np.savez_compressed(npz, **arrays)
+    written["curves.npz"] = npz
+
+    if plots:
+        from learnopt.evaluation import figures  # matplotlib only when plots are drawn
+
+        written["plots"] = [
+            figures.eval_task_figure(t, s, out / plot_name(t.task))
+            for t, s in zip(result.tasks, result.summaries, strict=True)
+        ]
+    return written
+
+
+def plot_name(task: str) -> str:
+    """The file name of a task's figure, ``curves_<task>.png``.
+
+    Args:
+      task: the task's name.
+
+    Returns:
+      The file name, with :func:`file_safe` characters.
+    """
+    return f"curves_{file_safe(task)}.png"
+
+
+def file_safe(name: str) -> str:
+    """``name`` with every character but letters, digits and ``-_.`` replaced by ``_``.
+
+    Args:
+      name: a task or sweep name.
+
+    Returns:
+      A name safe in file names.
+    """
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)

@@ -1,0 +1,358 @@
+"""What an evaluation produced: curves per task and sweep, and their summaries.
+
+* :class:`Curves` (one sweep on one task) and :class:`TaskResult` (every sweep on one
+  task) hold what the training engine recorded:
+
+  * ``train_loss[h, s, t]``: the minibatch loss at step ``t`` (the loss whose gradient
+    made update ``t + 1``, measured before it), every step;
+  * ``valid_loss[h, s, e]``: the mean loss over ``valid_batches`` *fixed* batches of the
+    ``valid_split`` split (default ``outer_valid``, the library's evaluation split;
+    drawn once per task, shared by all runs), after ``valid_steps[e]`` updates: at step
+    0, every ``eval_every`` steps and at the end.
+
+* :func:`summarize_task` turns a task's curves into a :class:`TaskSummary`: seed-mean
+  :class:`PointStats` of every sweep point, the **tuned baseline** of each baseline
+  (:class:`TunedBaseline`: the learning rate with the lowest ``final_train``,
+  ``select_by="final"``, the library's choice, or ``mean_train``, ``select_by="mean"``;
+  ``at_edge`` says whether it is the smallest or largest of the grid, then the grid
+  should be widened) and the candidate's :class:`Comparison` with each (normalized
+  loss, speed-up, wins; :mod:`learnopt.evaluation.metrics` defines them).
+* :class:`SuiteResult`: every task's result and summary; :meth:`SuiteResult.aggregate`
+  counts the tasks won against each tuned baseline and against the best of them per
+  task, with geometric means; :meth:`SuiteResult.markdown` is the summary as tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from learnopt.evaluation.metrics import finite_or_nan, geomean, rank_key, speedup, windows
+
+__all__ = [
+    "Curves",
+    "TaskResult",
+    "PointStats",
+    "TunedBaseline",
+    "Comparison",
+    "TaskSummary",
+    "SuiteResult",
+    "summarize_task",
+    "summary_markdown",
+]
+
+
+@dataclasses.dataclass
+class Curves:
+    """The loss curves of one sweep on one task (numpy, float32).
+
+    Attributes:
+      name, labels, values: as in the :class:`~learnopt.evaluation.sweeps.Sweep`.
+      train_loss: ``[points, seeds, num_steps]``, minibatch loss at each step.
+      valid_steps: ``[evals]``, number of updates before each valid evaluation.
+      valid_loss: ``[points, seeds, evals]``.
+    """
+
+    name: str
+    labels: tuple[str, ...]
+    values: Mapping[str, tuple[float, ...]]
+    train_loss: np.ndarray
+    valid_steps: np.ndarray
+    valid_loss: np.ndarray
+
+    @property
+    def num_steps(self) -> int:
+        """Training steps per run."""
+        return int(self.train_loss.shape[-1])
+
+    def point(self, index: int) -> Curves:
+        """The curves of one sweep point (keeps a sweep axis of size 1).
+
+        Args:
+          index: the sweep point.
+
+        Returns:
+          A :class:`Curves` of one point.
+        """
+        sl = slice(index, index + 1)
+        return Curves(
+            name=self.name,
+            labels=self.labels[sl],
+            values={k: v[sl] for k, v in self.values.items()},
+            train_loss=self.train_loss[sl],
+            valid_steps=self.valid_steps,
+            valid_loss=self.valid_loss[sl],
+        )
+
+
+@dataclasses.dataclass
+class TaskResult:
+    """The curves of every sweep on one task, and how they were obtained."""
+
+    task: str
+    curves: dict[str, Curves]
+    num_steps: int
+    num_seeds: int
+    eval_every: int
+    valid_split: str
+    valid_batches: int
+    seconds: float
+
+    def __getitem__(self, name: str) -> Curves:
+        return self.curves[name]
+
+
+@dataclasses.dataclass
+class PointStats:
+    """Seed-mean statistics of one sweep point (NaN if any seed diverged)."""
+
+    label: str
+    final_train: float
+    final_train_std: float
+    mean_train: float
+    final_valid: float
+    diverged: int
+
+    @staticmethod
+    def of(curves: Curves, index: int, final_window: int) -> PointStats:
+        """The statistics of sweep point ``index`` of ``curves``.
+
+        Args:
+          curves: one sweep's curves.
+          index: the sweep point.
+          final_window: the steps ``final_train`` averages (:func:`windows`).
+
+        Returns:
+          Its :class:`PointStats`.
+        """
+        train = np.asarray(curves.train_loss[index], np.float64)  # [seeds, steps]
+        finals = np.mean(train[:, -final_window:], axis=-1)
+        finite = np.all(np.isfinite(train), axis=-1)
+        valid = np.asarray(curves.valid_loss[index, :, -1], np.float64)
+        return PointStats(
+            label=curves.labels[index],
+            final_train=finite_or_nan(np.mean(finals)),
+            final_train_std=finite_or_nan(np.std(finals)),
+            mean_train=finite_or_nan(np.mean(train)),
+            final_valid=finite_or_nan(np.mean(valid)),
+            diverged=int(np.sum(~finite)),
+        )
+
+
+@dataclasses.dataclass
+class TunedBaseline:
+    """A baseline at its best learning rate on one task."""
+
+    name: str
+    index: int
+    label: str
+    stats: PointStats
+    at_edge: bool
+    grid: tuple[PointStats, ...]
+
+
+@dataclasses.dataclass
+class Comparison:
+    """The candidate against one tuned baseline on one task."""
+
+    baseline: str
+    normalized_loss: float
+    speedup: float
+    reaches: bool
+    wins: bool
+    wins_valid: bool
+
+
+@dataclasses.dataclass
+class TaskSummary:
+    """Per-task figures: the candidate, each tuned baseline and the comparisons."""
+
+    task: str
+    candidate: str
+    candidate_stats: PointStats
+    baselines: dict[str, TunedBaseline]
+    comparisons: dict[str, Comparison]
+    best_baseline: str
+    select_by: str
+
+    @property
+    def vs_best(self) -> Comparison:
+        """The comparison with the strongest tuned baseline on this task."""
+        return self.comparisons[self.best_baseline]
+
+
+def summarize_task(
+    result: TaskResult,
+    candidate: str,
+    baselines: Sequence[str] | None = None,
+    select_by: str = "final",
+) -> TaskSummary:
+    """Tunes each baseline's learning rate and compares ``candidate`` with it.
+
+    Args:
+      result: from :func:`learnopt.evaluation.runner.evaluate_task`.
+      candidate: the name of the evaluated sweep (its first point is used).
+      baselines: names of the baseline sweeps (default: every other sweep).
+      select_by: ``"final"`` (lowest ``final_train``, as the library) or ``"mean"``
+        (lowest ``mean_train``), averaged over seeds.
+
+    Returns:
+      The :class:`TaskSummary`.
+    """
+    if select_by not in ("final", "mean"):
+        raise ValueError(f"select_by must be 'final' or 'mean', got {select_by!r}")
+    if candidate not in result.curves:
+        raise KeyError(f"no sweep {candidate!r} in the result; have {sorted(result.curves)}")
+    if baselines is None:
+        baselines = [n for n in result.curves if n != candidate]
+    if not baselines:
+        raise ValueError("need at least one baseline sweep to compare with")
+    _, final_window = windows(result.num_steps)
+    cand_curves = result.curves[candidate]
+    cand = PointStats.of(cand_curves, 0, final_window)
+    cand_mean = np.mean(cand_curves.train_loss[0], axis=0)
+
+    tuned: dict[str, TunedBaseline] = {}
+    comparisons: dict[str, Comparison] = {}
+    for name in baselines:
+        curves = result.curves[name]
+        grid = tuple(PointStats.of(curves, i, final_window) for i in range(len(curves.labels)))
+        score = [rank_key(p.final_train if select_by == "final" else p.mean_train) for p in grid]
+        best = int(np.argmin(score))
+        edge = len(grid) > 1 and best in (0, len(grid) - 1)
+        tb = TunedBaseline(name, best, grid[best].label, grid[best], edge, grid)
+        tuned[name] = tb
+        base_mean = np.mean(curves.train_loss[best], axis=0)
+        s, reaches = speedup(cand_mean, base_mean, final_window)
+        fb, fc = tb.stats.final_train, cand.final_train
+        ratio = fc / fb if (math.isfinite(fb) and fb > 0 and math.isfinite(fc)) else math.nan
+        comparisons[name] = Comparison(
+            baseline=name,
+            normalized_loss=ratio,
+            speedup=s,
+            reaches=reaches,
+            wins=rank_key(fc) < rank_key(fb),
+            wins_valid=rank_key(cand.final_valid) < rank_key(tb.stats.final_valid),
+        )
+    best_baseline = min(tuned, key=lambda n: rank_key(tuned[n].stats.final_train))
+    return TaskSummary(
+        task=result.task,
+        candidate=candidate,
+        candidate_stats=cand,
+        baselines=tuned,
+        comparisons=comparisons,
+        best_baseline=best_baseline,
+        select_by=select_by,
+    )
+
+
+@dataclasses.dataclass
+class SuiteResult:
+    """Every task's curves and summary, and the suite-level figures."""
+
+    candidate: str
+    baselines: tuple[str, ...]
+    tasks: list[TaskResult]
+    summaries: list[TaskSummary]
+    settings: dict[str, Any]
+
+    def aggregate(self) -> dict[str, dict[str, float]]:
+        """Per baseline (and ``"best"``): wins, geometric-mean normalized loss and speed-up.
+
+        Returns:
+          ``{baseline or "best": {"tasks", "wins", "wins_valid", "reaches",
+          "geomean_normalized_loss", "geomean_speedup", "median_speedup"}}``.
+        """
+        out: dict[str, dict[str, float]] = {}
+        for name in (*self.baselines, "best"):
+            comps = [s.vs_best if name == "best" else s.comparisons[name] for s in self.summaries]
+            out[name] = {
+                "tasks": len(comps),
+                "wins": sum(c.wins for c in comps),
+                "wins_valid": sum(c.wins_valid for c in comps),
+                "reaches": sum(c.reaches for c in comps),
+                "geomean_normalized_loss": geomean(c.normalized_loss for c in comps),
+                "geomean_speedup": geomean(c.speedup for c in comps),
+                "median_speedup": float(np.median([c.speedup for c in comps]))
+                if comps
+                else math.nan,
+            }
+        return out
+
+    def markdown(self) -> str:
+        """The summary tables (per task, then the suite) as markdown.
+
+        Returns:
+          :func:`summary_markdown` of this result.
+        """
+        return summary_markdown(self)
+
+
+def _g(x: float, digits: int = 4) -> str:
+    if isinstance(x, float) and math.isnan(x):
+        return "diverged"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return f"{x:.{digits}g}"
+
+
+def summary_markdown(result: SuiteResult) -> str:
+    """Markdown tables: one row per task, then one row per baseline for the suite.
+
+    Args:
+      result: an evaluated suite.
+
+    Returns:
+      The text of ``summary.md``.
+    """
+    s0 = result.settings
+    lines = [
+        f"# {result.candidate} vs tuned baselines",
+        "",
+        f"{s0['num_steps']} steps, {s0['num_seeds']} seeds; baselines tuned per task by "
+        f"{'final' if s0['select_by'] == 'final' else 'mean'} train loss over the grid; "
+        f"final = mean train loss of the last {s0['window']} steps (also the speed-up's "
+        "smoothing); valid = "
+        f"{s0['valid_split']} ({s0['valid_batches']} fixed batches). `*`: best learning "
+        "rate at the edge of the grid.",
+        "",
+        "| task | candidate final train | final valid | best baseline (lr) | its final train "
+        "| its final valid | loss ratio | speed-up | win |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | :---: |",
+    ]
+    for s in result.summaries:
+        b = s.baselines[s.best_baseline]
+        c = s.vs_best
+        edge = "*" if b.at_edge else ""
+        lines.append(
+            f"| {s.task} | {_g(s.candidate_stats.final_train)} | "
+            f"{_g(s.candidate_stats.final_valid)} | {b.name} ({b.label}){edge} | "
+            f"{_g(b.stats.final_train)} | {_g(b.stats.final_valid)} | "
+            f"{_g(c.normalized_loss, 3)} | {_g(c.speedup, 3)}x | {'yes' if c.wins else 'no'} |"
+        )
+    lines += [
+        "",
+        "| against | wins (train) | wins (valid) | reaches its final loss | geo-mean loss ratio "
+        "| geo-mean speed-up | median speed-up |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, a in result.aggregate().items():
+        label = "best tuned baseline per task" if name == "best" else f"tuned {name}"
+        n = a["tasks"]
+        lines.append(
+            f"| {label} | {a['wins']}/{n} | {a['wins_valid']}/{n} | {a['reaches']}/{n} | "
+            f"{_g(a['geomean_normalized_loss'], 3)} | {_g(a['geomean_speedup'], 3)}x | "
+            f"{_g(a['median_speedup'], 3)}x |"
+        )
+    lines += ["", "Tuned learning rates (`*` at the grid's edge):", ""]
+    for s in result.summaries:
+        tuned = ", ".join(
+            f"{n} {b.label.removeprefix('lr=')}{'*' if b.at_edge else ''}"
+            for n, b in s.baselines.items()
+        )
+        lines.append(f"- {s.task}: {tuned}")
+    return "\n".join(lines) + "\n"

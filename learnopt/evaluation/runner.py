@@ -1,0 +1,163 @@
+"""Evaluating an optimizer on tasks: one task's sweeps, or a candidate on a whole suite.
+
+:func:`evaluate_task` trains sweeps on one task (:class:`~learnopt.evaluation.engine.
+TaskEvaluator`) and returns their curves; :func:`evaluate_suite` trains a candidate and
+the baselines on every task of a suite, tunes the baselines and compares (the figures
+of :mod:`learnopt.evaluation.results`), reusing cached baselines where it may
+(:mod:`learnopt.evaluation.cache`)::
+
+    from learnopt import evaluation
+    from learnopt.learned_optimizers import base as lopt_base
+
+    lopt = lopt_base.LearnableAdam()
+    candidate = evaluation.learned_sweep(lopt, theta)          # theta in memory or loaded
+    result = evaluation.evaluate_suite("heldout", candidate, num_steps=1000, num_seeds=3)
+    print(result.markdown())                                   # per task, then the suite
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from learnopt.evaluation.cache import BaselineCache
+from learnopt.evaluation.config import SELECT_BY
+from learnopt.evaluation.engine import TaskEvaluator, TrainingSettings, training_settings
+from learnopt.evaluation.metrics import windows
+from learnopt.evaluation.results import Curves, SuiteResult, TaskResult, summarize_task
+from learnopt.evaluation.suites import get_suite, task_and_name
+from learnopt.evaluation.sweeps import Sweep, baseline_sweeps
+from learnopt.tasks import base as tasks_base
+
+__all__ = ["evaluate_task", "evaluate_suite"]
+
+
+def evaluate_task(
+    task: str | tasks_base.Task,
+    sweeps: Sequence[Sweep],
+    *,
+    settings: TrainingSettings | None = None,
+    progress: Callable[[int], None] | None = None,
+    **overrides: Any,
+) -> TaskResult:
+    """Trains every sweep on ``task`` (a name is built fresh: reproducible data).
+
+    Args:
+      task: a registered task name or a task.
+      sweeps: the sweeps to train (names must be distinct).
+      settings: how the runs train (:class:`~learnopt.evaluation.engine.TrainingSettings`).
+      progress: called with the number of steps just finished (per chunk).
+      **overrides: fields of ``TrainingSettings`` as keywords (``num_steps=``,
+        ``num_seeds=``, ``eval_every=``, ...), alone or on top of ``settings``.
+
+    Returns:
+      A :class:`~learnopt.evaluation.results.TaskResult` with one ``Curves`` per sweep.
+    """
+    task, _ = task_and_name(task)
+    evaluator = TaskEvaluator(task, sweeps, settings=settings, **overrides)
+    return evaluator.run(progress)
+
+
+def evaluate_suite(
+    suite: str | Sequence[str | tasks_base.Task],
+    candidate: Sweep,
+    baselines: Sequence[Sweep] | None = None,
+    *,
+    settings: TrainingSettings | None = None,
+    select_by: str = SELECT_BY,
+    progress: bool | Callable[[int], None] = False,
+    baseline_cache: str | os.PathLike | None = None,
+    **overrides: Any,
+) -> SuiteResult:
+    """Evaluates ``candidate`` against tuned ``baselines`` on every task of a suite.
+
+    Args:
+      suite: a suite name (:func:`~learnopt.evaluation.suites.get_suite`) or a list of
+        tasks / task names.
+      candidate: the optimizer under evaluation (one sweep point).
+      baselines: sweeps to tune (default: :func:`~learnopt.evaluation.sweeps.baseline_sweeps`).
+      settings: how every run trains (:class:`~learnopt.evaluation.engine.TrainingSettings`).
+      select_by: how a baseline's learning rate is picked, ``"final"`` or ``"mean"``.
+      progress: ``True`` for a tqdm bar over all tasks' steps, or a callback.
+      baseline_cache: a folder where the baselines' curves are kept and reused by
+        later evaluations with the same settings (tasks given by name, sweeps from
+        ``lr_sweep`` with a registered optimizer). The key includes every setting
+        and a hash of learnopt's source, so changed code never reuses old curves. The
+        candidate always runs, and sees the same data as the cached baselines did.
+      **overrides: fields of ``TrainingSettings`` as keywords (``num_steps=``,
+        ``num_seeds=``, ``eval_every=``, ...), alone or on top of ``settings``.
+
+    Returns:
+      A :class:`~learnopt.evaluation.results.SuiteResult`; ``result.markdown()`` is the
+      summary.
+    """
+    if select_by not in ("final", "mean"):
+        raise ValueError(f"select_by must be 'final' or 'mean', got {select_by!r}")
+    if not isinstance(candidate, Sweep):
+        raise TypeError(f"candidate must be a Sweep, got {type(candidate).__name__}")
+    if candidate.size != 1:
+        raise ValueError(f"candidate must have one sweep point, got {candidate.size}")
+    settings = training_settings(settings, **overrides)
+    entries = get_suite(suite) if isinstance(suite, str) else list(suite)
+    if not entries:
+        raise ValueError("the suite has no tasks")
+    baselines = baseline_sweeps() if baselines is None else list(baselines)
+    names = [b.name for b in baselines]
+    if candidate.name in names:
+        candidate = dataclasses.replace(candidate, name=f"{candidate.name} (candidate)")
+    bar = None
+    callback = progress if callable(progress) else None
+    if progress is True:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=settings.num_steps * len(entries), desc="evaluate", unit="step")
+        callback = bar.update
+    cache = BaselineCache(baseline_cache) if baseline_cache is not None else None
+    tasks, summaries = [], []
+    try:
+        for entry in entries:
+            task, name = task_and_name(entry)
+            if bar is not None:
+                bar.set_postfix_str(name)
+            # Only tasks given by name are rebuilt the same way: they alone are cached.
+            task_cache = cache if isinstance(entry, str) else None
+            result = _train_task(task, candidate, baselines, settings, task_cache, callback)
+            tasks.append(result)
+            summaries.append(summarize_task(result, candidate.name, names, select_by))
+    finally:
+        if bar is not None:
+            bar.close()
+    report = {
+        "num_steps": settings.num_steps,
+        "num_seeds": settings.num_seeds,
+        "select_by": select_by,
+        "eval_every": tasks[0].eval_every,
+        "valid_split": tasks[0].valid_split,
+        "valid_batches": tasks[0].valid_batches,
+        "window": windows(settings.num_steps)[1],
+        "learning_rates": {b.name: list(b.values.get("learning_rate", ())) for b in baselines},
+    }
+    return SuiteResult(candidate.name, tuple(names), tasks, summaries, report)
+
+
+def _train_task(
+    task: tasks_base.Task,
+    candidate: Sweep,
+    baselines: list[Sweep],
+    settings: TrainingSettings,
+    cache: BaselineCache | None,
+    callback: Callable[[int], None] | None,
+) -> TaskResult:
+    """One task of a suite: the candidate and the baselines not found in ``cache``."""
+    sweeps = [candidate, *baselines]
+    cached: dict[str, Curves] = {}
+    if cache is not None:
+        cached = cache.load(task.name, settings, baselines)
+    rest = [s for s in sweeps if s.name not in cached]
+    result = TaskEvaluator(task, rest, settings=settings).run(callback)
+    if cache is not None:
+        cache.save(task.name, settings, [b for b in baselines if b.name not in cached], result)
+    result.curves = {s.name: cached.get(s.name) or result.curves[s.name] for s in sweeps}
+    return result

@@ -1,0 +1,151 @@
+"""The periodic held-out evaluation (learnopt.evaluation.periodic): ``eval.csv``, ``eval.png``.
+
+``PeriodicEval`` is driven here as ``meta_train`` drives it, with the information of each
+metrics flush (every 2 meta-steps of a 4-step run, then a resumed run to step 6);
+``tests/test_recipe.py`` runs it inside ``learnopt meta-train --eval-every``.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from learnopt.evaluation import config, periodic
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.tasks import base as tasks_base
+from learnopt.tasks.datasets import base as datasets_base
+
+STEPS = 20  # inner steps per evaluation run
+
+
+def _flush(step, lopt, theta, out_dir, num_steps, rows=2):
+    """What a callback receives at a metrics flush (``learnopt.train.StepInfo``)."""
+    learner = types.SimpleNamespace(lopt=lopt)
+    return types.SimpleNamespace(
+        step=step, num_steps=num_steps, rows=[{}] * rows, learner=learner, theta=theta,
+        out_dir=out_dir,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A 4-step "run" with flushes at steps 2 and 4, evaluated every 2 steps."""
+    out = tmp_path_factory.mktemp("periodic") / "run"
+    out.mkdir()
+    lopt = lopt_base.LearnableAdam()
+    theta = lopt.init(jax.random.PRNGKey(0))
+    callback = periodic.PeriodicEval(2, ["QuadraticTask"], steps=STEPS, progress=False)
+    for step in (2, 4):
+        callback(_flush(step, lopt, theta, out, num_steps=4))
+    return out, lopt, theta, callback
+
+
+def test_periodic_evaluation_is_logged_and_plotted(run):
+    out, _, _, callback = run
+    rows = periodic.read_eval_csv(out / "eval.csv")
+    assert [r["step"] for r in rows] == [2, 4]
+    for r in rows:
+        assert r["task"] == "QuadraticTask"
+        assert math.isfinite(r["final_train"]) and r["adam_final_train"] > 0
+        assert r["adam_lr"] in config.EVAL_LEARNING_RATES
+        assert r["normalized_loss"] == pytest.approx(r["final_train"] / r["adam_final_train"])
+    assert (out / "eval.png").read_bytes()[:4] == b"\x89PNG"
+    assert list(rows[0]) == list(periodic.EVAL_COLUMNS)
+    assert [r["step"] for r in callback.history] == [2, 4]
+
+
+def test_a_resumed_run_appends_evaluations(run):
+    out, lopt, theta, _ = run
+    again = periodic.PeriodicEval(2, ["QuadraticTask"], steps=STEPS, progress=False)
+    again(_flush(6, lopt, theta, out, num_steps=6))
+    rows = periodic.read_eval_csv(out / "eval.csv")
+    assert [r["step"] for r in rows] == [2, 4, 6]
+    # The same theta on the same data (a task built by name): the same figures.
+    assert rows[2]["final_train"] == rows[0]["final_train"]
+
+
+def test_flushes_between_multiples_do_not_evaluate(tmp_path):
+    lopt = lopt_base.LearnableSGD()
+    theta = lopt.init(jax.random.PRNGKey(0))
+    callback = periodic.PeriodicEval(
+        4, ["QuadraticTask"], steps=5, learning_rates=(), progress=False, at_start=True
+    )
+    # at_start: the first flush (step 0); then the first flush at or after 4 and 8.
+    for step in (0, 2, 4, 6, 9):
+        callback(_flush(step, lopt, theta, tmp_path, num_steps=9, rows=0 if step == 0 else 2))
+    assert [r["step"] for r in callback.history] == [0, 4, 9]
+    assert all(math.isnan(r["normalized_loss"]) for r in callback.history)  # no baseline
+
+
+def test_defaults_come_from_the_configuration():
+    callback = periodic.PeriodicEval(10)
+    defaults = config.PeriodicEvalConfig()
+    assert callback.tasks == defaults.tasks == config.EVAL_TASKS
+    assert (callback.steps, callback.seeds) == (defaults.steps, defaults.seeds) == (300, 1)
+    assert callback.learning_rates == config.EVAL_LEARNING_RATES
+    with pytest.raises(ValueError, match="tasks"):
+        periodic.PeriodicEval(10, "QuadraticTask")
+
+
+# ------------------------------------------------------------ rewinding the data
+
+
+class _Stream:
+    """Batch ``i`` is ``{"x": [i, i]}``; reports its position unless ``positions=False``."""
+
+    def __init__(self, positions: bool = True):
+        self.position = 0
+        if not positions:
+            self.get_state = None  # calling it raises TypeError: no position to report
+
+    def __next__(self):
+        return {"x": self.take(1)["x"][0]}
+
+    def take(self, *shape):
+        count = int(np.prod(shape))
+        idx = np.arange(self.position, self.position + count, dtype=np.float32)
+        self.position += count
+        return {"x": np.repeat(idx[:, None], 2, axis=1).reshape(*shape, 2)}
+
+    def get_state(self):
+        return self.position
+
+    def set_state(self, state):
+        self.position = state
+
+
+class _StreamTask(tasks_base.Task):
+    """Loss = mean of the batch (params get no gradient): the figures record the data."""
+
+    name = "StreamTask"
+
+    def __init__(self, positions: bool = True):
+        self.datasets = datasets_base.Datasets(_Stream(), _Stream(), _Stream(), _Stream(positions))
+
+    def init(self, key):
+        return {"w": jnp.zeros((2,))}
+
+    def loss(self, params, key, batch):
+        return jnp.mean(batch["x"]) + 0.0 * jnp.sum(params["w"])
+
+
+@pytest.mark.parametrize("positions", [True, False])
+def test_the_data_is_rewound_only_when_every_split_reports_its_position(positions, monkeypatch):
+    task = _StreamTask(positions)
+    monkeypatch.setattr(tasks_base, "get_task", lambda name: task)
+    lopt = lopt_base.LearnableSGD()
+    theta = lopt.init(jax.random.PRNGKey(0))
+    callback = periodic.PeriodicEval(
+        1, ["StreamTask"], steps=4, learning_rates=(0.1,), progress=False
+    )
+    first, second = (callback.evaluate(lopt, theta, step)[0] for step in (1, 2))
+    figures = [first["adam_final_train"], first["final_train"], second["final_train"]]
+    # final_train is the loss of the last of 4 steps: the mean of the last batch drawn.
+    # Rewound, every run (the baseline's first) sees train batches 0..3; else each run
+    # continues the stream where the one before left it.
+    assert figures == ([3, 3, 3] if positions else [3, 7, 11])
