@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import pickle
+import shutil
 import struct
 import sys
 import tarfile
@@ -215,6 +216,41 @@ def test_missing_dataset_raises_fast_with_instructions(tmp_path, monkeypatch):
     assert not (tmp_path / "data" / "learnopt_mnist").exists()
     with pytest.raises(ValueError, match="Unknown dataset"):
         datasets_base.image_classification_datasets("imagenet")
+
+
+def test_corrupted_dataset_info_names_the_file_and_the_folder_to_delete(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    folder = datasets_base.prepare_dataset("digits8", data)
+    info = folder / "dataset_info.json"
+    good = info.read_bytes()
+    monkeypatch.setenv(datasets_base.ENV_DATA_DIR, str(data))
+    broken = {
+        "truncated": (good[: len(good) // 2], "is not valid JSON"),
+        "garbage": (b"\x00\xffgarbage", "is not valid JSON"),
+        "a list": (b"[1, 2]", "holds a list, not a JSON object"),
+        "wrong fields": (b'{"name": 5}', "TFDS cannot read .*ParseError"),
+    }
+    for case, (content, problem) in broken.items():
+        info.write_bytes(content)
+        datasets_base.clear_cache()
+        attempts = [lambda: next(datasets_base.digits8_datasets(8).train)]  # LEARNOPT_DATA_DIR
+        if case != "wrong fields":  # valid JSON: only TFDS finds out, when loading
+            attempts += [
+                lambda: datasets_base.check_available("digits8", data),
+                lambda: datasets_base.prepare_dataset("digits8", data),
+                lambda: datasets_base.digits8_datasets(8, data_dir=data).check_available(),
+            ]
+        for attempt in attempts:
+            with pytest.raises(datasets_base.DatasetCorruptedError, match=problem) as e:
+                attempt()
+            msg = str(e.value)
+            assert f"{info} " in msg and f"Delete the folder {folder} so that it" in msg, case
+            assert isinstance(e.value, datasets_base.DatasetNotFoundError)
+            assert e.value.dataset == "digits8" and e.value.data_dir == data
+    shutil.rmtree(folder)  # what the message says to do
+    datasets_base.clear_cache()
+    assert next(datasets_base.digits8_datasets(8).train)["label"].shape == (8,)
+    datasets_base.clear_cache()
 
 
 # ------------------------------------------------------------------ source-file builders

@@ -149,3 +149,15 @@ def test_language_datasets_are_lazy_and_validate(tmp_path):
         language.language_datasets("wikipedia", 4, 8)
     with pytest.raises(ValueError, match="sequence_length"):
         language.pystdlib_bytes_datasets(4, 0)
+
+
+def test_corrupted_text_dataset_info_names_the_file(tmp_path):
+    folder = language.text_prepared_dir("pystdlib", tmp_path)
+    folder.mkdir(parents=True)
+    (folder / "features.json").write_text("{}")
+    (folder / "dataset_info.json").write_text('{"name": "learnopt_pystd')  # truncated
+    for attempt in (language.prepare_text_dataset, language.load_token_streams):
+        with pytest.raises(datasets_base.DatasetCorruptedError, match="is not valid JSON") as e:
+            attempt("pystdlib", tmp_path)
+        assert f"{folder / 'dataset_info.json'} " in str(e.value)
+        assert f"Delete the folder {folder} so that it is prepared again" in str(e.value)

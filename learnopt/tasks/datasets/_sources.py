@@ -12,6 +12,7 @@ import dataclasses
 import gzip
 import hashlib
 import importlib.util
+import json
 import os
 import pickle
 import sys
@@ -36,6 +37,14 @@ class DatasetNotFoundError(RuntimeError):
         self.dataset = dataset
         self.data_dir = data_dir
         self.manual_dir = manual_dir
+
+
+class DatasetCorruptedError(DatasetNotFoundError):
+    """A dataset prepared in the data dir whose files cannot be read (truncated, garbage).
+
+    Its message names the file and the folder to delete so the dataset is prepared again.
+    A :class:`DatasetNotFoundError`: the data cannot be had until that is done.
+    """
 
 
 class ChecksumMismatchError(RuntimeError):
@@ -250,6 +259,64 @@ def is_prepared_on_disk(spec: DatasetSpec, data_dir: Path) -> bool:
     """Cheap check (two stats, no TFDS import) for a finished TFDS preparation."""
     d = prepared_dir(spec, data_dir)
     return (d / "dataset_info.json").is_file() and (d / "features.json").is_file()
+
+
+#: The file of a prepared folder that TFDS parses first (when a builder is made).
+PREPARED_INFO_FILE = "dataset_info.json"
+
+
+def corrupted_error(
+    dataset: str, folder: Path, data_dir: Path, problem: str
+) -> DatasetCorruptedError:
+    """The :class:`DatasetCorruptedError` of ``dataset`` prepared in ``folder``.
+
+    Args:
+      dataset: the dataset's name.
+      folder: its prepared folder (``<data_dir>/<builder>/<version>``).
+      data_dir: the data dir.
+      problem: what is wrong, naming the file (e.g. ``".../dataset_info.json is not
+        valid JSON (...)"``).
+
+    Returns:
+      the error, to raise.
+    """
+    return DatasetCorruptedError(
+        f"Dataset {dataset!r} is corrupted in the data dir {data_dir}: {problem}. Delete the "
+        f"folder {folder} so that it is prepared again at the next use.",
+        dataset=dataset,
+        data_dir=data_dir,
+        manual_dir=None,
+    )
+
+
+def check_prepared_info(dataset: str, folder: Path, data_dir: Path) -> None:
+    """Raises :class:`DatasetCorruptedError` unless ``folder``'s dataset_info.json is JSON.
+
+    Reads one small file (a few KB), so that a truncated or overwritten
+    ``dataset_info.json`` is named here instead of failing deep inside TFDS.
+
+    Args:
+      dataset: the dataset's name (for the message).
+      folder: the prepared folder.
+      data_dir: the data dir (for the message).
+    """
+    path = folder / PREPARED_INFO_FILE
+    try:
+        info = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        return  # not prepared: the callers say so
+    except OSError as e:
+        raise corrupted_error(
+            dataset, folder, data_dir, f"{path} cannot be read ({e.strerror or e})"
+        ) from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise corrupted_error(
+            dataset, folder, data_dir, f"{path} is not valid JSON ({e})"
+        ) from None
+    if not isinstance(info, dict):
+        raise corrupted_error(
+            dataset, folder, data_dir, f"{path} holds a {type(info).__name__}, not a JSON object"
+        )
 
 
 def find_source_dir(spec: DatasetSpec, manual_dir: Path) -> Path | None:

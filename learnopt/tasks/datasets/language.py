@@ -112,9 +112,21 @@ def _builder(name: str, data_dir: Path):
 
 
 def prepare_text_dataset(name: str = "pystdlib", data_dir: PathLike | None = None) -> Path:
-    """Prepares text dataset ``name`` into the data dir (once; offline) and returns its folder."""
+    """Prepares text dataset ``name`` into the data dir (once; offline) and returns its folder.
+
+    Args:
+      name: a text dataset (``"pystdlib"``).
+      data_dir: the data dir (default: ``$LEARNOPT_DATA_DIR`` or ``~/tensorflow_datasets``).
+
+    Returns:
+      the prepared folder.
+
+    Raises:
+      DatasetCorruptedError: it is prepared, but its ``dataset_info.json`` is not JSON.
+    """
     path = text_prepared_dir(name, data_dir)
-    if _is_prepared(path):
+    if _is_prepared(path):  # a truncated dataset_info.json: DatasetCorruptedError
+        _sources.check_prepared_info(name, path, _sources.resolve_data_dir(data_dir))
         return path
     from tensorflow_datasets import public_api as tfds
 
