@@ -37,6 +37,7 @@ from learnopt.outer_trainers import lopt_truncated_step as lts
 from learnopt.outer_trainers import truncation_schedule as tsched
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks import quadratics
+from learnopt.tasks.datasets import base as datasets_base
 from learnopt.testing import count_compiles
 
 
@@ -473,6 +474,23 @@ def test_remat_gives_the_same_meta_gradient():
     assert any(abs(float(g)) > 0 for g in grads[0].values())
 
 
+def test_every_estimator_registers_itself_under_its_class_name():
+    from learnopt.outer_trainers import gradient_estimator
+
+    names = gradient_estimator.ESTIMATORS.names()
+    assert names == [
+        "FullES",
+        "FullGrad",
+        "NoiseReuseES",
+        "TruncatedES",
+        "TruncatedGrad",
+        "TruncatedPES",
+    ]
+    for name in names:
+        cls = gradient_estimator.ESTIMATORS.constructor(name)
+        assert cls.__name__ == name and issubclass(cls, gradient_estimator.GradientEstimator)
+
+
 @pytest.mark.parametrize("name", ["full_grad", "tbptt", "full_es", "tes", "pes", "nres"])
 def test_estimator_registry_builds_every_trainer(name):
     from learnopt.outer_trainers import registry
@@ -502,3 +520,58 @@ def test_estimator_registry_rejects_bad_input():
         registry.make_estimator(
             "pes", fam, lopt_base.LearnableSGD(), trunc_length=10, total_length=5
         )
+
+
+# ----------------------------------------------------------------------------------------
+# The learner's data state
+# ----------------------------------------------------------------------------------------
+
+
+def _data_learner(*tasks):
+    lopt = lopt_base.LearnableSGD()
+    estimators = [
+        truncated_pes.TruncatedPES(
+            lts.VectorizedLOptTruncatedStep(
+                task, lopt, tsched.ConstantTruncationSchedule(10), num_tasks=2
+            ),
+            trunc_length=2,
+        )
+        for task in tasks
+    ]
+    return gradient_learner.SingleMachineGradientLearner(lopt, estimators, opt_base.SGD(0.1))
+
+
+def test_learner_saves_and_restores_the_position_of_its_datasets():
+    shared, other = quadratics.BatchQuadraticTask(seed=1), quadratics.BatchQuadraticTask(seed=2)
+    learner = _data_learner(shared, shared, other)
+    # One entry per Datasets object (the first two estimators share one).
+    assert [id(ds) for ds in learner.datasets()] == [id(shared.datasets), id(other.datasets)]
+    learner.get_datas()
+    states, not_resumable = learner.get_data_state()
+    assert not_resumable == []
+    assert len(states) == 2 and all(set(s) == set(datasets_base.SPLITS) for s in states)
+    expected = learner.get_datas()
+    learner.set_data_state(states)
+    assert _tree_equal(learner.get_datas(), expected)  # the same batches again
+    with pytest.raises(
+        ValueError, match="the checkpoint has data positions of 1 datasets, this run has 2"
+    ):
+        learner.set_data_state(states[:1])
+
+
+def test_learner_names_the_splits_that_cannot_report_a_position():
+    def batches():
+        while True:
+            yield {"x": np.zeros((4, 2), np.float32)}
+
+    class _PlainIteratorTask(quadratics.BatchQuadraticTask):
+        def __init__(self):
+            self.datasets = datasets_base.Datasets(batches(), batches(), batches(), batches())
+
+    learner = _data_learner(quadratics.BatchQuadraticTask(), _PlainIteratorTask())
+    states, not_resumable = learner.get_data_state()
+    assert not_resumable == [
+        f"datasets[1].{split} (_StackingIterator)" for split in datasets_base.SPLITS
+    ]
+    assert states[0]["train"] is not None and states[1] == dict.fromkeys(datasets_base.SPLITS)
+    learner.set_data_state(states)  # the positions it has are restored, the others left

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from learnopt import _validate
 from learnopt.outer_trainers import truncation_schedule as ts_mod
-from learnopt.outer_trainers.gradient_learner import (
+from learnopt.outer_trainers.gradient_estimator import (
     GradientEstimator,
     GradientEstimatorOut,
     UnrollInfo,
@@ -35,6 +35,7 @@ __all__ = [
     "reduce_loss",
     "steps_per_estimate",
     "check_steps_per_jit",
+    "check_fits_schedule",
     "FullHorizon",
     "unroll_info",
     "AntitheticEstimator",
@@ -43,7 +44,17 @@ __all__ = [
 
 
 def sample_perturbations(theta: PyTree, key: jax.Array, std: float, num: int) -> PyTree:
-    """``num`` Gaussian perturbations of ``theta`` with standard deviation ``std``."""
+    """``num`` Gaussian perturbations of ``theta`` with standard deviation ``std``.
+
+    Args:
+      theta: the meta-parameters.
+      key: randomness (one split per leaf).
+      std: the standard deviation.
+      num: the number of perturbations (antithetic pairs).
+
+    Returns:
+      A tree like ``theta`` whose leaves have a leading ``[num]`` axis, in their dtypes.
+    """
     leaves, treedef = jax.tree_util.tree_flatten(theta)
     keys = jax.random.split(key, len(leaves))
     eps = [
@@ -72,9 +83,25 @@ def antithetic_unroll(
     """Unrolls ``theta + eps`` from ``pos_state`` and ``theta - eps`` from ``neg_state``.
 
     Both halves see the same batches and the same random keys (common random numbers),
-    which is what makes the antithetic difference low-variance. ``stacked`` runs them as
-    one population of ``2 * num_tasks`` members; otherwise as two unrolls (less memory).
-    ``length`` (optional) skips the steps past it (see ``VectorizedLOptTruncatedStep.unroll``).
+    which is what makes the antithetic difference low-variance.
+
+    Args:
+      truncated_step: the population of ``num_tasks`` inner runs.
+      theta: the meta-parameters.
+      eps: perturbations with a leading ``[num_tasks]`` axis.
+      pos_state: the state of the runs of ``theta + eps``.
+      neg_state: the state of the runs of ``theta - eps``.
+      key: randomness of the unroll (shared by both halves).
+      data: batches ``[num_steps, num_tasks, ...]`` or None.
+      num_steps: the unroll length (static).
+      stacked: run the halves as one population of ``2 * num_tasks`` members (faster);
+        otherwise as two unrolls (less memory).
+      length: optional int32 scalar: the steps past it are skipped (see
+        ``VectorizedLOptTruncatedStep.unroll``).
+
+    Returns:
+      ``(pos_state, neg_state, pos_out, neg_out)``: the two halves' states and
+      ``TruncatedUnrollOut`` s.
     """
     theta_pos, theta_neg = _plus(theta, eps, 1.0), _plus(theta, eps, -1.0)
     if stacked:
@@ -119,7 +146,13 @@ def reduce_loss(
 ) -> jax.Array:
     """Per-member meta-loss of an unroll: the mean over its steps, the min, or the last.
 
-    ``length`` (optional int32 scalar): only the first ``length`` steps count.
+    Args:
+      out: the unroll's output (losses ``[K, P]``).
+      loss_type: ``"avg"``, ``"min"`` or ``"last"``.
+      length: optional int32 scalar: only the first ``length`` steps count.
+
+    Returns:
+      The ``[P]`` meta-losses.
     """
     loss = out.loss
     if length is None:
@@ -150,9 +183,18 @@ def es_grad(
 ) -> tuple[PyTree, jax.Array]:
     """Antithetic ES estimate ``mean_i eps_i (L+_i - L-_i) / (2 std^2)`` and the deltas.
 
-    ``eps`` has a leading ``[num]`` axis (for PES: the accumulated perturbations).
-    ``clip_loss_diff`` clips each ``L+ - L-``; ``sign_delta_loss_scalar`` replaces it by
-    its sign times that scalar.
+    Args:
+      eps: the perturbations, with a leading ``[num]`` axis (for PES: the accumulated
+        perturbations).
+      pos_loss: ``[num]`` meta-losses of ``theta + eps``.
+      neg_loss: ``[num]`` meta-losses of ``theta - eps``.
+      std: the perturbations' standard deviation.
+      clip_loss_diff: clip each ``L+ - L-`` to this magnitude.
+      sign_delta_loss_scalar: replace each ``L+ - L-`` by its sign times this scalar.
+
+    Returns:
+      ``(grad, delta)``: the estimate (shaped like one perturbation) and the ``[num]``
+      loss differences used.
     """
     delta = pos_loss - neg_loss
     if clip_loss_diff is not None:
@@ -170,7 +212,17 @@ def es_grad(
 def steps_per_estimate(
     who: str, trunc_length: int | None, unroll_length: int | None, default: int
 ) -> int:
-    """``trunc_length``, also accepted as ``unroll_length`` (the library's name in TES/TBPTT)."""
+    """``trunc_length``, also accepted as ``unroll_length`` (the library's name in TES/TBPTT).
+
+    Args:
+      who: the estimator's name, for messages.
+      trunc_length: inner steps per estimate, or None.
+      unroll_length: the same under the library's name, or None.
+      default: the value when both are None.
+
+    Returns:
+      The number of inner steps per estimate (an int >= 1).
+    """
     if trunc_length is not None and unroll_length is not None and trunc_length != unroll_length:
         raise ValueError(
             f"{who}: trunc_length={trunc_length} and unroll_length={unroll_length} name the "
@@ -186,7 +238,16 @@ def steps_per_estimate(
 
 
 def check_steps_per_jit(who: str, steps_per_jit: int | None, trunc_length: int | None) -> None:
-    """Validates the library's ``steps_per_jit`` (learnopt compiles a whole estimate anyway)."""
+    """Validates the library's ``steps_per_jit`` (learnopt compiles a whole estimate anyway).
+
+    Args:
+      who: the estimator's name, for messages.
+      steps_per_jit: None or an integer >= 1.
+      trunc_length: if given, it must be a multiple of ``steps_per_jit``.
+
+    Returns:
+      None.
+    """
     if steps_per_jit is None:
         return
     if int(steps_per_jit) != steps_per_jit or int(steps_per_jit) < 1:
@@ -200,8 +261,45 @@ def check_steps_per_jit(who: str, steps_per_jit: int | None, trunc_length: int |
         )
 
 
+def check_fits_schedule(who: str, truncated_step: Any, trunc_length: int) -> None:
+    """Raises ValueError if ``trunc_length`` is longer than every inner run can be.
+
+    A truncated estimator unrolls ``trunc_length`` steps of runs whose lengths come from
+    the truncated step's schedule; a run ends only at the end of a truncation, so a
+    truncation longer than the schedule's longest run (its ``max_length``) would train
+    every run past its length. Schedules without a static bound are not checked.
+
+    Args:
+      who: the estimator's name, for the message.
+      truncated_step: the estimator's truncated step (its ``trunc_sched`` is checked).
+      trunc_length: inner steps per estimate.
+
+    Returns:
+      None.
+    """
+    sched = getattr(truncated_step, "trunc_sched", None)
+    try:
+        longest = None if sched is None else sched.max_length
+    except (AttributeError, NotImplementedError):
+        longest = None
+    if longest is not None and int(longest) < trunc_length:
+        raise ValueError(
+            f"{who}: trunc_length={trunc_length} (inner steps per estimate) is longer than "
+            f"the inner runs of {sched!r} (at most {longest} steps); use trunc_length <= "
+            f"{longest} or longer runs"
+        )
+
+
 def unroll_info(state: TruncatedUnrollState, out: TruncatedUnrollOut) -> UnrollInfo:
-    """The library's record of an unroll (from the positive half for ES)."""
+    """The library's record of an unroll (from the positive half for ES).
+
+    Args:
+      state: the population's state at the end of the unroll.
+      out: the unroll's output.
+
+    Returns:
+      The :class:`~learnopt.outer_trainers.gradient_estimator.UnrollInfo`.
+    """
     return UnrollInfo(
         loss=out.loss, iteration=out.iteration, task_param=state.task_param, is_done=out.is_done
     )
@@ -269,7 +367,15 @@ class FullHorizon:
         return jnp.maximum(n // spj * spj, spj)
 
     def length(self, key: jax.Array, outer_state: Any) -> jax.Array | None:
-        """The sampled horizon (int32 scalar), or None when it is always ``num_steps``."""
+        """The sampled horizon of one estimate.
+
+        Args:
+          key: randomness of the length.
+          outer_state: the outer state (for schedules of the outer iteration).
+
+        Returns:
+          An int32 scalar, or None when the horizon is always ``num_steps``.
+        """
         if not self.variable:
             return None
         return self._round(self.schedule.sample_length(key, outer_state))
@@ -380,6 +486,7 @@ class TruncatedAntitheticEstimator(AntitheticEstimator):
             self.name, trunc_length, unroll_length, self.default_trunc_length
         )
         check_steps_per_jit(self.name, steps_per_jit, self.trunc_length)
+        check_fits_schedule(self.name, truncated_step, self.trunc_length)
         self.steps_per_jit = steps_per_jit
 
     @property
@@ -388,6 +495,11 @@ class TruncatedAntitheticEstimator(AntitheticEstimator):
         return self.trunc_length
 
     def get_datas(self) -> Any:
+        """The batches of one truncation (host side).
+
+        Returns:
+          ``truncated_step.get_batch(trunc_length)``.
+        """
         return self.truncated_step.get_batch(self.trunc_length)
 
     def _unroll_truncation(self, theta, eps, pos_state, neg_state, key, datas):

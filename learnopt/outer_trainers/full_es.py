@@ -16,7 +16,7 @@ import jax
 
 from learnopt.outer_trainers import common
 from learnopt.outer_trainers import truncation_schedule as ts_mod
-from learnopt.outer_trainers.gradient_learner import GradientEstimatorState
+from learnopt.outer_trainers.gradient_estimator import ESTIMATORS, GradientEstimatorState
 from learnopt.outer_trainers.lopt_truncated_step import VectorizedLOptTruncatedStep
 
 __all__ = ["FullES", "FullESState", "UnrollState"]
@@ -26,13 +26,14 @@ _LOSS_TYPES = ("avg", "min", "last", "last_recompute")
 
 @flax.struct.dataclass
 class FullESState(GradientEstimatorState):
-    pass
+    """FullES keeps no state between estimates (every estimate starts fresh runs)."""
 
 
 #: The library's name of FullES's (empty) state.
 UnrollState = FullESState
 
 
+@ESTIMATORS.register
 class FullES(common.AntitheticEstimator):
     """Antithetic ES on complete fresh runs (all members share one sampled length).
 
@@ -90,15 +91,44 @@ class FullES(common.AntitheticEstimator):
         return self._horizon.num_steps
 
     def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> FullESState:
+        """The (empty) state: every estimate starts fresh runs.
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of nothing (unused).
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          ``FullESState()``.
+        """
         return FullESState()
 
     def get_datas(self) -> Any:
+        """The batches of one whole run (host side).
+
+        Returns:
+          ``(batches of horizon steps, recompute batches or None)``.
+        """
         data = self.truncated_step.get_batch(self.horizon)
         if self.loss_type == "last_recompute":
             return data, self.truncated_step.get_outer_batch(self.recompute_samples)
         return data, None
 
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
+        """The antithetic ES estimate over whole fresh runs (traced).
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of this estimate.
+          state: the (empty) state, returned as it is.
+          datas: from :meth:`get_datas`.
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          ``(GradientEstimatorOut, metrics)``: the mean meta-loss, ``grad`` shaped like
+          ``theta``, the next state and the unroll's record; metrics:
+          ``delta_loss_abs``.
+        """
         data, recompute = datas
         ts = self.truncated_step
         k_eps, k_init, k_unroll, k_re = jax.random.split(key, 4)

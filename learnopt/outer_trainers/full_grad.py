@@ -16,7 +16,8 @@ import jax.numpy as jnp
 
 from learnopt.outer_trainers import common
 from learnopt.outer_trainers import truncation_schedule as ts_mod
-from learnopt.outer_trainers.gradient_learner import (
+from learnopt.outer_trainers.gradient_estimator import (
+    ESTIMATORS,
     GradientEstimator,
     GradientEstimatorOut,
     GradientEstimatorState,
@@ -30,13 +31,14 @@ _LOSS_TYPES = ("avg", "last", "last_recompute")
 
 @flax.struct.dataclass
 class FullGradState(GradientEstimatorState):
-    pass
+    """FullGrad keeps no state between estimates (every estimate starts fresh runs)."""
 
 
 #: The library's name of FullGrad's (empty) state.
 UnrollState = FullGradState
 
 
+@ESTIMATORS.register
 class FullGrad(GradientEstimator):
     """Backprop through whole fresh runs (all members share one sampled length).
 
@@ -82,9 +84,24 @@ class FullGrad(GradientEstimator):
     def init_worker_state(
         self, theta: Any, key: jax.Array, outer_state: Any = None
     ) -> FullGradState:
+        """The (empty) state: every estimate starts fresh runs.
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of nothing (unused).
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          ``FullGradState()``.
+        """
         return FullGradState()
 
     def get_datas(self) -> Any:
+        """The batches of one whole run (host side).
+
+        Returns:
+          ``(batches of horizon steps, recompute batches or None)``.
+        """
         data = self.truncated_step.get_batch(self.horizon)
         if self.loss_type == "last_recompute":
             return data, self.truncated_step.get_outer_batch(self.recompute_samples)
@@ -95,7 +112,15 @@ class FullGrad(GradientEstimator):
     ) -> tuple[jax.Array, Any]:
         """The meta-loss whose gradient this estimator returns (differentiable in theta).
 
-        Returns ``(loss, (final_state, unroll_out))``.
+        Args:
+          theta: the meta-parameters.
+          key: randomness of the runs (the same key gives the same runs).
+          datas: from :meth:`get_datas`.
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          ``(loss, (final_state, unroll_out))``: the mean meta-loss over the population,
+          the runs' final state and the unroll's output.
         """
         data, recompute = datas
         ts = self.truncated_step
@@ -115,6 +140,20 @@ class FullGrad(GradientEstimator):
         return jnp.mean(per_task), (state, out)
 
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
+        """The exact gradient of :meth:`meta_loss` by backprop through the runs (traced).
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of this estimate.
+          state: the (empty) state, returned as it is.
+          datas: from :meth:`get_datas`.
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          ``(GradientEstimatorOut, metrics)``: the mean meta-loss, ``grad`` shaped like
+          ``theta``, the next state and the unroll's record; metrics:
+          ``last_loss`` (the mean loss of the runs' last steps).
+        """
         (loss, (final, out)), grad = jax.value_and_grad(self.meta_loss, has_aux=True)(
             theta, key, datas, outer_state
         )

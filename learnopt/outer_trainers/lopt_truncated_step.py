@@ -17,6 +17,9 @@ The notes' library resets a finished run inside the step after it finishes
 (``unroll_step``, a per-member ``lax.cond`` that ``vmap`` turns into computing both
 branches at every step); learnopt resets at the end of the truncation. Its one-step
 ``unroll_step`` and ``meta_loss_batch`` are provided for code written against it.
+
+(One concept, one class: the file is a little over 600 lines because every method people
+call, the library's included, documents its arguments and results.)
 """
 
 from __future__ import annotations
@@ -87,7 +90,16 @@ class TruncatedUnrollOut:
 
 
 def tree_where(mask: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:
-    """Per-member select between two population trees (``mask`` has shape ``[P]``)."""
+    """Per-member select between two population trees.
+
+    Args:
+      mask: bool ``[P]``.
+      on_true: a tree whose leaves have a leading ``[P]`` axis, taken where ``mask``.
+      on_false: a tree of the same structure, taken elsewhere.
+
+    Returns:
+      The selected tree.
+    """
 
     def sel(a, b):
         m = jnp.reshape(mask, mask.shape + (1,) * (jnp.ndim(a) - mask.ndim))
@@ -97,7 +109,16 @@ def tree_where(mask: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:
 
 
 def tile_population(tree: PyTree, copies: int, axis: int = 0) -> PyTree:
-    """Repeats a population tree ``copies`` times along ``axis`` (antithetic pairs)."""
+    """Repeats a population tree ``copies`` times along ``axis`` (antithetic pairs).
+
+    Args:
+      tree: a population tree.
+      copies: how many copies (1: ``tree`` itself).
+      axis: the population axis.
+
+    Returns:
+      The tree with ``copies * P`` members along ``axis``.
+    """
     if copies == 1:
         return tree
     return jax.tree_util.tree_map(lambda x: jnp.concatenate([x] * copies, axis=axis), tree)
@@ -176,13 +197,30 @@ class VectorizedLOptTruncatedStep:
         self.remat = remat
 
     def task_name(self) -> str:
+        """The task's name for metrics.
+
+        Returns:
+          ``task_name`` if given, else the task family's name.
+        """
         return self._task_name if self._task_name is not None else self.task_family.name
 
     def cfg_name(self) -> str:
+        """The learned optimizer's name for metrics.
+
+        Returns:
+          Its ``name``, else its class name.
+        """
         return getattr(self.learned_opt, "name", type(self.learned_opt).__name__)
 
     def outer_init(self, key: jax.Array) -> MetaParams:
-        """A fresh ``theta`` (``learned_opt.init``)."""
+        """A fresh ``theta`` (``learned_opt.init``).
+
+        Args:
+          key: randomness of the initialization.
+
+        Returns:
+          The meta-parameters.
+        """
         return self.learned_opt.init(key)
 
     # ----------------------------------------------------------------- data (host side)
@@ -205,9 +243,14 @@ class VectorizedLOptTruncatedStep:
     def get_batch(self, steps: int | None = None) -> PyTree:
         """Batches for ``steps`` inner steps of the population (numpy, on the host).
 
-        Returns ``None`` for data-free families, else ``{"train": ...}`` with leaves
-        ``[steps, num_tasks, batch, ...]`` (``[num_tasks, batch, ...]`` when ``steps`` is
-        None), plus ``"meta"`` of the same shape when ``meta_loss_split`` names a split.
+        Args:
+          steps: the number of inner steps, or None for one step without a steps axis.
+
+        Returns:
+          ``None`` for data-free families, else ``{"train": ...}`` with leaves
+          ``[steps, num_tasks, batch, ...]`` (``[num_tasks, batch, ...]`` when ``steps``
+          is None), plus ``"meta"`` of the same shape when ``meta_loss_split`` names a
+          split.
         """
         if self.task_family.datasets is None:
             return None
@@ -217,7 +260,14 @@ class VectorizedLOptTruncatedStep:
         return out
 
     def get_outer_batch(self, steps: int | None = None) -> PyTree:
-        """``steps`` batches per task of ``outer_data_split`` (``[steps, num_tasks, ...]``)."""
+        """``steps`` batches per task of ``outer_data_split``.
+
+        Args:
+          steps: the number of batches, or None for one without a steps axis.
+
+        Returns:
+          Leaves ``[steps, num_tasks, ...]``, or None for data-free families.
+        """
         if self.task_family.datasets is None:
             return None
         return self._take(self.outer_data_split, steps)
@@ -255,8 +305,18 @@ class VectorizedLOptTruncatedStep:
     ) -> TruncatedUnrollState:
         """Fresh runs for ``num_copies * num_tasks`` members (copies share keys and tasks).
 
-        ``stagger`` starts them at random inner steps (``random_initial_iteration_offset``);
-        ``num_steps_override`` fixes every run's length instead of sampling it.
+        Args:
+          theta: meta-parameters, shared, or ``[P, ...]`` if ``theta_is_vector``.
+          key: randomness of the task samples, initial params and lengths.
+          theta_is_vector: ``theta`` has a leading population axis.
+          num_copies: 2 for antithetic pairs stacked along the population axis.
+          stagger: start the runs at random inner steps in
+            ``[0, random_initial_iteration_offset)``.
+          outer_state: passed to the truncation schedule.
+          num_steps_override: every run's length instead of a sampled one.
+
+        Returns:
+          The :class:`TruncatedUnrollState` of ``num_copies * num_tasks`` members.
         """
         k_init, k_offset = jax.random.split(key)
         keys = tile_population(jax.random.split(k_init, self.num_tasks), num_copies)
@@ -279,7 +339,18 @@ class VectorizedLOptTruncatedStep:
         theta_is_vector: bool = False,
         num_steps_override: int | None = None,
     ) -> TruncatedUnrollState:
-        """The first state of the population, with staggered starts (library signature)."""
+        """The first state of the population, with staggered starts (library signature).
+
+        Args:
+          theta: meta-parameters.
+          outer_state: passed to the truncation schedule.
+          key: randomness of the task samples, initial params, lengths and starts.
+          theta_is_vector: ``theta`` has a leading population axis.
+          num_steps_override: every run's length instead of a sampled one.
+
+        Returns:
+          The :class:`TruncatedUnrollState`.
+        """
         return self.init_population(
             theta,
             key,
@@ -300,8 +371,18 @@ class VectorizedLOptTruncatedStep:
     ) -> tuple[TruncatedUnrollState, jax.Array]:
         """Re-initializes the runs that reached their truncation length.
 
-        Returns the new state and the ``[P]`` mask of runs that were reset. The
-        initialization is skipped entirely (``lax.cond``) when no run is done.
+        The initialization is skipped entirely (``lax.cond``) when no run is done.
+
+        Args:
+          theta: meta-parameters of the new runs.
+          state: the population's state.
+          key: randomness of the new runs.
+          theta_is_vector: ``theta`` has a leading population axis.
+          num_copies: 2 for antithetic pairs stacked along the population axis.
+          outer_state: passed to the truncation schedule (the new runs' lengths).
+
+        Returns:
+          ``(state, done)``: the new state and the ``[P]`` mask of runs that were reset.
         """
         done = state.is_done
 
@@ -395,6 +476,10 @@ class VectorizedLOptTruncatedStep:
           length: optional int32 scalar shared by all members: steps ``i >= length`` are
             skipped (state unchanged, loss 0) with a ``lax.cond`` outside the ``vmap``,
             so a variable horizon costs its own length in one compiled program.
+
+        Returns:
+          ``(state, out)``: the population's state after the steps and the
+          :class:`TruncatedUnrollOut` (losses and inner steps ``[num_steps, P]``).
         """
         step_keys = jax.random.split(key, num_steps)
         train = None if data is None else tile_population(data["train"], num_copies, axis=1)
@@ -437,8 +522,18 @@ class VectorizedLOptTruncatedStep:
     ) -> tuple[TruncatedUnrollState, TruncatedUnrollOut]:
         """One inner step of every member, then finished runs restart (library interface).
 
-        ``data`` is one step of :meth:`get_batch` (``get_batch()``, leaves
-        ``[num_tasks, ...]``). The output has a leading axis of length 1.
+        Args:
+          theta: meta-parameters.
+          unroll_state: the population's state.
+          key: randomness of the step and of the restarts.
+          data: one step of :meth:`get_batch` (``get_batch()``, leaves
+            ``[num_tasks, ...]``), or None.
+          outer_state: passed to the truncation schedule (the restarted runs' lengths).
+          theta_is_vector: ``theta`` has a leading population axis.
+          override_num_steps: set every run's length to this first.
+
+        Returns:
+          ``(state, out)``; ``out`` has a leading steps axis of length 1.
         """
         k_step, k_reset = jax.random.split(key)
         if override_num_steps is not None:
@@ -464,8 +559,18 @@ class VectorizedLOptTruncatedStep:
     ) -> jax.Array:
         """``[P]`` mean meta-loss of each member's current params over ``data``.
 
-        ``data`` is ``[S, num_tasks, ...]`` (e.g. :meth:`get_outer_batch` ``(S)``) or
-        ``None``; used to recompute a final loss (``loss_type="last_recompute"``).
+        Used to recompute a final loss (``loss_type="last_recompute"``).
+
+        Args:
+          theta: meta-parameters.
+          state: the population's state.
+          key: randomness of the losses.
+          data: ``[S, num_tasks, ...]`` (e.g. :meth:`get_outer_batch` ``(S)``) or None.
+          theta_is_vector: ``theta`` has a leading population axis.
+          num_copies: 2 for antithetic pairs stacked along the population axis.
+
+        Returns:
+          The ``[P]`` meta-losses (float32).
         """
 
         def one(theta, s, k, batches):
@@ -502,7 +607,20 @@ class VectorizedLOptTruncatedStep:
         outer_state: Any = None,
         theta_is_vector: bool = False,
     ) -> jax.Array:
-        """``[P]`` meta-loss of each member on one batch ``[num_tasks, ...]`` (library API)."""
+        """``[P]`` meta-loss of each member on one batch (library interface).
+
+        Args:
+          theta: meta-parameters.
+          unroll_state: the population's state.
+          key: randomness of the losses.
+          data: one batch ``[num_tasks, ...]`` (e.g. :meth:`get_outer_batch` ``()``) or
+            None.
+          outer_state: unused (the library's signature).
+          theta_is_vector: ``theta`` has a leading population axis.
+
+        Returns:
+          The ``[P]`` meta-losses.
+        """
         if data is not None:
             data = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], data)
         copies = population_size(unroll_state) // self.num_tasks
@@ -510,4 +628,12 @@ class VectorizedLOptTruncatedStep:
 
 
 def population_size(state: TruncatedUnrollState) -> int:
+    """The number of members of a population state.
+
+    Args:
+      state: a :class:`TruncatedUnrollState`.
+
+    Returns:
+      ``P``, the length of its population axis.
+    """
     return int(np.shape(state.inner_step)[0])

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.outer_trainers import common
+from learnopt.outer_trainers.gradient_estimator import ESTIMATORS
 from learnopt.outer_trainers.lopt_truncated_step import tree_where
 
 __all__ = ["NoiseReuseES", "NRESState"]
@@ -23,11 +24,14 @@ __all__ = ["NoiseReuseES", "NRESState"]
 
 @flax.struct.dataclass
 class NRESState:
+    """Both halves' states of every pair and the perturbation of each pair's run."""
+
     pos_state: Any
     neg_state: Any
     perturbation: Any  # theta-shaped, leading [num_tasks]: this run's perturbation
 
 
+@ESTIMATORS.register
 class NoiseReuseES(common.TruncatedAntitheticEstimator):
     """NRES over ``trunc_length``-step truncations (see module doc).
 
@@ -36,12 +40,36 @@ class NoiseReuseES(common.TruncatedAntitheticEstimator):
     """
 
     def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> NRESState:
+        """Both halves start from the same staggered state; each pair draws its perturbation.
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of the task samples, initial params, starts and perturbations.
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          The :class:`NRESState`.
+        """
         k_state, k_eps = jax.random.split(key)
         state = self.truncated_step.init_step_state(theta, outer_state, k_state)
         eps = common.sample_perturbations(theta, k_eps, self.std, self.truncated_step.num_tasks)
         return NRESState(pos_state=state, neg_state=state, perturbation=eps)
 
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
+        """The NRES estimate of one truncation, with each run's own perturbation (traced).
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of this estimate.
+          state: the :class:`NRESState`.
+          datas: from :meth:`get_datas`.
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          ``(GradientEstimatorOut, metrics)``: the mean meta-loss, ``grad`` shaped like
+          ``theta``, the next state and the unroll's record; metrics:
+          ``delta_loss_abs``, ``num_done``.
+        """
         ts = self.truncated_step
         k_eps, k_unroll, k_reset = jax.random.split(key, 3)
         eps = state.perturbation

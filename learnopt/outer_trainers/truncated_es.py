@@ -13,11 +13,13 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.outer_trainers import common
+from learnopt.outer_trainers.gradient_estimator import ESTIMATORS
 from learnopt.outer_trainers.lopt_truncated_step import VectorizedLOptTruncatedStep
 
 __all__ = ["TruncatedES"]
 
 
+@ESTIMATORS.register
 class TruncatedES(common.TruncatedAntitheticEstimator):
     """Antithetic ES over ``trunc_length`` steps from a shared state (see module doc).
 
@@ -52,9 +54,33 @@ class TruncatedES(common.TruncatedAntitheticEstimator):
         )
 
     def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> Any:
+        """The population's first state, with staggered starts.
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of the task samples, initial params and starts.
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          The ``TruncatedUnrollState`` (shared by both halves of each pair).
+        """
         return self.truncated_step.init_step_state(theta, outer_state, key)
 
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
+        """Antithetic ES over the next ``trunc_length`` steps from ``state`` (traced).
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of this estimate.
+          state: the population's state; the runs continue from the positive half.
+          datas: from :meth:`get_datas`.
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          ``(GradientEstimatorOut, metrics)``: the mean meta-loss, ``grad`` shaped like
+          ``theta``, the next state and the unroll's record; metrics:
+          ``delta_loss_abs``, ``num_done``.
+        """
         ts = self.truncated_step
         k_eps, k_unroll, k_reset = jax.random.split(key, 3)
         eps = common.sample_perturbations(theta, k_eps, self.std, ts.num_tasks)

@@ -18,12 +18,17 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.outer_trainers import common
-from learnopt.outer_trainers.gradient_learner import GradientEstimator, GradientEstimatorOut
+from learnopt.outer_trainers.gradient_estimator import (
+    ESTIMATORS,
+    GradientEstimator,
+    GradientEstimatorOut,
+)
 from learnopt.outer_trainers.lopt_truncated_step import VectorizedLOptTruncatedStep
 
 __all__ = ["TruncatedGrad"]
 
 
+@ESTIMATORS.register
 class TruncatedGrad(GradientEstimator):
     """TBPTT: the gradient of the mean meta-loss of the next ``trunc_length`` steps.
 
@@ -48,6 +53,7 @@ class TruncatedGrad(GradientEstimator):
             "TruncatedGrad", trunc_length, unroll_length, 20
         )
         common.check_steps_per_jit("TruncatedGrad", steps_per_jit, self.trunc_length)
+        common.check_fits_schedule("TruncatedGrad", truncated_step, self.trunc_length)
         self.steps_per_jit = steps_per_jit
 
     @property
@@ -56,12 +62,41 @@ class TruncatedGrad(GradientEstimator):
         return self.trunc_length
 
     def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> Any:
+        """The population's first state, with staggered starts.
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of the task samples, initial params and starts.
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          The ``TruncatedUnrollState``.
+        """
         return self.truncated_step.init_step_state(theta, outer_state, key)
 
     def get_datas(self) -> Any:
+        """The batches of one truncation (host side).
+
+        Returns:
+          ``truncated_step.get_batch(trunc_length)``.
+        """
         return self.truncated_step.get_batch(self.trunc_length)
 
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
+        """The gradient of the next ``trunc_length`` steps' mean meta-loss (traced).
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of this estimate.
+          state: the population's state (treated as a constant).
+          datas: from :meth:`get_datas`.
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          ``(GradientEstimatorOut, metrics)``: the mean meta-loss, ``grad`` shaped like
+          ``theta``, the next state and the unroll's record; metrics:
+          ``num_done`` (runs that ended and restarted).
+        """
         ts = self.truncated_step
         k_unroll, k_reset = jax.random.split(key)
         state = jax.lax.stop_gradient(state)

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.outer_trainers import common
+from learnopt.outer_trainers.gradient_estimator import ESTIMATORS
 from learnopt.outer_trainers.lopt_truncated_step import tree_where
 
 __all__ = ["TruncatedPES", "PESState", "PESWorkerState"]
@@ -23,6 +24,8 @@ __all__ = ["TruncatedPES", "PESState", "PESWorkerState"]
 
 @flax.struct.dataclass
 class PESState:
+    """Both halves' states of every pair and the perturbations each pair has received."""
+
     pos_state: Any
     neg_state: Any
     accumulator: Any  # theta-shaped, leading [num_tasks]: perturbations summed over the run
@@ -32,6 +35,7 @@ class PESState:
 PESWorkerState = PESState
 
 
+@ESTIMATORS.register
 class TruncatedPES(common.TruncatedAntitheticEstimator):
     """PES over ``trunc_length``-step truncations (see module doc).
 
@@ -40,12 +44,36 @@ class TruncatedPES(common.TruncatedAntitheticEstimator):
     """
 
     def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> PESState:
+        """Both halves start from the same staggered state, with a zero accumulator.
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of the task samples, initial params and starts.
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          The :class:`PESState`.
+        """
         state = self.truncated_step.init_step_state(theta, outer_state, key)
         n = self.truncated_step.num_tasks
         accumulator = jax.tree_util.tree_map(lambda t: jnp.zeros((n, *t.shape), t.dtype), theta)
         return PESState(pos_state=state, neg_state=state, accumulator=accumulator)
 
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
+        """The PES estimate of one truncation, with the accumulated perturbations (traced).
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of this estimate.
+          state: the :class:`PESState`.
+          datas: from :meth:`get_datas`.
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          ``(GradientEstimatorOut, metrics)``: the mean meta-loss, ``grad`` shaped like
+          ``theta``, the next state and the unroll's record; metrics:
+          ``delta_loss_abs``, ``num_done``.
+        """
         ts = self.truncated_step
         k_eps, k_unroll, k_reset = jax.random.split(key, 3)
         eps = common.sample_perturbations(theta, k_eps, self.std, ts.num_tasks)

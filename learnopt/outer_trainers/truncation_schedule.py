@@ -52,7 +52,14 @@ class ConstantTruncationState:
 
 
 def outer_iteration(outer_state: Any) -> jax.Array:
-    """``outer_state.outer_iteration`` as an int32 scalar (0 when ``outer_state`` is None)."""
+    """``outer_state.outer_iteration`` as an int32 scalar (0 when ``outer_state`` is None).
+
+    Args:
+      outer_state: an ``OuterState``, an outer iteration, or None.
+
+    Returns:
+      An int32 scalar.
+    """
     if outer_state is None:
         return jnp.zeros((), jnp.int32)
     return jnp.asarray(getattr(outer_state, "outer_iteration", outer_state), jnp.int32)
@@ -80,23 +87,48 @@ class TruncationSchedule:
           key: randomness for this run's length.
           outer_state: anything with an ``outer_iteration`` (``gradient_learner.OuterState``)
             or None (outer iteration 0).
+
+        Returns:
+          An int32 scalar.
         """
         raise NotImplementedError
 
     @property
     def max_length(self) -> int | None:
-        """A static upper bound on the sampled lengths, or None if there is none."""
+        """A static upper bound on the sampled lengths (an int), or None if there is none.
+
+        The truncated estimators check that their ``trunc_length`` fits in it, and the
+        full-run ones compile a horizon of that many steps.
+        """
         raise NotImplementedError
 
     # The library's interface, on top of sample_length.
     def init(self, key: jax.Array, outer_state: Any = None) -> ConstantTruncationState:
-        """The state of a new run (library interface): ``ConstantTruncationState(length)``."""
+        """The state of a new run (library interface).
+
+        Args:
+          key: randomness of the run's length.
+          outer_state: as in :meth:`sample_length`.
+
+        Returns:
+          ``ConstantTruncationState(length)``.
+        """
         return ConstantTruncationState(length=self.sample_length(key, outer_state))
 
     def next_state(
         self, state: ConstantTruncationState, step: Any, key: jax.Array, outer_state: Any = None
     ) -> tuple[ConstantTruncationState, jax.Array]:
-        """``(state, is_done)`` after ``step`` inner steps; a finished run samples a new length."""
+        """The state after ``step`` inner steps (library interface).
+
+        Args:
+          state: the run's state (from :meth:`init`).
+          step: the inner steps the run has taken.
+          key: randomness of a new length.
+          outer_state: as in :meth:`sample_length`.
+
+        Returns:
+          ``(state, is_done)``: a finished run (``step >= length``) gets a new length.
+        """
         is_done = jnp.asarray(step) >= state.length
         fresh = self.init(key, outer_state)
         return jax.tree_util.tree_map(lambda a, b: jnp.where(is_done, a, b), fresh, state), is_done
@@ -110,10 +142,20 @@ class ConstantTruncationSchedule(TruncationSchedule):
         self.total_length = int(total_length)
 
     def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
+        """``total_length``.
+
+        Args:
+          key: randomness of the length (unused).
+          outer_state: anything with an ``outer_iteration`` (or None) (unused).
+
+        Returns:
+          An int32 scalar.
+        """
         return jnp.asarray(self.total_length, jnp.int32)
 
     @property
     def max_length(self) -> int:
+        """``total_length``."""
         return self.total_length
 
     def __repr__(self) -> str:
@@ -138,6 +180,16 @@ class LogUniformLengthSchedule(TruncationSchedule):
         self._max_length = max_length
 
     def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
+        """A length log-uniform in ``[min_length, max_length]``, rounded.
+
+        Args:
+          key: randomness of the length.
+          outer_state: anything with an ``outer_iteration`` (or None): the outer iteration of
+            scheduled bounds.
+
+        Returns:
+          An int32 scalar.
+        """
         step = outer_iteration(outer_state)
         lo = _value(self.min_length, step)
         hi = _value(self._max_length, step)
@@ -146,6 +198,7 @@ class LogUniformLengthSchedule(TruncationSchedule):
 
     @property
     def max_length(self) -> int | None:
+        """The upper bound ``max_length``, or None when it is a schedule."""
         return None if callable(self._max_length) else self._max_length
 
     def __repr__(self) -> str:
@@ -156,10 +209,20 @@ class NeverEndingTruncationSchedule(TruncationSchedule):
     """Inner runs never end (online problems; the inner step of FullES / FullGrad)."""
 
     def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
+        """The largest int32 (a run never reaches it).
+
+        Args:
+          key: randomness of the length (unused).
+          outer_state: anything with an ``outer_iteration`` (or None) (unused).
+
+        Returns:
+          An int32 scalar.
+        """
         return jnp.asarray(_NEVER, jnp.int32)
 
     @property
     def max_length(self) -> int:
+        """The largest int32 (not a bound that a full-run estimator can compile)."""
         return _NEVER
 
     def __repr__(self) -> str:
@@ -209,6 +272,15 @@ class ScheduledTruncationSchedule(TruncationSchedule):
         self._max_length = None if max_length is None else int(max_length)
 
     def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
+        """``schedule(outer_iteration)``, randomly shifted when ``std > 0``, clipped.
+
+        Args:
+          key: randomness of the length (the shift).
+          outer_state: anything with an ``outer_iteration`` (or None): the schedule's argument.
+
+        Returns:
+          An int32 scalar.
+        """
         length = _value(self.schedule, outer_iteration(outer_state), self.max_steps)
         length = length.astype(jnp.int32)
         if self.std > 0:
@@ -221,6 +293,7 @@ class ScheduledTruncationSchedule(TruncationSchedule):
 
     @property
     def max_length(self) -> int | None:
+        """The ``max_length`` given (lengths are clipped to it), or None."""
         return self._max_length
 
     def __repr__(self) -> str:

@@ -1,0 +1,205 @@
+"""A worker's computation: every estimator's estimate for the current ``theta``, averaged.
+
+A worker receives :class:`WorkerWeights` (``theta``, its model state and the outer state)
+from the learner and sends back an :class:`AggregatedGradient`: the mean of its
+estimators' gradients and meta-losses. If the mean is not finite (an inner run
+diverged), the estimators' states restart from ``init_worker_state`` instead of carrying
+NaNs into the next estimate.
+
+:func:`worker_compute` is traced (it runs inside the learner's one jitted program);
+:func:`host_worker_compute` is the same computation on the host, for estimators written
+in the notes' library's convention, whose methods cannot be traced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from learnopt.outer_trainers.gradient_estimator import (
+    GradientEstimator,
+    OuterState,
+    outer_kwargs,
+)
+from learnopt.tree_utils import tree_all_finite, tree_cast_like
+
+PyTree = Any
+MetaParams = Any
+
+__all__ = [
+    "WorkerWeights",
+    "AggregatedGradient",
+    "init_states",
+    "worker_compute",
+    "host_worker_compute",
+    "library_metrics",
+]
+
+
+@flax.struct.dataclass
+class WorkerWeights:
+    """What a worker needs from the learner: ``theta``, its model state, the outer state."""
+
+    theta: MetaParams
+    theta_model_state: PyTree
+    outer_state: OuterState
+
+
+@flax.struct.dataclass
+class AggregatedGradient:
+    """A worker's averaged estimate, sent to the learner."""
+
+    theta_grads: MetaParams
+    theta_model_state: PyTree
+    mean_loss: jax.Array
+
+
+def _estimate(est: GradientEstimator, theta, key, state, datas, outer_state):
+    fn = est.compute_gradient_estimate
+    return fn(theta, key, state, datas, **outer_kwargs(fn, outer_state))
+
+
+def init_states(estimators: Sequence[GradientEstimator], theta, key, outer_state) -> tuple:
+    """Every estimator's initial state (traced), each with its own split of ``key``.
+
+    Args:
+      estimators: the gradient estimators.
+      theta: the meta-parameters.
+      key: randomness, split once per estimator.
+      outer_state: an :class:`OuterState`, passed to estimators that take it.
+
+    Returns:
+      A tuple of states, one per estimator.
+    """
+    keys = jax.random.split(key, len(estimators))
+    out = []
+    for est, k in zip(estimators, keys, strict=True):
+        fn = est.init_worker_state
+        out.append(fn(theta, k, **outer_kwargs(fn, outer_state)))
+    return tuple(out)
+
+
+def _prefix(estimators: Sequence[GradientEstimator], i: int) -> str:
+    est = estimators[i]
+    return f"{i}_{est.name}" if len(estimators) > 1 else est.name
+
+
+def _combine(estimators, outs, est_metrics) -> tuple[MetaParams, jax.Array, jax.Array, dict]:
+    """Mean gradient and loss of several estimates, whether they are finite, and metrics."""
+    n = len(outs)
+    grad = jax.tree_util.tree_map(lambda *g: sum(g) / n, *[o.grad for o in outs])
+    mean_loss = sum(jnp.asarray(o.mean_loss, jnp.float32) for o in outs) / n
+    finite = tree_all_finite(grad) & jnp.isfinite(mean_loss)
+    metrics = {}
+    for i, (out, m) in enumerate(zip(outs, est_metrics, strict=True)):
+        prefix = _prefix(estimators, i)
+        for k, v in m.items():
+            if "||" in k:
+                agg, name = k.split("||", 1)
+                metrics[f"{agg}||{prefix}/{name}"] = v
+            else:
+                metrics[f"{prefix}/{k}"] = v
+        metrics[f"{prefix}/meta_loss"] = out.mean_loss
+    return grad, mean_loss, finite, metrics
+
+
+def worker_compute(
+    estimators: tuple, weights: WorkerWeights, states: tuple, key: jax.Array, datas: tuple
+) -> tuple[AggregatedGradient, tuple, dict]:
+    """Every estimator's estimate for ``weights``, averaged (traced).
+
+    Args:
+      estimators: the gradient estimators (learnopt's traced convention).
+      weights: ``theta``, its model state and the outer state.
+      states: the estimators' states.
+      key: randomness of this computation (folded with the outer iteration).
+      datas: one entry per estimator, as its ``get_datas()`` returned it.
+
+    Returns:
+      ``(to_put, states, metrics)``: the :class:`AggregatedGradient`, the estimators'
+      next states (re-initialized when the average is not finite) and the metrics
+      (``"<estimator>/<name>"``; ``"<i>_<estimator>/<name>"`` for several estimators).
+    """
+    theta, outer_state = weights.theta, weights.outer_state
+    n = len(estimators)
+    keys = jax.random.split(jax.random.fold_in(key, outer_state.outer_iteration), n + 1)
+    outs, est_metrics = [], []
+    for i, (est, st, d) in enumerate(zip(estimators, states, datas, strict=True)):
+        out, m = _estimate(est, theta, keys[i], st, d, outer_state)
+        outs.append(out)
+        est_metrics.append(m)
+    grad, mean_loss, finite, metrics = _combine(estimators, outs, est_metrics)
+    new_states = tuple(o.unroll_state for o in outs)
+    new_states = jax.lax.cond(
+        finite,
+        lambda: new_states,
+        lambda: tree_cast_like(init_states(estimators, theta, keys[n], outer_state), new_states),
+    )
+    to_put = AggregatedGradient(
+        theta_grads=grad, theta_model_state=weights.theta_model_state, mean_loss=mean_loss
+    )
+    return to_put, new_states, metrics
+
+
+def host_worker_compute(
+    estimators: tuple,
+    weights: WorkerWeights,
+    states: Sequence[PyTree],
+    key: jax.Array,
+    datas: Sequence[PyTree] | None,
+    with_metrics: bool,
+) -> tuple[AggregatedGradient, list, dict]:
+    """:func:`worker_compute` on the host, for lists with library-convention estimators.
+
+    Each estimator is called as the library calls it:
+    ``compute_gradient_estimate(weights, key, state, with_summary=..., datas_list=...)``
+    and, when the average is not finite, ``init_worker_state(weights, key)``.
+
+    Args:
+      estimators: the gradient estimators.
+      weights: ``theta``, its model state and the outer state.
+      states: the estimators' states.
+      key: randomness of this computation (folded with the outer iteration).
+      datas: optional batches, one entry per estimator (passed as ``datas_list``).
+      with_metrics: passed to the estimators as ``with_summary``.
+
+    Returns:
+      ``(to_put, states, metrics)`` as :func:`worker_compute`, ``states`` a list.
+    """
+    n = len(estimators)
+    keys = jax.random.split(jax.random.fold_in(key, weights.outer_state.outer_iteration), n + 1)
+    outs, est_metrics = [], []
+    for i, (est, st) in enumerate(zip(estimators, states, strict=True)):
+        kwargs = {"with_summary": with_metrics}
+        if datas is not None:
+            kwargs["datas_list"] = datas[i]
+        out, m = est.compute_gradient_estimate(weights, keys[i], st, **kwargs)
+        outs.append(out)
+        est_metrics.append(m)
+    grad, mean_loss, finite, metrics = _combine(estimators, outs, est_metrics)
+    new_states = [o.unroll_state for o in outs]
+    if not bool(finite):
+        k_init = jax.random.split(keys[n], n)
+        new_states = [
+            e.init_worker_state(weights, k) for e, k in zip(estimators, k_init, strict=True)
+        ]
+    to_put = AggregatedGradient(
+        theta_grads=grad, theta_model_state=weights.theta_model_state, mean_loss=mean_loss
+    )
+    return to_put, new_states, metrics
+
+
+def library_metrics(metrics: dict) -> dict:
+    """learnopt metric names as the library's ``aggregation||name`` keys.
+
+    Args:
+      metrics: ``{name: value}``; names that already have an aggregation are kept.
+
+    Returns:
+      ``{"mean||name": value, ...}``.
+    """
+    return {k if "||" in k else f"mean||{k}": v for k, v in metrics.items()}
