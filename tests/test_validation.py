@@ -23,7 +23,11 @@ from learnopt.optimizers import base as opt_base
 from learnopt.outer_trainers import (
     gradient_learner,
     lopt_truncated_step,
+    noise_reuse_es,
     registry,
+    truncated_es,
+    truncated_grad,
+    truncated_pes,
     truncation_schedule,
 )
 from learnopt.tasks import base as tasks_base
@@ -143,6 +147,36 @@ def test_std_and_clip_norms():
 def test_counts(make, error, message):
     with pytest.raises(error, match=message):
         make()
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        truncated_grad.TruncatedGrad,
+        truncated_es.TruncatedES,
+        truncated_pes.TruncatedPES,
+        noise_reuse_es.NoiseReuseES,
+    ],
+)
+def test_truncations_longer_than_the_inner_runs(estimator):
+    def step(schedule):
+        return lopt_truncated_step.VectorizedLOptTruncatedStep(
+            quadratics.QuadraticTask(), lopt_base.LearnableSGD(), schedule, num_tasks=2
+        )
+
+    five = truncation_schedule.ConstantTruncationSchedule(5)
+    with pytest.raises(
+        ValueError,
+        match=r"trunc_length=10 .* longer than the inner runs of "
+        r"ConstantTruncationSchedule\(5\) \(at most 5 steps\)",
+    ):
+        estimator(step(five), trunc_length=10)
+    with pytest.raises(ValueError, match=r"LogUniformLengthSchedule\(2, 5\) \(at most 5 steps\)"):
+        estimator(step(truncation_schedule.LogUniformLengthSchedule(2, 5)), trunc_length=6)
+    assert estimator(step(five), trunc_length=5).trunc_length == 5  # a whole run fits
+    # A schedule without a static bound is not checked.
+    unbounded = truncation_schedule.ScheduledTruncationSchedule(lambda it: 3)
+    assert estimator(step(unbounded), trunc_length=10).trunc_length == 10
 
 
 def test_theta_that_does_not_fit_its_learned_optimizer(tmp_path):
