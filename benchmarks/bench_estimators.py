@@ -31,7 +31,8 @@ import _handwritten as hw  # noqa: E402
 
 from learnopt.learned_optimizers import base as lopt_base  # noqa: E402
 from learnopt.optimizers import base as opt_base  # noqa: E402
-from learnopt.outer_trainers import gradient_learner, registry  # noqa: E402
+from learnopt.outer_trainers import gradient_learner  # noqa: E402
+from learnopt.run import build, config  # noqa: E402
 from learnopt.tasks import base as tasks_base  # noqa: E402
 
 STD = 0.01
@@ -41,13 +42,13 @@ LENGTH = 200  # inner run length for the truncated estimators
 def make_learner(kind: str, task, unroll: int, num_tasks: int):
     lopt = lopt_base.LearnableAdam()
     # ``unroll``: the whole run for the full-run estimators, the truncation for the others.
-    if kind in registry.FULL_RUN:
+    if kind in config.FULL_TRAINERS:
         lengths = {"total_length": unroll}
     else:
         lengths = {"trunc_length": unroll, "total_length": LENGTH}
-    est = registry.make_estimator(kind, task, lopt, num_tasks=num_tasks, std=STD, **lengths)
+    est = build.make_estimator(kind, task, lopt, num_tasks=num_tasks, std=STD, **lengths)
     # The hand-written side staggers starts in [0, 50): use the same offsets here.
-    est.truncated_step.random_initial_iteration_offset = 0 if kind in registry.FULL_RUN else 50
+    est.truncated_step.random_initial_iteration_offset = 0 if kind in config.FULL_TRAINERS else 50
     return gradient_learner.SingleMachineGradientLearner(lopt, [est], opt_base.Adam(1e-2))
 
 

@@ -50,16 +50,17 @@ def measure(estimator: str, num_tasks: int, steps: int) -> dict:
 
     from learnopt.learned_optimizers import base as lopt_base
     from learnopt.optimizers import base as opt_base
-    from learnopt.outer_trainers import gradient_learner, registry
+    from learnopt.outer_trainers import gradient_learner
+    from learnopt.run import build, config
     from learnopt.tasks import base as tasks_base
 
     task = tasks_base.get_task(TASK)
     lopt = lopt_base.LearnableAdam()
-    if estimator in registry.FULL_RUN:
+    if estimator in config.FULL_TRAINERS:
         lengths = {"total_length": 4}
     else:
         lengths = {"trunc_length": 4, "total_length": 200}
-    est = registry.make_estimator(estimator, task, lopt, num_tasks=num_tasks, **lengths)
+    est = build.make_estimator(estimator, task, lopt, num_tasks=num_tasks, **lengths)
     learner = gradient_learner.SingleMachineGradientLearner(lopt, [est], opt_base.Adam(1e-2))
     key = jax.random.PRNGKey(0)
     state = learner.init(key)

@@ -44,8 +44,9 @@ class Flag:
       repeat: whether the flag may be given several times (a list).
       switch: a ``store_true`` flag for a boolean field that defaults to False, or
         ``"negate"``: a ``--no-...`` flag for one that defaults to True.
-      default: the field's default (``dataclasses.MISSING`` if it has none).
+      default: the field's default (None if it has none, see ``required``).
       group: the ``--help`` section the flag is listed in.
+      required: whether the field has no default.
     """
 
     field: str
@@ -56,8 +57,9 @@ class Flag:
     choices: tuple[Any, ...] | None = None
     repeat: bool = False
     switch: str | None = None
-    default: Any = MISSING
+    default: Any = None
     group: str = ""
+    required: bool = False
 
 
 def setting(
@@ -118,12 +120,13 @@ def flags_of(config_cls: type) -> list[Flag]:
         meta = f.metadata.get("learnopt")
         if meta is None or meta["flag"] is None:
             continue
+        required = False
         if f.default is not MISSING:
             default = f.default
         elif f.default_factory is not MISSING:
             default = f.default_factory()
         else:
-            default = MISSING
+            default, required = None, True
         flag = meta["flag"] or "--" + f.name.replace("_", "-")
         out.append(
             Flag(
@@ -137,6 +140,7 @@ def flags_of(config_cls: type) -> list[Flag]:
                 switch=meta["switch"],
                 default=default,
                 group=meta["group"],
+                required=required,
             )
         )
     return out

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from learnopt import checkpoints, cli, train
+from learnopt.run import build as run_build
 from learnopt.tasks.datasets import base as datasets_base
 
 STEPS = 30
@@ -360,7 +361,7 @@ def test_help_does_not_import_jax():
 
 def _interrupt_at(monkeypatch, call, action):
     """Makes the learner's ``call``-th update run ``action`` (raise, or send a signal)."""
-    build = train.build_learner
+    build = run_build.build_learner
 
     def build_interrupting(*args, **kwargs):
         learner = build(*args, **kwargs)
@@ -375,7 +376,7 @@ def _interrupt_at(monkeypatch, call, action):
         learner.update = update_or_interrupt
         return learner
 
-    monkeypatch.setattr(train, "build_learner", build_interrupting)
+    monkeypatch.setattr(run_build, "build_learner", build_interrupting)
 
 
 QUAD = ["meta-train", "--task", "QuadraticTask", "--quiet", "--log-every", "5"]

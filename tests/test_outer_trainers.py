@@ -493,14 +493,18 @@ def test_every_estimator_registers_itself_under_its_class_name():
 
 @pytest.mark.parametrize("name", ["full_grad", "tbptt", "full_es", "tes", "pes", "nres"])
 def test_estimator_registry_builds_every_trainer(name):
-    from learnopt.outer_trainers import registry
+    from learnopt.outer_trainers import gradient_estimator
+    from learnopt.run import build, config
 
     fam = quadratics.CurvatureQuadraticFamily(dim=3)
     lengths = (
-        {"total_length": 6} if name in registry.FULL_RUN else {"trunc_length": 2, "total_length": 6}
+        {"total_length": 6}
+        if name in config.FULL_TRAINERS
+        else {"trunc_length": 2, "total_length": 6}
     )
-    est = registry.make_estimator(name, fam, lopt_base.LearnableSGD(), **lengths)
-    assert isinstance(est, registry.ESTIMATORS.constructor(name))
+    est = build.make_estimator(name, fam, lopt_base.LearnableSGD(), **lengths)
+    cls = gradient_estimator.ESTIMATORS.constructor(config.TRAINERS[name][0])
+    assert isinstance(est, cls)
     assert est.truncated_step.num_tasks == (1 if name == "full_grad" else 8)
     theta = lopt_base.LearnableSGD().init(jax.random.PRNGKey(0))
     state = est.init_worker_state(theta, jax.random.PRNGKey(1))
@@ -511,15 +515,13 @@ def test_estimator_registry_builds_every_trainer(name):
 
 
 def test_estimator_registry_rejects_bad_input():
-    from learnopt.outer_trainers import registry
+    from learnopt.run import build
 
     fam = quadratics.CurvatureQuadraticFamily(dim=3)
     with pytest.raises(KeyError, match="Known: full_es, full_grad"):
-        registry.make_estimator("pes2", fam, lopt_base.LearnableSGD())
+        build.make_estimator("pes2", fam, lopt_base.LearnableSGD())
     with pytest.raises(ValueError, match="trunc_length"):
-        registry.make_estimator(
-            "pes", fam, lopt_base.LearnableSGD(), trunc_length=10, total_length=5
-        )
+        build.make_estimator("pes", fam, lopt_base.LearnableSGD(), trunc_length=10, total_length=5)
 
 
 # ----------------------------------------------------------------------------------------

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from learnopt import cli, recipes, train
+from learnopt.cli import meta_train as meta_train_cmd
 from learnopt.evaluation import periodic
 from learnopt.learned_optimizers import theta_files
+from learnopt.run import build
 from learnopt.tasks import suites
 from learnopt.tasks.datasets import base as datasets_base
 
@@ -74,12 +76,12 @@ def test_a_resumed_run_keeps_its_recipe_and_appends_evaluations(run):
 
 
 def test_the_meta_train_mixture_stands_for_its_buckets():
-    assert recipes.expand_families(["meta-train"]) == list(suites.META_TRAIN_BUCKETS)
-    assert recipes.expand_families(["QuadraticTask"]) == ["QuadraticTask"]  # a task is fine
+    assert build.expand_families(["meta-train"]) == list(suites.META_TRAIN_BUCKETS)
+    assert build.expand_families(["QuadraticTask"]) == ["QuadraticTask"]  # a task is fine
     with pytest.raises(ValueError, match="given twice"):
-        recipes.expand_families(["meta-train", "MetaTrain_MLP_Digits8_32"])
+        build.expand_families(["meta-train", "MetaTrain_MLP_Digits8_32"])
     with pytest.raises(ValueError, match="Unknown task family 'NoSuchFamily'"):
-        recipes.expand_families(["NoSuchFamily"])
+        build.expand_families(["NoSuchFamily"])
 
 
 def test_settings_are_checked_before_anything_runs(tmp_path, capsys):
@@ -109,7 +111,7 @@ def recipes_lopt():
 
 
 def test_lopt_arg_values_are_json_or_words():
-    assert cli._lopt_config(["a=1e-3", "b=[0.1,0.1]", "c=Adam", "d=True", "e=null"]) == {
+    assert meta_train_cmd.lopt_config(["a=1e-3", "b=[0.1,0.1]", "c=Adam", "d=True", "e=null"]) == {
         "a": 1e-3,
         "b": [0.1, 0.1],
         "c": "Adam",

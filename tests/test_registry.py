@@ -4,7 +4,7 @@ import pytest
 
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
-from learnopt.outer_trainers import registry as est_registry
+from learnopt.outer_trainers import gradient_estimator
 from learnopt.registry import Registry, UnknownNameError
 from learnopt.tasks import base as tasks_base
 
@@ -50,7 +50,7 @@ def test_loader_runs_once_before_first_lookup():
         (tasks_base.TASKS, "QuadraticTask"),
         (opt_base.OPTIMIZERS, "Adam"),
         (lopt_base.LOPTS, "MLPLOpt"),
-        (est_registry.ESTIMATORS, "pes"),
+        (gradient_estimator.ESTIMATORS, "TruncatedPES"),
     ],
 )
 def test_every_kind_uses_the_shared_registry(reg, name):

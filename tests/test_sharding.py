@@ -18,14 +18,15 @@ SCRIPT = textwrap.dedent(
     from jax.sharding import Mesh, PartitionSpec
     from learnopt.learned_optimizers import base as lopt_base
     from learnopt.optimizers import base as opt_base
-    from learnopt.outer_trainers import gradient_learner, registry
+    from learnopt.outer_trainers import gradient_learner
+    from learnopt.run import build
     from learnopt.tasks import base as tasks_base
     from learnopt.testing import count_compiles
 
     def run(mesh, name, num_tasks):
         task = tasks_base.get_task("ImageMLP_Digits8_Relu32")  # fresh, same data stream
         lopt = lopt_base.LearnableAdam()
-        est = registry.make_estimator(name, task, lopt, trunc_length=3, num_tasks=num_tasks,
+        est = build.make_estimator(name, task, lopt, trunc_length=3, num_tasks=num_tasks,
                                       total_length=9)
         learner = gradient_learner.SingleMachineGradientLearner(
             lopt, [est], opt_base.Adam(1e-2), mesh=mesh)

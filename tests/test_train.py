@@ -18,6 +18,7 @@ from learnopt import checkpoints, train
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
 from learnopt.outer_trainers import gradient_learner
+from learnopt.run.loop import StepKeys
 from learnopt.tasks import quadratics
 
 FAST = dict(progress=False, plots=False)
@@ -46,14 +47,16 @@ def test_run_without_out_dir_writes_nothing_and_calls_back(tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize(
-    "outer_lr, first_skipped",
-    [(1e39, 1), (1e3, 2)],  # theta overflows at once / theta jumps to where nothing is finite
+    "outer, first_skipped",
+    # theta overflows at once (an outer optimizer object: outer_lr=1e39, inf in float32, is
+    # refused before any work) / theta jumps to where nothing is finite
+    [(dict(theta_opt=opt_base.Adam(1e39)), 1), (dict(outer_lr=1e3), 2)],
 )
-def test_forced_divergence_never_leaves_a_nonfinite_theta(outer_lr, first_skipped, tmp_path):
+def test_forced_divergence_never_leaves_a_nonfinite_theta(outer, first_skipped, tmp_path):
     out = tmp_path / "div"
     with pytest.warns(train.MetaTrainWarning, match="meta-steps were skipped"):
         result = train.meta_train(
-            outer_lr=outer_lr, steps=500, health_window=30, log_every=10, out_dir=out, **QUAD
+            **outer, steps=500, health_window=30, log_every=10, out_dir=out, **QUAD
         )
     assert result.status == "diverged" and result.exit_code == 1
     assert "meta-training diverged" in result.message
@@ -106,6 +109,25 @@ def test_learner_skips_a_finite_estimate_whose_step_overflows_theta():
     assert not bool(metrics["skipped"]) and float(metrics["update_norm"]) > 0
 
 
+class _NaNLossTask(quadratics.QuadraticTask):
+    """A task whose loss is NaN everywhere (a bug in a user's task)."""
+
+    def loss(self, params, key, data):
+        return super().loss(params, key, data) * jnp.nan
+
+
+@pytest.mark.parametrize("trainer", ["full_grad", "pes"])
+def test_a_loss_that_is_never_finite_stops_the_run_early_and_says_why(trainer):
+    result = train.meta_train(task=_NaNLossTask(), trainer=trainer, steps=400, log_every=5, **FAST)
+    assert result.status == "diverged" and result.exit_code == 1
+    assert result.step == 10  # the first flush at or after 10 steps, not the whole run
+    assert "the meta-loss is not finite at any of the first 10 meta-steps" in result.message
+    assert "outer learning rate neither causes nor cures this" in result.message
+    assert _finite_theta(result)
+    short = train.meta_train(task=_NaNLossTask(), steps=3, **FAST)  # shorter than the check
+    assert short.status == "diverged" and "not finite at any of the first 3" in short.message
+
+
 def test_custom_task_object_is_needed_again_to_resume(tmp_path):
     out = tmp_path / "custom"
     result = train.meta_train(
@@ -139,6 +161,8 @@ def test_custom_task_object_is_needed_again_to_resume(tmp_path):
         (dict(outer_lr=float("nan")), ValueError, "outer_lr must be a finite number > 0"),
         (dict(outer_lr=-1.0), ValueError, "outer_lr must be a finite number > 0, got -1.0"),
         (dict(outer_lr="fast"), TypeError, "outer_lr must be a real number"),
+        (dict(outer_lr=1e39), ValueError, r"outer_lr must be a finite number in float32"),
+        (dict(std=3.5e38), ValueError, r"std must be a finite number in float32"),
         (dict(std=float("inf")), ValueError, "std must be a finite number > 0"),
         (dict(max_grad_norm=0.0), ValueError, "max_grad_norm must be a finite number > 0"),
         (dict(num_tasks=0), ValueError, "num_tasks must be an integer >= 1"),
@@ -179,11 +203,11 @@ def test_learner_and_its_settings_are_exclusive():
 
 
 def test_step_keys_are_a_function_of_the_step_alone(monkeypatch):
-    monkeypatch.setattr(train._StepKeys, "BLOCK", 4)
-    keys = train._StepKeys(jax.random.PRNGKey(0))
+    monkeypatch.setattr(StepKeys, "BLOCK", 4)
+    keys = StepKeys(jax.random.PRNGKey(0))
     got = [tuple(int(x) for x in keys[i]) for i in range(10)]
     assert len(set(got)) == 10
-    again = train._StepKeys(jax.random.PRNGKey(0))
+    again = StepKeys(jax.random.PRNGKey(0))
     assert [tuple(int(x) for x in again[i]) for i in (9, 2, 5)] == [got[9], got[2], got[5]]
-    other = train._StepKeys(jax.random.PRNGKey(1))
+    other = StepKeys(jax.random.PRNGKey(1))
     assert tuple(int(x) for x in other[0]) != got[0]

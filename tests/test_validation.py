@@ -21,15 +21,17 @@ from learnopt import _validate, checkpoints, train
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
 from learnopt.outer_trainers import (
+    gradient_estimator,
     gradient_learner,
     lopt_truncated_step,
     noise_reuse_es,
-    registry,
     truncated_es,
     truncated_grad,
     truncated_pes,
     truncation_schedule,
 )
+from learnopt.run import build as run_build
+from learnopt.run import settings as run_settings
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks import quadratics
 from learnopt.tasks.datasets import base as datasets_base
@@ -97,7 +99,7 @@ def test_std_and_clip_norms():
     task, lopt = quadratics.QuadraticTask(), lopt_base.LearnableSGD()
     for std in (0.0, -1.0, INF, NAN):
         with pytest.raises(ValueError, match="std must be a finite number > 0"):
-            registry.make_estimator("pes", task, lopt, std=std)
+            run_build.make_estimator("pes", task, lopt, std=std)
     for norm in (0.0, INF):
         with pytest.raises(ValueError, match="max_grad_norm must be a finite number > 0"):
             gradient_learner.GradientLearner(lopt, opt_base.Adam(), max_grad_norm=norm)
@@ -129,7 +131,7 @@ def test_std_and_clip_norms():
             "num_tasks must be an integer >= 1, got 0",
         ),
         (
-            lambda: registry.make_estimator(
+            lambda: run_build.make_estimator(
                 "tes", quadratics.QuadraticTask(), lopt_base.LearnableSGD(), trunc_length=0
             ),
             ValueError,
@@ -258,7 +260,7 @@ def test_loss_that_is_not_a_scalar():
     step = lopt_truncated_step.VectorizedLOptTruncatedStep(
         VectorLoss(), lopt_base.LearnableSGD(), truncation_schedule.ConstantTruncationSchedule(2), 1
     )
-    est = registry.ESTIMATORS.constructor("full_grad")(step)
+    est = gradient_estimator.ESTIMATORS.constructor("FullGrad")(step)
     theta = lopt_base.LearnableSGD().init(None)
     state = est.init_worker_state(theta, jax.random.PRNGKey(0))
     with pytest.raises(ValueError, match=r"the loss of task .* must be a scalar \(shape \(\)\)"):
@@ -341,8 +343,8 @@ CHECKS = [
     lambda v: _validate.positive_int("x", v),
     lambda v: _validate.seed("x", v),
     lambda v: _validate.prng_key("x", v),
-    lambda v: train._check_setting("outer_lr", v),
-    lambda v: train._check_option("steps", v),
+    lambda v: run_settings.check_setting("outer_lr", v),
+    lambda v: run_settings.check_option("steps", v),
 ]
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "float_list",
     "key_value",
     "add_flags",
+    "dest",
     "given",
 ]
 
@@ -146,52 +147,67 @@ def _show_default(value: Any) -> str:
 
 def add_flags(
     parser: argparse.ArgumentParser,
-    config_cls: type,
-    *,
-    groups: dict[str, str] | None = None,
-    only: Iterable[str] | None = None,
+    *config_classes: type,
+    order: Iterable[str] = (),
+    skip: Iterable[str] = (),
 ) -> dict[str, argparse._ArgumentGroup]:
-    """Adds one flag per field of ``config_cls`` declared with a flag.
+    """Adds one flag per field (declared with a flag) of each of ``config_classes``.
 
-    Every flag's argparse default is ``None`` (a switch's ``False``), so that a value the
-    user did not give can be told from one that equals the default (a resumed run keeps
-    its own settings); :func:`given` collects the given ones.
+    Every flag's argparse default is ``None``, so that a value the user did not give can
+    be told from one that equals the default (a resumed run keeps its own settings);
+    :func:`given` collects the given ones. ``--help`` shows each field's default.
 
     Args:
       parser: the (sub)command's parser.
-      config_cls: a dataclass whose fields come from :func:`learnopt._fields.setting`.
-      groups: ``--help`` section titles by the fields' ``group`` names (in order).
-      only: restrict to these field names.
+      *config_classes: dataclasses whose fields come from :func:`learnopt._fields.setting`.
+      order: ``--help`` sections (the fields' ``group`` names) to list first, in order.
+      skip: field names to leave out.
 
     Returns:
-      The argument groups by ``group`` name (to add further flags to them).
+      The argument groups by section name (to add further flags to them).
     """
     made: dict[str, argparse._ArgumentGroup] = {}
-    for name, title in (groups or {}).items():
-        made[name] = parser.add_argument_group(title)
-    wanted = None if only is None else set(only)
-    for f in _fields.flags_of(config_cls):
-        if wanted is not None and f.field not in wanted:
-            continue
-        if f.group not in made:
-            made[f.group] = parser.add_argument_group(f.group or None)
-        target = made[f.group]
-        text = f.help.replace("{default}", _show_default(f.default))
-        kwargs: dict[str, Any] = {"dest": f.field, "help": text}
-        if f.switch == "negate":
-            kwargs.update(action="store_false", default=None)
-        elif f.switch:
-            kwargs.update(action="store_true", default=None)
-        else:
-            kwargs.update(default=None, type=PARSERS[f.parse or "str"])
-            if f.metavar:
-                kwargs["metavar"] = f.metavar
-            if f.choices is not None:
-                kwargs["choices"] = f.choices
-            if f.repeat:
-                kwargs["action"] = "append"
-        target.add_argument(f.flag, **kwargs)
+    for title in order:
+        made[title] = parser.add_argument_group(title)
+    skipped = set(skip)
+    for config_cls in config_classes:
+        for f in _fields.flags_of(config_cls):
+            if f.field in skipped:
+                continue
+            if f.group not in made:
+                made[f.group] = parser.add_argument_group(f.group or None)
+            made[f.group].add_argument(f.flag, **_argparse_kwargs(config_cls, f))
     return made
+
+
+def dest(config_cls: type, field: str) -> str:
+    """Where the value of ``config_cls``'s ``field`` lands in the parsed namespace.
+
+    Prefixed by the class name, so that two configurations of one command may both have
+    a ``steps`` (``RunConfig.steps`` and ``PeriodicEvalConfig.steps`` of ``meta-train``).
+    """
+    return f"{config_cls.__name__}.{field}"
+
+
+def _argparse_kwargs(config_cls: type, f: _fields.Flag) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "dest": dest(config_cls, f.field),
+        "help": f.help.replace("{default}", _show_default(f.default)),
+        "default": None,
+    }
+    if f.switch == "negate":
+        kwargs["action"] = "store_false"
+    elif f.switch:
+        kwargs["action"] = "store_true"
+    else:
+        kwargs["type"] = PARSERS[f.parse or "str"]
+        if f.metavar:
+            kwargs["metavar"] = f.metavar
+        if f.choices is not None:
+            kwargs["choices"] = f.choices
+        if f.repeat:
+            kwargs["action"] = "append"
+    return kwargs
 
 
 def given(args: argparse.Namespace, config_cls: type) -> dict[str, Any]:
@@ -206,7 +222,7 @@ def given(args: argparse.Namespace, config_cls: type) -> dict[str, Any]:
     """
     out = {}
     for f in _fields.flags_of(config_cls):
-        value = getattr(args, f.field, None)
+        value = getattr(args, dest(config_cls, f.field), None)
         if value is not None:
             out[f.field] = tuple(value) if f.repeat else value
     return out

@@ -1,0 +1,407 @@
+"""What a meta-training run is told: every setting, its default and its help, written once.
+
+:class:`RunConfig` holds the settings of a run (what to meta-train, the estimator, the
+outer optimizer, the output cadence); :class:`LaunchConfig` how the command line starts it
+(output folder, resume, devices and processes). ``learnopt meta-train``'s flags are derived
+from both (``learnopt.cli.meta_train``), and :func:`learnopt.train.meta_train` takes a
+``RunConfig`` or the same keywords. Pure Python: importing this module imports no JAX, so
+``learnopt --help`` stays instant.
+
+Settings whose default depends on others are ``None`` until a run resolves them
+(:func:`lengths`; an architecture's recipe in :mod:`learnopt.recipes` may set the outer
+learning rate, clipping, lengths, population and perturbation size of its runs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from learnopt._fields import setting
+
+__all__ = [
+    "RunConfig",
+    "LaunchConfig",
+    "TRAINERS",
+    "FULL_TRAINERS",
+    "DEFAULT_TASK",
+    "DEFAULT_LOPT",
+    "DEFAULT_TRAINER",
+    "LOPTS",
+    "DEFAULT_TRUNC_LENGTH",
+    "DEFAULT_TOTAL_LENGTH",
+    "DEFAULT_NUM_TASKS",
+    "DEFAULT_OUTER_LR",
+    "DEFAULT_STD",
+    "RUN_SETTINGS",
+    "RUN_OPTIONS",
+    "default_of",
+    "lengths",
+]
+
+#: The notes' walkthrough: LearnableAdam on the embedded 8x8 digits MLP.
+DEFAULT_TASK = "ImageMLP_Digits8_Relu32"
+DEFAULT_LOPT = "LearnableAdam"
+DEFAULT_TRAINER = "full_grad"
+#: Learned optimizers that ``--help`` names (the registry has more: ``learnopt list``).
+LOPTS = ("LearnableSGD", "LearnableSGDM", "LearnableAdam", "MLPLOpt")
+#: The command line's trainer names: ``name -> (estimator class, what it does)``. The
+#: classes are registered in ``learnopt.outer_trainers.gradient_estimator.ESTIMATORS``.
+TRAINERS: dict[str, tuple[str, str]] = {
+    "full_grad": ("FullGrad", "backprop through a whole fresh inner run of T steps (exact)"),
+    "tbptt": ("TruncatedGrad", "backprop through K-step truncations of T-step runs (biased)"),
+    "full_es": ("FullES", "antithetic ES over a whole fresh inner run of T steps"),
+    "tes": ("TruncatedES", "antithetic ES over K-step truncations of T-step runs (biased)"),
+    "pes": ("TruncatedPES", "persistent ES over K-step truncations of T-step runs (unbiased)"),
+    "nres": ("NoiseReuseES", "noise-reuse ES over K-step truncations of T-step runs (unbiased)"),
+}
+#: Trainers that unroll whole fresh inner runs per estimate (no truncation).
+FULL_TRAINERS = ("full_grad", "full_es")
+#: Inner steps per estimate of the truncated trainers.
+DEFAULT_TRUNC_LENGTH = 4
+#: Length of an inner run: the notes' 4-step walkthrough for the full-run trainers, 200
+#: steps (with staggered starts) for the truncated ones.
+DEFAULT_TOTAL_LENGTH = {"full": 4, "truncated": 200}
+#: Inner runs per meta-step: one exact gradient, else 8 runs (antithetic ES pairs).
+DEFAULT_NUM_TASKS = {"full_grad": 1, "other": 8}
+DEFAULT_OUTER_LR = 1e-2
+DEFAULT_STD = 0.01
+
+_WHAT = "what to meta-train"
+_ESTIMATOR = "meta-gradient estimator"
+_OUTER = "outer optimizer"
+_OUTPUT = "output, checkpoints and resume"
+_DEVICES = "devices, processes and machines (docs/distributed.md)"
+_NOTE_RECIPE = "; an architecture's recipe may set its own (learnopt.recipes)"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """The settings of a meta-training run.
+
+    The first group defines the run: a resumed run keeps them (:data:`RUN_SETTINGS`); the
+    second (:data:`RUN_OPTIONS`) a resumed run may change (e.g. ``steps`` to extend it).
+    ``None`` means "the default" (or, resuming, the run's own value).
+    """
+
+    task: str | None = setting(
+        None,
+        f"registered task or task family (default: {DEFAULT_TASK}; 'learnopt list' shows all)",
+        metavar="NAME",
+        group=_WHAT,
+    )
+    families: tuple[str, ...] | None = setting(
+        None,
+        "meta-train on this task family instead of --task; repeat it for several (one "
+        "gradient estimator each, their estimates averaged every meta-step); 'meta-train' "
+        "stands for its four MetaTrain_* buckets",
+        flag="--family",
+        metavar="NAME",
+        repeat=True,
+        group=_WHAT,
+    )
+    lopt: str | None = setting(
+        None,
+        f"learned optimizer: {', '.join(LOPTS)}, ... ('learnopt list' shows all; default: "
+        f"{DEFAULT_LOPT}); built "
+        "with its meta-training defaults (learnopt.recipes), which also set --outer-lr, "
+        "--max-grad-norm, --trunc-length, --total-length, --num-tasks and --std where not "
+        "given",
+        metavar="NAME",
+        group=_WHAT,
+    )
+    lopt_config: dict[str, Any] | None = setting(
+        None,
+        "a constructor argument of --lopt, VALUE in JSON (step_mult=0.003, "
+        "exp_mult=[0.1,0.1,0.1]; plain words are strings); repeatable",
+        flag="--lopt-arg",
+        metavar="KEY=VALUE",
+        repeat=True,
+        group=_WHAT,
+    )
+    trainer: str | None = setting(
+        None,
+        f"gradient estimator (default: {DEFAULT_TRAINER}; see 'trainers' below)",
+        choices=tuple(TRAINERS),
+        group=_ESTIMATOR,
+    )
+    trunc_length: int | None = setting(
+        None,
+        "inner steps per meta-gradient estimate (a truncation) of the truncated trainers "
+        "tbptt/tes/pes/nres; must be <= T; full_grad/full_es unroll whole runs and take "
+        f"--total-length instead (default: {DEFAULT_TRUNC_LENGTH}{_NOTE_RECIPE})",
+        metavar="K",
+        parse="positive_int",
+        group=_ESTIMATOR,
+    )
+    total_length: int | None = setting(
+        None,
+        "length of each inner training run: the whole horizon of full_grad/full_es "
+        f"(default: {DEFAULT_TOTAL_LENGTH['full']}); for tbptt/tes/pes/nres the runs start "
+        f"staggered in [0, T) and restart when they reach T (default: "
+        f"{DEFAULT_TOTAL_LENGTH['truncated']}{_NOTE_RECIPE})",
+        metavar="T",
+        parse="positive_int",
+        group=_ESTIMATOR,
+    )
+    num_tasks: int | None = setting(
+        None,
+        "inner runs per meta-step (ES: antithetic pairs) (default: "
+        f"{DEFAULT_NUM_TASKS['full_grad']} for full_grad, {DEFAULT_NUM_TASKS['other']} for "
+        f"the others{_NOTE_RECIPE})",
+        metavar="N",
+        parse="positive_int",
+        group=_ESTIMATOR,
+    )
+    std: float | None = setting(
+        None,
+        "ES perturbation standard deviation (full_es/tes/pes/nres) (default: "
+        f"{DEFAULT_STD:g}{_NOTE_RECIPE})",
+        parse="positive_float",
+        group=_ESTIMATOR,
+    )
+    outer_lr: float | None = setting(
+        None,
+        f"learning rate of the outer Adam on theta (default: {DEFAULT_OUTER_LR:g}{_NOTE_RECIPE})",
+        metavar="LR",
+        parse="positive_float",
+        group=_OUTER,
+    )
+    max_grad_norm: float | None = setting(
+        None,
+        f"clip the meta-gradient to this global norm (default: no clipping{_NOTE_RECIPE})",
+        metavar="C",
+        parse="positive_float",
+        group=_OUTER,
+    )
+    seed: int = setting(
+        0, "random seed (default: {default})", metavar="N", parse="seed", group=_OUTER
+    )
+    steps: int = setting(
+        2000,
+        "number of meta-steps, >= 1; with --resume, the new total (default: {default})",
+        metavar="N",
+        parse="positive_int",
+        group=_OUTER,
+    )
+    log_every: int = setting(
+        50,
+        "fetch metrics from the device, update the progress bar and append to metrics.csv "
+        "every N steps (default: {default})",
+        metavar="N",
+        parse="positive_int",
+        group=_OUTPUT,
+    )
+    checkpoint_every: int = setting(
+        500,
+        "checkpoint the whole state every N steps; 0: only at the end and on SIGINT/SIGTERM "
+        "(default: {default})",
+        metavar="N",
+        parse="non_negative_int",
+        group=_OUTPUT,
+    )
+    keep_checkpoints: int = setting(
+        3,
+        "keep the last K checkpoints (default: {default})",
+        metavar="K",
+        parse="positive_int",
+        group=_OUTPUT,
+    )
+    health_window: int = setting(
+        500,
+        "stop (exit 1) when theta has not changed for N steps; warn when most of the last N "
+        "steps were skipped as non-finite; 0: off (default: {default})",
+        metavar="N",
+        parse="non_negative_int",
+        group=_OUTPUT,
+    )
+    data_dir: str | None = setting(
+        None,
+        "TFDS data dir for prepared datasets (default: $LEARNOPT_DATA_DIR, else "
+        "~/tensorflow_datasets)",
+        metavar="DIR",
+        group=_OUTPUT,
+    )
+
+    def given(self) -> dict[str, Any]:
+        """The settings that differ from the defaults (what a caller asked for).
+
+        Returns:
+          ``{name: value}`` for every field whose value is not the field's default.
+        """
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value != f.default:
+                out[f.name] = value
+        return out
+
+
+#: Settings that define a run: a resumed run must have the same ones.
+RUN_SETTINGS = (
+    "task",
+    "families",
+    "lopt",
+    "lopt_config",
+    "trainer",
+    "trunc_length",
+    "total_length",
+    "num_tasks",
+    "std",
+    "outer_lr",
+    "max_grad_norm",
+    "seed",
+)
+#: Settings a resumed run may change.
+RUN_OPTIONS = (
+    "steps",
+    "log_every",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "health_window",
+    "data_dir",
+)
+assert set(RUN_SETTINGS) | set(RUN_OPTIONS) == {f.name for f in dataclasses.fields(RunConfig)}
+
+
+def default_of(name: str) -> Any:
+    """The unconditional default of setting ``name`` (``None`` where it depends on others).
+
+    Args:
+      name: a field of :class:`RunConfig`.
+
+    Returns:
+      The default, e.g. ``default_of("task") == DEFAULT_TASK``.
+    """
+    named = {
+        "task": DEFAULT_TASK,
+        "lopt": DEFAULT_LOPT,
+        "trainer": DEFAULT_TRAINER,
+        "std": DEFAULT_STD,
+        "outer_lr": DEFAULT_OUTER_LR,
+    }
+    if name in named:
+        return named[name]
+    return {f.name: f.default for f in dataclasses.fields(RunConfig)}[name]
+
+
+def lengths(
+    trainer: str, trunc_length: int | None, total_length: int | None, num_tasks: int | None
+) -> tuple[int | None, int, int]:
+    """The lengths and population of a run, defaults filled in and checked.
+
+    Args:
+      trainer: a name of :data:`TRAINERS`.
+      trunc_length: inner steps per estimate (truncated trainers only), or None.
+      total_length: length of an inner run, or None.
+      num_tasks: inner runs per meta-step, or None.
+
+    Returns:
+      ``(trunc_length, total_length, num_tasks)``; ``trunc_length`` is None for the
+      full-run trainers.
+
+    Raises:
+      ValueError: ``trunc_length`` given to a full-run trainer, or longer than a run.
+    """
+    full = trainer in FULL_TRAINERS
+    if full and trunc_length is not None:
+        raise ValueError(
+            f"{trainer} unrolls whole inner runs: set their length with total_length "
+            "(trunc_length is the truncation of tbptt/tes/pes/nres)"
+        )
+    if total_length is None:
+        total_length = DEFAULT_TOTAL_LENGTH["full" if full else "truncated"]
+    if not full:
+        if trunc_length is None:
+            trunc_length = DEFAULT_TRUNC_LENGTH
+        if trunc_length > total_length:
+            raise ValueError(
+                f"trunc_length ({trunc_length}, steps per estimate) must be <= total_length "
+                f"({total_length}, the length of an inner run) for the truncated trainer "
+                f"{trainer}"
+            )
+    if num_tasks is None:
+        num_tasks = DEFAULT_NUM_TASKS["full_grad" if trainer == "full_grad" else "other"]
+    return trunc_length, total_length, num_tasks
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchConfig:
+    """How ``learnopt meta-train`` starts a run: where it writes, and on which devices."""
+
+    out: str | None = setting(
+        None,
+        "output folder, created if needed; refused if it holds a run, unless --resume or "
+        "--overwrite (default: runs/meta-train-<timestamp>)",
+        metavar="DIR",
+        group=_OUTPUT,
+    )
+    resume: str | None = setting(
+        None,
+        "continue the run in DIR from its latest checkpoint, with its settings (--steps may "
+        "extend it)",
+        metavar="DIR",
+        group=_OUTPUT,
+    )
+    overwrite: bool = setting(
+        False, "replace the run in --out (its files and checkpoints)", switch="on", group=_OUTPUT
+    )
+    plots: bool = setting(
+        True,
+        "do not write meta_loss.png/learning_rate.png",
+        flag="--no-plots",
+        switch="negate",
+        group=_OUTPUT,
+    )
+    quiet: bool = setting(False, "no progress bar, only the summary", switch="on", group=_OUTPUT)
+    all_devices: bool = setting(
+        False,
+        "split the population over every device of this process (e.g. the GPUs of one "
+        "host); automatic in a multi-process run. --num-tasks must be a multiple of the "
+        "number of devices",
+        switch="on",
+        group=_DEVICES,
+    )
+    coordinator: str | None = setting(
+        None,
+        "join a multi-process run whose process 0 listens at HOST:PORT (the same on every "
+        "process); with --num-processes and --process-id",
+        metavar="HOST:PORT",
+        group=_DEVICES,
+    )
+    num_processes: int | None = setting(
+        None,
+        "the number of processes of the run",
+        metavar="N",
+        parse="positive_int",
+        group=_DEVICES,
+    )
+    process_id: int | None = setting(
+        None,
+        "this process's index in [0, N); process 0 writes --out, the others never touch it",
+        metavar="I",
+        parse="non_negative_int",
+        group=_DEVICES,
+    )
+    distributed: bool = setting(
+        False,
+        "join a multi-process run described by the cluster's environment (SLURM, Open MPI, "
+        "...: JAX detects it) instead of the three flags above",
+        switch="on",
+        group=_DEVICES,
+    )
+    init_timeout: int = setting(
+        300,
+        "seconds to wait for every process to join, then exit 1 (default: {default})",
+        metavar="S",
+        parse="positive_int",
+        group=_DEVICES,
+    )
+    peer_timeout: int = setting(
+        100,
+        "a process silent for S seconds is declared dead: the others stop with a non-zero "
+        "exit status; restart the job with --resume (default: {default})",
+        metavar="S",
+        parse="positive_int",
+        group=_DEVICES,
+    )

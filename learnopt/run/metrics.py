@@ -1,0 +1,153 @@
+"""metrics.csv: one row per meta-step, written as the run goes, read back for plots.
+
+Columns: ``step, meta_loss, learning_rate, grad_norm, num_nonfinite, finite, skipped,
+update_norm``, then ``theta/<name>`` for every scalar of theta. Floats are written with
+``repr`` (round-trips float32 exactly); empty cells are missing values.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from learnopt import checkpoints
+
+__all__ = [
+    "MetricsFile",
+    "read_metrics",
+    "BASE_COLUMNS",
+    "theta_columns",
+    "summary",
+    "cell",
+    "scalar",
+]
+
+#: Columns of metrics.csv before the ``theta/<name>`` columns.
+BASE_COLUMNS = (
+    "step",
+    "meta_loss",
+    "learning_rate",
+    "grad_norm",
+    "num_nonfinite",
+    "finite",
+    "skipped",
+    "update_norm",
+)
+
+
+class MetricsFile:
+    """metrics.csv: rows appended every flush, fsynced before each checkpoint."""
+
+    def __init__(self, path: Path, columns: list[str]):
+        self.path = path
+        self.columns = columns
+        self._file: io.TextIOWrapper | None = None
+        self._writer: Any = None
+
+    def open(self, keep_rows: int) -> list[list[str]]:
+        """Keeps the header and the first ``keep_rows`` rows (a resume); returns them."""
+        rows: list[list[str]] = []
+        if keep_rows and self.path.exists():
+            with open(self.path, newline="") as f:
+                reader = csv.reader(f)
+                header = next(reader, None)
+                if header != self.columns:
+                    raise ValueError(
+                        f"resume: {self.path} has columns {header}, this run writes {self.columns}"
+                    )
+                for row in reader:
+                    if len(rows) == keep_rows:
+                        break
+                    if len(row) == len(self.columns):
+                        rows.append(row)
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(self.columns)
+        writer.writerows(rows)
+        checkpoints.write_atomic(self.path, buf.getvalue().encode())
+        self._file = open(self.path, "a", newline="")
+        self._writer = csv.writer(self._file)
+        return rows
+
+    def write(self, rows: list[list[str]]) -> None:
+        self._writer.writerows(rows)
+        self._file.flush()
+
+    def sync(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass
+            self._file = None
+
+
+def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
+    """metrics.csv as ``{column: float64 array}`` (empty cells are NaN)."""
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        data = [row for row in reader if len(row) == len(header)]
+    cols: dict[str, Any] = {}
+    for i, name in enumerate(header):
+        cols[name] = np.asarray([float(r[i]) if r[i] != "" else np.nan for r in data])
+    return cols
+
+
+def cell(value: Any) -> str:
+    """A CSV cell: floats with ``repr`` (round-trips float32 exactly), '' for missing."""
+    if value is None:
+        return ""
+    return repr(value) if isinstance(value, float | int) else str(value)
+
+
+def scalar(value: Any) -> float | int | None:
+    if value is None:
+        return None
+    v = value.item() if hasattr(value, "item") else value
+    return int(v) if isinstance(v, bool) else v
+
+
+def theta_columns(theta: Any) -> list[str]:
+    if not isinstance(theta, dict):
+        return []
+    return sorted(f"theta/{k}" for k, v in theta.items() if getattr(v, "shape", None) == ())
+
+
+def _window_mean(values: Any, window: int, last: bool) -> float:
+    values = np.asarray(values, np.float64)
+    part = values[-window:] if last else values[:window]
+    part = part[np.isfinite(part)]
+    return float(part.mean()) if part.size else float("nan")
+
+
+def summary(name: str, cols: dict[str, Any], elapsed: float, out: Path | None) -> str:
+    meta_loss = cols.get("meta_loss", np.zeros(0))
+    n = len(meta_loss)
+    if not n:
+        return f"{name}: no meta-step done"
+    window = max(1, min(100, n // 10))
+    first, last = _window_mean(meta_loss, window, False), _window_mean(meta_loss, window, True)
+    text = (
+        f"{name}: meta-loss {first:.4f} -> {last:.4f} (mean of the first/last {window} "
+        f"step{'s' if window > 1 else ''})"
+    )
+    lr = cols.get("learning_rate")
+    if lr is not None and np.all(np.isfinite(lr)):
+        text += f", learning rate {lr[0]:.3g} -> {lr[-1]:.3g}"
+    skipped = int(np.nansum(cols["skipped"])) if "skipped" in cols else 0
+    text += f", {skipped} non-finite step{'s' if skipped != 1 else ''} skipped; {n} steps"
+    text += f" ({elapsed:.1f} s this session)"
+    if out is not None:
+        text += f"; wrote {out}"
+    return text

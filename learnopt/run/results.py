@@ -1,0 +1,85 @@
+"""What a run reports: :class:`StepInfo` to callbacks as it goes, :class:`MetaTrainResult`
+at the end, and the warnings and errors it raises."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+__all__ = ["StepInfo", "MetaTrainResult", "MetaTrainWarning", "DataUnavailableError"]
+
+
+class MetaTrainWarning(UserWarning):
+    """A meta-training run that is going wrong (most steps skipped, theta not moving)."""
+
+
+class DataUnavailableError(RuntimeError):
+    """The task's data cannot be had (not prepared, corrupted, unreadable)."""
+
+
+@dataclasses.dataclass
+class StepInfo:
+    """What callbacks receive after each metrics flush (every ``log_every`` steps)."""
+
+    step: int
+    num_steps: int
+    state: Any
+    learner: Any
+    rows: list[dict[str, Any]]
+    out_dir: Path | None
+
+    @property
+    def theta(self) -> Any:
+        return self.learner.get_theta(self.state)
+
+
+@dataclasses.dataclass
+class MetaTrainResult:
+    """What :func:`meta_train` returns.
+
+    Attributes:
+      status: ``"completed"``, ``"interrupted"`` (SIGINT/SIGTERM), ``"diverged"`` (most
+        steps skipped), ``"stalled"`` (theta stopped changing) or ``"failed"`` (a write
+        failed); ``message`` says why for all but ``"completed"``.
+      step: meta-steps done (including those before a resume); ``num_steps`` asked.
+      theta, state, learner: the final theta (last finite one), the whole state.
+      columns: metrics.csv as numpy arrays (``NaN`` where a cell is empty).
+      checkpoint: the folder of the last checkpoint written, if any.
+    """
+
+    out_dir: Path | None
+    status: str
+    message: str
+    step: int
+    num_steps: int
+    theta: Any
+    state: Any
+    learner: Any
+    columns: dict[str, Any]
+    summary: str
+    checkpoint: Path | None = None
+    signal: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status == "interrupted"
+
+    @property
+    def exit_code(self) -> int:
+        """The command line's exit status: 0, 130 (SIGINT), 143 (SIGTERM), else 1."""
+        if self.status == "completed":
+            return 0
+        if self.status == "interrupted":
+            return 143 if self.signal == "SIGTERM" else 130
+        return 1
+
+    def __repr__(self) -> str:
+        return (
+            f"MetaTrainResult(status={self.status!r}, step={self.step}/{self.num_steps}, "
+            f"out_dir={str(self.out_dir) if self.out_dir else None!r})"
+        )

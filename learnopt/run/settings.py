@@ -1,0 +1,233 @@
+"""A run's settings resolved: what was asked, the recipe's, the resumed run's, the defaults.
+
+Each setting of :class:`learnopt.run.config.RunConfig` is, in this order: the value the
+caller gave, the resumed run's (a resumed run keeps its settings; a given value that
+differs is refused), the recipe's (:mod:`learnopt.recipes`, for an architecture given by
+name), the default. Settings given as objects (a ``Task``, a learner, an outer optimizer)
+are recorded as "custom": resuming such a run needs the same objects again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from learnopt import _validate, recipes
+from learnopt.run import config as run_config
+
+__all__ = ["check_setting", "check_option", "resolve", "CUSTOM", "name_of"]
+
+#: How config.json records a setting given as an object.
+CUSTOM = "<object>"
+
+
+def name_of(obj: Any) -> str:
+    """A readable name of a task, learned optimizer or optimizer object.
+
+    Args:
+      obj: anything; its ``name`` (attribute or method) is used when it is a string.
+
+    Returns:
+      The name, else the type's name.
+    """
+    name = getattr(obj, "name", None)
+    if callable(name):
+        try:
+            name = name()
+        except TypeError:
+            name = None
+    return str(name) if isinstance(name, str) else type(obj).__name__
+
+
+def _float32(name: str, value: float) -> float:
+    """``value`` must stay finite in float32, the dtype it takes on the device."""
+    if not math.isfinite(float(np.float32(value))):
+        raise ValueError(
+            f"{name} must be a finite number in float32 (at most 3.4e38), got {value!r}"
+        )
+    return value
+
+
+def check_setting(name: str, value: Any) -> Any:
+    """Validates one run setting (names are checked later, against the registries).
+
+    Args:
+      name: a name of :data:`learnopt.run.config.RUN_SETTINGS`.
+      value: its value, or None (unset).
+
+    Returns:
+      The value normalized (a list for ``families``, a dict for ``lopt_config``).
+    """
+    if value is None:
+        return None
+    if name in ("trunc_length", "total_length", "num_tasks"):
+        return _validate.positive_int(name, value)
+    if name in ("std", "outer_lr"):
+        return _float32(name, _validate.positive_float(name, value))
+    if name == "max_grad_norm":
+        return _float32(name, _validate.optional_positive_float(name, value))
+    if name == "seed":
+        return _validate.seed(name, value)
+    if name == "trainer":
+        trainers = sorted(run_config.TRAINERS)
+        if not isinstance(value, str):
+            raise TypeError(f"trainer must be a name in {trainers}, got {value!r}")
+        if value not in run_config.TRAINERS:
+            raise ValueError(f"trainer must be one of {trainers}, got {value!r}")
+    if name == "families":
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list | tuple) or not value:
+            raise TypeError(f"families must be a non-empty list of family names, got {value!r}")
+        if not all(isinstance(v, str) for v in value):
+            raise TypeError(f"families must be family names (strings), got {value!r}")
+        return list(value)
+    if name == "lopt_config":
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise TypeError(f"lopt_config must be a dict of constructor arguments, got {value!r}")
+        return dict(value)
+    return value
+
+
+def check_option(name: str, value: Any) -> Any:
+    """Validates one option a resumed run may change.
+
+    Args:
+      name: a name of :data:`learnopt.run.config.RUN_OPTIONS`.
+      value: its value (not None).
+
+    Returns:
+      The value normalized (``data_dir`` as an absolute path string).
+    """
+    if name in ("steps", "log_every", "keep_checkpoints"):
+        return _validate.positive_int(name, value)
+    if name in ("checkpoint_every", "health_window"):
+        return _validate.non_negative_int(name, value)
+    if name == "data_dir" and value is not None:
+        return str(_validate.readable_dir(name, value).absolute())
+    return value
+
+
+def _first(value: Any, fallback: Any) -> Any:
+    return fallback if value is None else value
+
+
+def resolve(
+    given: dict[str, Any],
+    options: dict[str, Any],
+    saved: Mapping[str, Any],
+    learner: Any,
+    theta_opt: Any,
+) -> tuple[dict[str, Any], dict[str, Any], set[str]]:
+    """Each setting: explicit, else the resumed run's, else the recipe's, else the default.
+
+    Args:
+      given: the settings the caller gave (None where not given), checked.
+      options: the options the caller gave (None where not given), checked.
+      saved: the resumed run's config.json, or ``{}`` for a new run.
+      learner: a learner object given instead of the settings that build one, or None.
+      theta_opt: an outer optimizer object given instead of ``outer_lr``, or None.
+
+    Returns:
+      ``(settings, options, custom)``: every setting and option resolved, and the names
+      of the settings given as objects.
+
+    Raises:
+      ValueError: a resumed run asked to change a setting, or an object where the run
+        had a name (or the reverse).
+    """
+    settings: dict[str, Any] = {}
+    custom = set(saved.get("custom", ()))
+    recipe = _recipe_settings(given, saved) if learner is None else {}
+    for name in run_config.RUN_SETTINGS:
+        if name == "lopt_config":
+            continue
+        default = recipe.get(name, run_config.default_of(name))
+        value = given[name]
+        is_object = name in ("task", "lopt") and value is not None and not isinstance(value, str)
+        if (learner is not None and name != "seed") or (
+            theta_opt is not None and name == "outer_lr"
+        ):
+            value, is_object = CUSTOM, True
+        if saved:
+            old = saved.get(name, default)
+            if name in custom:
+                if not is_object:
+                    raise ValueError(
+                        f"resume: this run was started with a custom {name} object; pass the "
+                        f"same {name}= (or learner=) again to resume it"
+                    )
+            elif is_object:
+                raise ValueError(
+                    f"resume: this run was started with {name}={old!r}; pass that, not an object"
+                )
+            elif value is not None and value != old:
+                raise ValueError(
+                    f"resume: {name}={value!r} differs from the run's {name}={old!r}; a resumed "
+                    "run keeps its settings (start a new run to change them)"
+                )
+            value = old if value is None else value
+        settings[name] = default if value is None else value
+        if is_object:
+            custom.add(name)
+    settings["lopt_config"] = _resolve_lopt_config(given, saved, settings, learner, custom)
+    if settings["families"]:
+        settings["task"] = None
+    options = {
+        name: options[name]
+        if options[name] is not None
+        else saved.get(name, run_config.default_of(name))
+        for name in run_config.RUN_OPTIONS
+    }
+    if learner is None:
+        trunc, total, num_tasks = run_config.lengths(
+            settings["trainer"],
+            settings["trunc_length"],
+            settings["total_length"],
+            settings["num_tasks"],
+        )
+        settings.update(trunc_length=trunc, total_length=total, num_tasks=num_tasks)
+    return settings, options, custom
+
+
+def _recipe_settings(given: Mapping[str, Any], saved: Mapping[str, Any]) -> dict[str, Any]:
+    """The training settings that go with the run's architecture (see learnopt.recipes)."""
+    lopt = _first(given["lopt"], saved.get("lopt", run_config.DEFAULT_LOPT))
+    if not isinstance(lopt, str):
+        return {}
+    trainer = _first(given["trainer"], saved.get("trainer", run_config.DEFAULT_TRAINER))
+    return recipes.training_defaults(lopt, trainer)
+
+
+def _resolve_lopt_config(
+    given: Mapping[str, Any],
+    saved: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    learner: Any,
+    custom: set[str],
+) -> dict[str, Any] | None:
+    """The constructor arguments of a learned optimizer given by name.
+
+    A new run: the architecture's defaults (``learnopt.recipes.LOPT_DEFAULTS``) updated
+    by ``lopt_config``. A resumed run keeps its own (``{}``, the constructor's defaults,
+    for runs written before lopt_config was recorded); a ``lopt_config`` that would
+    change it is refused.
+    """
+    if learner is not None or "lopt" in custom or not isinstance(settings["lopt"], str):
+        if given["lopt_config"]:
+            raise ValueError(
+                "lopt_config applies to a learned optimizer given by name, not an object"
+            )
+        return None
+    if saved:
+        old = saved.get("lopt_config") or {}
+        if given["lopt_config"] is not None and {**old, **given["lopt_config"]} != old:
+            raise ValueError(
+                f"resume: lopt_config={given['lopt_config']!r} differs from the run's "
+                f"lopt_config={old!r}; a resumed run keeps its settings"
+            )
+        return dict(old)
+    return {**recipes.lopt_defaults(settings["lopt"]), **(given["lopt_config"] or {})}
