@@ -33,7 +33,7 @@ float32 (float64 for float64 params); the scalar-math code path
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import flax.struct
@@ -41,10 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from learnopt.canonical import leaf_compute_dtype
+from learnopt.learned_optimizers import accumulators, common
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common
-from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any
 
@@ -67,9 +65,9 @@ class AdafacMLPLOptState:
     model_state: PyTree
     iteration: jax.Array
     num_steps: jax.Array
-    mom_rolling: common.MomAccumulator
-    rms_rolling: common.RMSAccumulator
-    fac_rolling_features: common.FactoredAccum
+    mom_rolling: accumulators.MomAccumulator
+    rms_rolling: accumulators.RMSAccumulator
+    fac_rolling_features: accumulators.FactoredAccum
 
 
 def _bcast(a: int, b: int) -> int:
@@ -77,7 +75,16 @@ def _bcast(a: int, b: int) -> int:
 
 
 def num_adafac_features(num_mom: int, num_rms: int, num_fac: int) -> int:
-    """Number of normalized per-element features of :func:`adafac_features`."""
+    """Number of normalized per-element features of :func:`adafac_features`.
+
+    Args:
+      num_mom: the number of momentum decays.
+      num_rms: the number of second-moment decays.
+      num_fac: the number of factored second-moment decays.
+
+    Returns:
+      The total width of the feature groups (28 with the default decays).
+    """
     return (
         2 + num_mom + num_rms + _bcast(num_mom, num_rms) + num_rms + num_fac
         + 4 * num_fac + _bcast(num_mom, num_fac)
@@ -90,31 +97,48 @@ def adafac_features(
     m: jax.Array,
     rms: jax.Array,
     fac_g: jax.Array,
-    acc: common.FactoredAccum,
+    acc: accumulators.FactoredAccum,
     mom_eps: float = 0.0,
 ) -> list[jax.Array]:
     """The feature groups of the module docstring for one tensor (scalars as ``[1]``).
 
-    Every group has shape ``shape + (n,)`` with ``shape = p.shape or (1,)``.
-    ``mom_eps`` is added to ``v`` in the non-factored ``m / sqrt(v)`` (0 floors ``v``).
+    Args:
+      p, g: the parameter and its gradient, in the compute dtype.
+      m, rms, fac_g: the updated momenta, second moments and preconditioned gradient.
+      acc: the updated factored second moments of the tensor.
+      mom_eps: added to ``v`` in the non-factored ``m / sqrt(v)`` (0 floors ``v``; see
+        :func:`~learnopt.learned_optimizers.accumulators.factored_features`).
+
+    Returns:
+      The groups, each of shape ``shape + (n,)`` with ``shape = p.shape or (1,)``.
     """
     shape = p.shape or (1,)
-    if not p.shape:
-        p, g = p.reshape(1), g.reshape(1)
-        m, rms, fac_g = m.reshape(1, -1), rms.reshape(1, -1), fac_g.reshape(1, -1)
-        acc = acc.replace(v_diag=acc.v_diag.reshape(1, -1))
-    rsqrt = jax.lax.rsqrt(rms + jnp.asarray(1e-6, rms.dtype))
-    groups = [g[..., None], p[..., None], m, rms, m * rsqrt, rsqrt, fac_g]
-    return groups + common.factored_features(acc, m, shape, mom_eps=mom_eps)
+    p, g, m, rms, fac_g, acc = accumulators.lift_scalar(p, g, m, rms, fac_g, acc)
+    # rms_eps 1e-6: learned_optimization's adafac_mlp_lopt, rsqrt(rms + 1e-6).
+    f = accumulators.element_features(p, g, m, rms, fac_g, rms_eps=1e-6)
+    groups = [f.g, f.p, f.m, f.rms, f.m_rsqrt_rms, f.rsqrt_rms, f.fac_g]
+    return groups + accumulators.factored_features(acc, m, shape, mom_eps=mom_eps)
 
 
-def adafac_decays(lopt: Any, theta: dict) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """The momentum, rms and adafactor decays: initial decays moved by theta's offsets."""
+def adafac_decays(lopt: Any, theta: dict) -> accumulators.Decays:
+    """The momentum, rms and adafactor decays: initial decays moved by theta's offsets.
+
+    Each decay is ``param_to_decay(decay_to_param(initial) + offset)``, i.e.
+    ``1 - (1 - initial) * exp(10 * offset)``.
+
+    Args:
+      lopt: the learned optimizer (its ``initial_*_decays``).
+      theta: its meta-parameters (``momentum_decays``, ``rms_decays``,
+        ``adafactor_decays``).
+
+    Returns:
+      The three decays.
+    """
 
     def one(initial: Sequence[float], offset: jax.Array) -> jax.Array:
-        return common.param_to_decay(common.decay_to_param(initial) + offset)
+        return accumulators.param_to_decay(accumulators.decay_to_param(initial) + offset)
 
-    return (
+    return accumulators.Decays(
         one(lopt.initial_momentum_decays, theta["momentum_decays"]),
         one(lopt.initial_rms_decays, theta["rms_decays"]),
         one(lopt.initial_adafactor_decays, theta["adafactor_decays"]),
@@ -122,63 +146,101 @@ def adafac_decays(lopt: Any, theta: dict) -> tuple[jax.Array, jax.Array, jax.Arr
 
 
 def adafac_init(lopt: Any, params: PyTree, model_state: PyTree, num_steps: Any):
-    """Zero accumulators for the adafactor MLP optimizers."""
+    """Zero accumulators for the adafactor MLP optimizers.
 
-    def zeros(k):
-        return jax.tree_util.tree_map(
-            lambda p: jnp.zeros((*np.shape(p), k), leaf_compute_dtype(p.dtype)), params
-        )
+    Args:
+      lopt: the learned optimizer (the number of each kind of decay).
+      params: the parameters to optimize.
+      model_state: the model state kept in the optimizer state.
+      num_steps: the inner-run length (stored; None stores -1).
 
+    Returns:
+      The initial :class:`AdafacMLPLOptState`.
+    """
+    mom, rms, fac = accumulators.init_accumulators(
+        params,
+        len(lopt.initial_momentum_decays),
+        len(lopt.initial_rms_decays),
+        len(lopt.initial_adafactor_decays),
+    )
     return AdafacMLPLOptState(
         params=params,
         model_state=model_state,
         iteration=jnp.zeros((), jnp.int32),
         num_steps=jnp.asarray(-1 if num_steps is None else num_steps, jnp.int32),
-        mom_rolling=common.MomAccumulator(m=zeros(len(lopt.initial_momentum_decays))),
-        rms_rolling=common.RMSAccumulator(rms=zeros(len(lopt.initial_rms_decays))),
-        fac_rolling_features=common.factored_tree_init(params, len(lopt.initial_adafactor_decays)),
+        mom_rolling=mom,
+        rms_rolling=rms,
+        fac_rolling_features=fac,
     )
 
 
-def adafac_update(opt_state, grads, model_state, theta, lopt, tensor_step):
-    """Updates the accumulators and applies ``tensor_step(p, groups, time) -> new p``."""
-    mom_d, rms_d, fac_d = adafac_decays(lopt, theta)
+TensorStep = Callable[[jax.Array, list[jax.Array], jax.Array], jax.Array]
+
+
+def adafac_update(
+    opt_state: AdafacMLPLOptState,
+    grads: PyTree,
+    model_state: PyTree,
+    theta: dict,
+    lopt: Any,
+    tensor_step: TensorStep,
+) -> AdafacMLPLOptState:
+    """Updates the accumulators and applies ``tensor_step(p, groups, time) -> new p``.
+
+    Args:
+      opt_state: the current state.
+      grads: the gradients (cast to the accumulators' dtype here).
+      model_state: the new model state (None keeps the current one).
+      theta: the meta-parameters (the decay offsets are read here).
+      lopt: the learned optimizer.
+      tensor_step: the architecture's step of one tensor, given the parameter in the
+        compute dtype, the feature groups of :func:`adafac_features` and the 11 time
+        features.
+
+    Returns:
+      The next state.
+    """
+    decays = adafac_decays(lopt, theta)
     time = common.tanh_embedding(opt_state.iteration, jnp.float32)
-    acc = opt_state.fac_rolling_features
+    grads = accumulators.accumulator_grads(grads, opt_state.mom_rolling)
 
-    def one(p, g, m, v, v_row, v_col, v_diag):
+    def step(p, g, m, v, fac_g, fac):
         cd = m.dtype
-        g = g.astype(cd)
-        m = common.momentum_update(m, g, mom_d)
-        v = common.rms_update(v, g, rms_d)
-        fac, fac_g = common.factored_update(common.FactoredAccum(v_row, v_col, v_diag), g, fac_d)
         groups = adafac_features(p.astype(cd), g, m, v, fac_g, fac, lopt.mom_eps)
-        new_p = tensor_step(p.astype(cd), groups, time.astype(cd)).astype(p.dtype)
-        return new_p, m, v, fac.v_row, fac.v_col, fac.v_diag
+        return tensor_step(p.astype(cd), groups, time.astype(cd))
 
-    params, m, v, v_row, v_col, v_diag = tree_map_multi(
-        one,
+    params, mom, rms, fac = accumulators.update_tree(
+        step,
         opt_state.params,
         grads,
-        opt_state.mom_rolling.m,
-        opt_state.rms_rolling.rms,
-        acc.v_row,
-        acc.v_col,
-        acc.v_diag,
+        opt_state.mom_rolling,
+        opt_state.rms_rolling,
+        opt_state.fac_rolling_features,
+        decays,
     )
     return AdafacMLPLOptState(
         params=params,
         model_state=model_state if model_state is not None else opt_state.model_state,
         iteration=opt_state.iteration + 1,
         num_steps=opt_state.num_steps,
-        mom_rolling=common.MomAccumulator(m=m),
-        rms_rolling=common.RMSAccumulator(rms=v),
-        fac_rolling_features=common.FactoredAccum(v_row=v_row, v_col=v_col, v_diag=v_diag),
+        mom_rolling=mom,
+        rms_rolling=rms,
+        fac_rolling_features=fac,
     )
 
 
 def mlp_forward(nn: dict, groups: list[jax.Array], time: jax.Array, p_shape: tuple) -> jax.Array:
-    """Concatenate, normalize over the tensor, append time features, run ``nn["~"]``."""
+    """Concatenate, normalize over the tensor, append time features, run ``nn["~"]``.
+
+    Args:
+      nn: the MLP ``{"~": {"w0", "b0", ...}}``.
+      groups: the feature groups of :func:`adafac_features`.
+      time: the time features ``[11]``.
+      p_shape: the parameter's shape.
+
+    Returns:
+      The MLP's outputs, ``(p_shape or (1,)) + (num_outputs,)``.
+    """
     shape = p_shape or (1,)
     x = jnp.concatenate(groups, axis=-1)
     x = common.second_moment_normalizer(x, axis=tuple(range(len(shape))))
@@ -193,7 +255,16 @@ def mlp_forward(nn: dict, groups: list[jax.Array], time: jax.Array, p_shape: tup
 
 
 def init_adafac_theta(lopt: Any, key: jax.Array, num_outputs: int) -> dict:
-    """Zero decay offsets and the MLP ``{"~": {"w0", "b0", ...}}`` as the library creates it."""
+    """Zero decay offsets and the MLP ``{"~": {"w0", "b0", ...}}`` as the library creates it.
+
+    Args:
+      lopt: the learned optimizer (features, hidden sizes, decays).
+      key: the PRNG key of the MLP's weights.
+      num_outputs: the MLP's outputs (2 for AdafacMLPLOpt, 4 for MLPNomLOpt).
+
+    Returns:
+      The initial theta.
+    """
     fan_in = lopt.num_features
     sizes = [fan_in] + [lopt.hidden_size] * lopt.hidden_layers + [num_outputs]
     nn = {}
@@ -213,9 +284,33 @@ class _AdafacOptimizer(common.ThetaOptimizer):
     """The optimizer :meth:`AdafacMLPLOpt.opt_fn` returns."""
 
     def init(self, params, model_state=None, num_steps=None, key=None):
+        """Zero accumulators (see :func:`adafac_init`).
+
+        Args:
+          params: the parameters to optimize.
+          model_state: the model state to keep.
+          num_steps: the inner-run length (optional; stored, unused).
+          key: unused.
+
+        Returns:
+          The initial :class:`AdafacMLPLOptState`.
+        """
         return adafac_init(self.lopt, params, model_state, num_steps)
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        """One step: ``p <- p - step_mult * d * exp(exp_mult * a)``.
+
+        Args:
+          opt_state: the current state.
+          grads: the gradients, a tree like the params.
+          loss: unused.
+          model_state: the new model state (None keeps the current one).
+          key: unused.
+          **kwargs: ignored.
+
+        Returns:
+          The next state.
+        """
         lopt = self.lopt
 
         def tensor_step(p, groups, time):
@@ -248,6 +343,9 @@ class AdafacMLPLOpt(lopt_base.LearnedOptimizer):
       split_weights: a variant of the scalar-math path; same function.
     """
 
+    # Non-factored m / sqrt(v + mom_eps): learned_optimization's adafac_mlp_lopt computes
+    # m * v**-0.5, here 0 floors v at 1e-20 instead (accumulators.floored_rsqrt);
+    # MLPNomLOpt sets 1e-6, as its reference does.
     mom_eps = 0.0
 
     def __init__(
@@ -289,9 +387,26 @@ class AdafacMLPLOpt(lopt_base.LearnedOptimizer):
         ) + len(common.TIMESCALES)
 
     def init(self, key: jax.Array) -> dict:
+        """A random theta: zero decay offsets, the MLP as Haiku initializes it.
+
+        Args:
+          key: the PRNG key.
+
+        Returns:
+          ``{"momentum_decays", "rms_decays", "adafactor_decays", "nn"}``.
+        """
         return init_adafac_theta(self, key, num_outputs=2)
 
     def opt_fn(self, theta: dict, is_training: bool = False) -> common.ThetaOptimizer:
+        """The optimizer with meta-parameters ``theta``.
+
+        Args:
+          theta: a theta of this layout (checked; ValueError if it does not match).
+          is_training: unused (the update is the same in meta-training).
+
+        Returns:
+          An optimizer whose ``init``/``update`` run the learned update.
+        """
         common.check_theta(self, theta)
         return _AdafacOptimizer(theta, self)
 

@@ -44,10 +44,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from learnopt.canonical import leaf_compute_dtype
+from learnopt.learned_optimizers import accumulators, common
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common
-from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any
 
@@ -63,9 +61,9 @@ class Celo2State:
     params: PyTree
     model_state: PyTree
     iteration: jax.Array
-    mom_rolling: common.MomAccumulator
-    rms_rolling: common.RMSAccumulator
-    fac_rolling: common.FactoredAccum
+    mom_rolling: accumulators.MomAccumulator
+    rms_rolling: accumulators.RMSAccumulator
+    fac_rolling: accumulators.FactoredAccum
 
 
 def newton_schulz(
@@ -79,6 +77,15 @@ def newton_schulz(
     ``x / (||x||_F + eps)``, then ``iters`` times ``X <- a X + (b A + c A^2) X`` with
     ``A = X X^T`` (on the wider orientation). Tensors of rank > 2 are treated as
     ``[prod(leading), last]`` matrices. The Frobenius norm has a finite derivative at 0.
+
+    Args:
+      x: a tensor of rank >= 2.
+      coeffs: ``(a, b, c)`` of the quintic iteration (Muon's by default).
+      iters: the number of iterations.
+      eps: added to the Frobenius norm.
+
+    Returns:
+      The approximately orthogonal tensor, shape ``x.shape``.
     """
     shape = x.shape
     x = x.reshape(-1, shape[-1])
@@ -99,43 +106,59 @@ class _Celo2Optimizer(common.ThetaOptimizer):
     """The optimizer :meth:`Celo2.opt_fn` returns."""
 
     def init(self, params, model_state=None, num_steps=None, key=None):
+        """Zero accumulators.
+
+        Args:
+          params: the parameters to optimize.
+          model_state: the model state to keep.
+          num_steps: unused (the update does not depend on the run length).
+          key: unused.
+
+        Returns:
+          The initial :class:`Celo2State`.
+        """
         lopt = self.lopt
-
-        def zeros(k):
-            return jax.tree_util.tree_map(
-                lambda p: jnp.zeros((*np.shape(p), k), leaf_compute_dtype(p.dtype)), params
-            )
-
+        mom, rms, fac = accumulators.init_accumulators(
+            params,
+            len(lopt.initial_momentum_decays),
+            len(lopt.initial_rms_decays),
+            len(lopt.initial_adafactor_decays),
+        )
         return Celo2State(
             params=params,
             model_state=model_state,
             iteration=jnp.zeros((), jnp.int32),
-            mom_rolling=common.MomAccumulator(m=zeros(len(lopt.initial_momentum_decays))),
-            rms_rolling=common.RMSAccumulator(rms=zeros(len(lopt.initial_rms_decays))),
-            fac_rolling=common.factored_tree_init(params, len(lopt.initial_adafactor_decays)),
+            mom_rolling=mom,
+            rms_rolling=rms,
+            fac_rolling=fac,
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        """One step (see the module docstring); the loss is not used.
+
+        Args:
+          opt_state: the current state.
+          grads: the gradients, a tree like the params (clipped to [-1000, 1000]).
+          loss: unused.
+          model_state: the new model state (None keeps the current one).
+          key: unused.
+          **kwargs: ignored.
+
+        Returns:
+          The next state.
+        """
         lopt, s = self.lopt, opt_state
         t = s.iteration + 1
-        mom_d, rms_d, fac_d = (
-            jnp.asarray(np.asarray(d, np.float32))
-            for d in (
-                lopt.initial_momentum_decays,
-                lopt.initial_rms_decays,
-                lopt.initial_adafactor_decays,
-            )
+        decays = accumulators.constant_decays(
+            lopt.initial_momentum_decays,
+            lopt.initial_rms_decays,
+            lopt.initial_adafactor_decays,
         )
         weights = self.theta["ff_mod_stack"]["~"]
+        grads = accumulators.accumulator_grads(grads, s.mom_rolling, clip=1000.0)
 
-        def one(p, g, m, v, v_row, v_col, v_diag):
+        def step(p, g, m, v, fac_g, fac):
             cd = m.dtype
-            g = jnp.clip(g.astype(cd), -1000.0, 1000.0)
-            m = common.momentum_update(m, g, mom_d)
-            v = common.rms_update(v, g, rms_d)
-            fac, fac_g = common.factored_update(
-                common.FactoredAccum(v_row, v_col, v_diag), g, fac_d
-            )
             mc, vc, feat_fac = m, v, fac
             if lopt.bias_correction:
                 tc = t.astype(cd)
@@ -143,34 +166,26 @@ class _Celo2Optimizer(common.ThetaOptimizer):
                 def unbias(x, d):
                     return x / (1 - d.astype(cd) ** tc)
 
-                mc, vc = unbias(m, mom_d), unbias(v, rms_d)
+                mc, vc = unbias(m, decays.mom), unbias(v, decays.rms)
                 feat_fac = fac.replace(
-                    v_row=unbias(fac.v_row, fac_d), v_col=unbias(fac.v_col, fac_d)
+                    v_row=unbias(fac.v_row, decays.fac), v_col=unbias(fac.v_col, decays.fac)
                 )
-            step = lopt.direction(
+            direction = lopt.direction(
                 common.cast_tree(weights, cd), p.astype(cd), g, mc, vc, fac_g, feat_fac
             )
             pc = p.astype(cd)
-            new_p = pc - lopt.step_mult * step - lopt.weight_decay * lopt.step_mult * pc
-            return new_p.astype(p.dtype), m, v, fac.v_row, fac.v_col, fac.v_diag
+            return pc - lopt.step_mult * direction - lopt.weight_decay * lopt.step_mult * pc
 
-        params, m, v, v_row, v_col, v_diag = tree_map_multi(
-            one,
-            s.params,
-            grads,
-            s.mom_rolling.m,
-            s.rms_rolling.rms,
-            s.fac_rolling.v_row,
-            s.fac_rolling.v_col,
-            s.fac_rolling.v_diag,
+        params, mom, rms, fac = accumulators.update_tree(
+            step, s.params, grads, s.mom_rolling, s.rms_rolling, s.fac_rolling, decays
         )
         return Celo2State(
             params=params,
             model_state=model_state if model_state is not None else s.model_state,
             iteration=t,
-            mom_rolling=common.MomAccumulator(m=m),
-            rms_rolling=common.RMSAccumulator(rms=v),
-            fac_rolling=common.FactoredAccum(v_row=v_row, v_col=v_col, v_diag=v_diag),
+            mom_rolling=mom,
+            rms_rolling=rms,
+            fac_rolling=fac,
         )
 
 
@@ -262,33 +277,46 @@ class Celo2(lopt_base.LearnedOptimizer):
         return [1, 1, 1, nm, nr, b(nm, nr), nr, nf, nr, nf, nf, nf, nf, b(nm, nf)]
 
     def direction(self, weights, p, g, m, rms, fac_g, acc) -> jax.Array:
-        """The normalized step of one tensor (before ``step_mult``), shape ``p.shape``."""
+        """The normalized step of one tensor (before ``step_mult``).
+
+        Args:
+          weights: the MLP ``{"w0__0", ..., "b0", "w1", ...}`` in the compute dtype.
+          p, g: the parameter and its (clipped) gradient, in the compute dtype.
+          m, rms, fac_g: momenta, second moments, preconditioned gradient (decays last;
+            bias-corrected if ``bias_correction``).
+          acc: the tensor's factored second moments.
+
+        Returns:
+          The step direction, shape ``p.shape``.
+        """
         original = p.shape
         shape = p.shape or (1,)
-        if not p.shape:
-            p, g = p.reshape(1), g.reshape(1)
-            m, rms, fac_g = m.reshape(1, -1), rms.reshape(1, -1), fac_g.reshape(1, -1)
-            acc = acc.replace(v_diag=acc.v_diag.reshape(1, -1))
-        rsqrt = jax.lax.rsqrt(rms + jnp.asarray(1e-8, rms.dtype))
+        p, g, m, rms, fac_g, acc = accumulators.lift_scalar(p, g, m, rms, fac_g, acc)
+        # rms_eps 1e-8: the authors' Celo2 release, rsqrt(rms + 1e-8) (learned_optimization's
+        # adafac_mlp_lopt and hyper_v2 use 1e-6).
+        f = accumulators.element_features(p, g, m, rms, fac_g, rms_eps=1e-8)
         groups = [
-            g[..., None],
-            jnp.clip(g, -0.1, 0.1)[..., None],
-            p[..., None],
-            m,
-            rms,
-            m * rsqrt,
-            rsqrt,
-            fac_g,
-            g[..., None] * rsqrt,
+            f.g,
+            f.clipped_g,
+            f.p,
+            f.m,
+            f.rms,
+            f.m_rsqrt_rms,
+            f.rsqrt_rms,
+            f.fac_g,
+            f.g_rsqrt_rms,
         ]
-        if common.factored_dims(shape) is not None:
-            groups += common.factored_features(acc, m, shape)
+        # Celo2's release has no factored groups for tensors of rank < 2 (hence no mom_eps).
+        if accumulators.factored_dims(shape) is not None:
+            groups += accumulators.factored_features(acc, m, shape)
         axes = tuple(range(len(shape)))[-2:]
         # Normalizing each feature column over the tensor is the same for one group or
         # for the concatenation, and one matmul with the stacked w0__i costs less.
         x = jnp.concatenate(groups, axis=-1)
+        # eps 1e-5 (the default): learned_optimization's normalizer; the authors' Celo2
+        # release uses 1e-9 here and for the output normalization below.
         if self.normalize_input:
-            x = common.second_moment_normalizer(x, axis=axes)
+            x = common.second_moment_normalizer(x, axis=axes, eps=1e-5)
         w0 = jnp.concatenate([weights[f"w0__{i}"] for i in range(len(groups))], axis=0)
         act = jax.nn.relu if self.mlp_activation == "relu" else jnp.tanh
         x = x @ w0 + weights["b0"]
@@ -303,14 +331,21 @@ class Celo2(lopt_base.LearnedOptimizer):
         if self.orthogonalize and len(shape) >= 2:
             step = newton_schulz(step, self.ns_coeffs, self.ns_iters, self.ns_eps)
         if self.normalize_output:
-            step = common.second_moment_normalizer(step, axis=axes)
+            step = common.second_moment_normalizer(step, axis=axes, eps=1e-5)
         step = step * self.rmsmult
         if self.precondition_output:
             step = step * jax.lax.rsqrt(rms[..., -1] + jnp.asarray(1e-6, rms.dtype))
         return step.reshape(original)
 
     def init(self, key: jax.Array) -> dict:
-        """``{"ff_mod_stack": {"~": ...}}``: truncated-normal weights (std 1/sqrt(fan_in))."""
+        """A random theta: truncated-normal weights (std ``1 / sqrt(fan_in)``), zero biases.
+
+        Args:
+          key: the PRNG key.
+
+        Returns:
+          ``{"ff_mod_stack": {"~": {"w0__0", ..., "b0", "w1", "b1", ...}}}``.
+        """
         widths = self._group_widths()
         fan_in = sum(widths)
         h = self.ff_hidden_size
@@ -325,6 +360,15 @@ class Celo2(lopt_base.LearnedOptimizer):
         return common.draw(key, {"ff_mod_stack": {"~": layer}})
 
     def opt_fn(self, theta: dict, is_training: bool = True) -> common.ThetaOptimizer:
+        """The optimizer with meta-parameters ``theta``.
+
+        Args:
+          theta: a theta of this layout (checked; ValueError if it does not match).
+          is_training: unused (the update is the same in meta-training).
+
+        Returns:
+          An optimizer whose ``init``/``update`` run the learned update.
+        """
         common.check_theta(self, theta)
         return _Celo2Optimizer(theta, self)
 

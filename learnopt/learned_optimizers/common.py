@@ -3,18 +3,18 @@
 Everything here works on one parameter tensor at a time, in the tensor's arithmetic
 dtype (float32 for float32/bfloat16/float16 params, float64 for float64 params):
 
-* gradient accumulators vectorized over a trailing "decays" axis: momentum
-  ``m <- b m + (1 - b) g``, second moment ``v <- b v + (1 - b) g^2`` and Adafactor-style
-  factored second moments (Shazeer & Stern, 2018, arXiv:1804.04235) whose row/column
-  statistics also give an Adafactor-preconditioned gradient;
-* per-tensor feature normalization, time embeddings, ``rsqrt`` variants that keep
-  meta-gradients finite when gradients are exactly zero;
+* per-tensor feature normalization, time embeddings, a norm with a finite derivative;
 * the small networks the architectures are made of, with Haiku's parameter names and
   initializers (the reference library builds them with Haiku), so that a ``theta``
   meta-trained there has the same nested-dict layout here: a linear layer is
   ``{"w": [fan_in, fan_out], "b": [fan_out]}``, an MLP is
   ``{"mlp/~/linear_0": ..., "mlp/~/linear_1": ...}``, an LSTM is ``{"w", "b"}`` acting
-  on ``concat([x, h])`` with gates ``i, g, f, o`` and a forget-gate bias of 1.
+  on ``concat([x, h])`` with gates ``i, g, f, o`` and a forget-gate bias of 1;
+* theta checks and the base of the optimizers ``opt_fn`` returns.
+
+The gradient accumulators (momenta, second moments, Adafactor-style factored second
+moments), their decays and the features read from them live in
+:mod:`learnopt.learned_optimizers.accumulators`; their names stay importable from here.
 """
 
 from __future__ import annotations
@@ -24,12 +24,27 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from learnopt.canonical import leaf_compute_dtype
+# Kept importable from here (their home is accumulators.py).
+from learnopt.learned_optimizers.accumulators import (
+    FactoredAccum,
+    MomAccumulator,
+    RMSAccumulator,
+    decay_to_param,
+    factored_dims,
+    factored_features,
+    factored_init,
+    factored_tree_init,
+    factored_update,
+    floored_rsqrt,
+    momentum_update,
+    param_to_decay,
+    rms_update,
+    safe_rsqrt,
+)
 from learnopt.optimizers import base as opt_base
 
 PyTree = Any
@@ -74,205 +89,68 @@ __all__ = [
 
 #: Timescales (in steps) of the ``tanh(t / s - 1)`` embedding of the iteration.
 TIMESCALES = (1, 3, 10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000)
-# |x| below which m / sqrt(v) uses this floor for v: its derivative (v^-1.5) stays
-# finite in float32 (the library's 1e-30 floor overflows to inf when a gradient is 0).
-_V_FLOOR = 1e-20
 
 
 # ------------------------------------------------------------------------------ features
 
 
-def factored_dims(shape: Sequence[int]) -> tuple[int, int] | None:
-    """The two largest axes ``(second largest, largest)`` of a tensor of rank >= 2, else None.
-
-    Ties are ordered as ``numpy.argsort`` orders them (as in the library).
-    """
-    if len(shape) < 2:
-        return None
-    order = np.argsort(np.asarray(shape))
-    return int(order[-2]), int(order[-1])
-
-
 def second_moment_normalizer(
     x: jax.Array, axis: int | Sequence[int], eps: float = 1e-5
 ) -> jax.Array:
-    """``x / sqrt(eps + mean(x^2))`` with the mean over ``axis`` (kept for broadcasting)."""
+    """``x / sqrt(eps + mean(x^2))`` with the mean over ``axis`` (kept for broadcasting).
+
+    Args:
+      x: the features.
+      axis: the axes to average over (a tensor's own axes: per-feature normalization).
+      eps: added to the mean square (learned_optimization's default 1e-5).
+
+    Returns:
+      The normalized features, ``x``'s shape and dtype.
+    """
     mean_sq = jnp.mean(jnp.square(x), axis=axis, keepdims=True)
     return x * jax.lax.rsqrt(mean_sq + jnp.asarray(eps, x.dtype))
 
 
 def tanh_embedding(iteration: jax.Array, dtype: Any = jnp.float32) -> jax.Array:
-    """``tanh(t / s - 1)`` for each timescale ``s`` in :data:`TIMESCALES`: shape ``[11]``."""
+    """``tanh(t / s - 1)`` for each timescale ``s`` in :data:`TIMESCALES`.
+
+    Args:
+      iteration: the step count ``t``.
+      dtype: the result's dtype.
+
+    Returns:
+      The embedding, shape ``[11]``.
+    """
     t = jnp.asarray(iteration).astype(dtype)
     return jnp.tanh(t / jnp.asarray(TIMESCALES, dtype) - 1)
 
 
-def safe_rsqrt(x: jax.Array) -> jax.Array:
-    """``1 / sqrt(max(x, 1e-9))`` (the library's ``safe_rsqrt``)."""
-    return jax.lax.rsqrt(jnp.maximum(x, jnp.asarray(1e-9, x.dtype)))
-
-
-def floored_rsqrt(v: jax.Array) -> jax.Array:
-    """``v^-1/2`` for ``v >= 0`` with ``v`` floored at 1e-20.
-
-    Used where the library computes ``m * v**-0.5`` with ``v`` as small as 1e-30
-    (exactly-zero gradients): there the forward value is ``0 * 1e15`` but the
-    derivative ``v^-1.5`` overflows, so meta-gradients would be NaN. The floor changes
-    the feature only for gradients whose running RMS is below 1e-10.
-    """
-    return jax.lax.rsqrt(jnp.maximum(v, jnp.asarray(_V_FLOOR, v.dtype)))
-
-
 def safe_norm(x: jax.Array) -> jax.Array:
-    """Euclidean norm of all elements, with a zero (not NaN) derivative at ``x = 0``."""
+    """Euclidean norm of all elements, with a zero (not NaN) derivative at ``x = 0``.
+
+    Args:
+      x: any array.
+
+    Returns:
+      The scalar norm.
+    """
     return opt_base.safe_sqrt(jnp.sum(jnp.square(x)))
-
-
-def decay_to_param(decay: Any, reparam: float = 10.0) -> jax.Array:
-    """``log(1 - decay) / reparam``: the unconstrained form the library learns offsets in."""
-    return jnp.log(1 - jnp.asarray(decay, jnp.float32)) / reparam
-
-
-def param_to_decay(x: jax.Array, reparam: float = 10.0) -> jax.Array:
-    """Inverse of :func:`decay_to_param`: ``1 - exp(reparam * x)``."""
-    return 1 - jnp.exp(x * reparam)
-
-
-# -------------------------------------------------------------------------- accumulators
-
-
-def momentum_update(m: jax.Array, g: jax.Array, decays: jax.Array) -> jax.Array:
-    """``m_k <- b_k m_k + (1 - b_k) g`` for the decays on ``m``'s trailing axis."""
-    decays = decays.astype(m.dtype)
-    return decays * m + (1 - decays) * g[..., None]
-
-
-def rms_update(v: jax.Array, g: jax.Array, decays: jax.Array) -> jax.Array:
-    """``v_k <- b_k v_k + (1 - b_k) g^2`` with ``b_k`` clipped to [0, 1]."""
-    decays = jnp.clip(decays.astype(v.dtype), 0, 1)
-    return decays * v + (1 - decays) * jnp.square(g)[..., None]
-
-
-@flax.struct.dataclass
-class MomAccumulator:
-    """Momentum accumulators ``m``: per param, ``p.shape + (num_decays,)`` (library name)."""
-
-    m: PyTree
-
-
-@flax.struct.dataclass
-class RMSAccumulator:
-    """Second-moment accumulators ``rms``: per param, ``p.shape + (num_decays,)``."""
-
-    rms: PyTree
-
-
-@flax.struct.dataclass
-class FactoredAccum:
-    """Adafactor-style second moments of one tensor, one slice per decay (last axis).
-
-    For a tensor of rank >= 2 with factored axes ``(d1, d0) = factored_dims(shape)``:
-    ``v_row`` is the running mean of ``g^2`` over axis ``d0`` (shape without ``d0``,
-    plus the decays axis), ``v_col`` the mean over ``d1``; ``v_diag`` is empty. For
-    rank < 2, ``v_diag`` holds the full running ``g^2`` and the others are empty.
-    """
-
-    v_row: jax.Array
-    v_col: jax.Array
-    v_diag: jax.Array
-
-
-def factored_init(shape: Sequence[int], num_decays: int, dtype: Any) -> FactoredAccum:
-    """Zero factored accumulators for a tensor of ``shape``."""
-    empty = jnp.zeros((0, num_decays), dtype)
-    dims = factored_dims(shape)
-    if dims is None:
-        return FactoredAccum(empty, empty, jnp.zeros((*shape, num_decays), dtype))
-    d1, d0 = dims
-    row = jnp.zeros((*np.delete(shape, d0), num_decays), dtype)
-    col = jnp.zeros((*np.delete(shape, d1), num_decays), dtype)
-    return FactoredAccum(row, col, empty)
-
-
-def factored_tree_init(params: PyTree, num_decays: int) -> FactoredAccum:
-    """A :class:`FactoredAccum` whose fields are trees like ``params`` (the library's layout)."""
-    leaves, treedef = jax.tree_util.tree_flatten(params)
-    accs = [factored_init(np.shape(p), num_decays, leaf_compute_dtype(p.dtype)) for p in leaves]
-    return FactoredAccum(
-        v_row=treedef.unflatten([a.v_row for a in accs]),
-        v_col=treedef.unflatten([a.v_col for a in accs]),
-        v_diag=treedef.unflatten([a.v_diag for a in accs]),
-    )
-
-
-def factored_update(
-    acc: FactoredAccum, g: jax.Array, decays: jax.Array, epsilon: float = 1e-30
-) -> tuple[FactoredAccum, jax.Array]:
-    """Updates the factored accumulators; returns them and the preconditioned gradient.
-
-    With ``g2 = g^2 + epsilon`` and ``b`` clipped to [0, 1]:
-    factored tensors keep ``v_row <- b v_row + (1 - b) mean_{d0}(g2)`` and
-    ``v_col <- b v_col + (1 - b) mean_{d1}(g2)`` and precondition
-    ``g * rsqrt(v_row / mean_{d1}(v_row)) * rsqrt(v_col)`` (both rsqrt floored at 1e-9);
-    other tensors keep ``v <- b v + (1 - b) g2`` and return ``g * rsqrt(v + 1e-9)``.
-    The result has shape ``g.shape + (num_decays,)``.
-    """
-    dtype = acc.v_row.dtype
-    decays = jnp.clip(decays.astype(dtype), 0, 1)
-    g2 = jnp.square(g) + jnp.asarray(epsilon, dtype)
-    dims = factored_dims(g.shape)
-    if dims is None:
-        v = decays * acc.v_diag + (1 - decays) * g2[..., None]
-        return acc.replace(v_diag=v), g[..., None] * safe_rsqrt(v + jnp.asarray(1e-9, dtype))
-    d1, d0 = dims
-    v_row = decays * acc.v_row + (1 - decays) * jnp.mean(g2, axis=d0)[..., None]
-    v_col = decays * acc.v_col + (1 - decays) * jnp.mean(g2, axis=d1)[..., None]
-    reduced_d1 = d1 - 1 if d1 > d0 else d1
-    row_col_mean = jnp.mean(v_row, axis=reduced_d1, keepdims=True)
-    row_factor = safe_rsqrt(v_row / (row_col_mean + jnp.asarray(1e-9, dtype)))
-    col_factor = safe_rsqrt(v_col)
-    y = g[..., None] * jnp.expand_dims(row_factor, d0) * jnp.expand_dims(col_factor, d1)
-    return acc.replace(v_row=v_row, v_col=v_col), y
-
-
-def factored_features(
-    acc: FactoredAccum, m: jax.Array, shape: Sequence[int], *, mom_eps: float = 0.0
-) -> list[jax.Array]:
-    """The five Adafactor feature groups of the library's adafactor MLP optimizers.
-
-    Factored tensors: the row and column accumulators broadcast to the tensor,
-    ``rsqrt(row + 1e-8)``, ``rsqrt(col + 1e-8)`` and the momentum preconditioned by the
-    factored second moment. Other tensors (the library's "RMSProp-like" case): ``v``,
-    ``v``, ``rsqrt(v + 1e-8)`` twice and ``m / sqrt(v + mom_eps)``. Each group has
-    ``shape + (num_decays,)``; ``m`` has the same number of decays as the accumulator.
-    """
-    dims = factored_dims(shape)
-    if dims is None:
-        v = acc.v_diag
-        r = jax.lax.rsqrt(v + jnp.asarray(1e-8, v.dtype))
-        if mom_eps:
-            mom = m * jax.lax.rsqrt(v + jnp.asarray(mom_eps, v.dtype))
-        else:
-            mom = m * floored_rsqrt(v)
-        return [v, v, r, r, mom]
-    d1, d0 = dims
-    full = tuple(shape) + (acc.v_row.shape[-1],)
-    row = jnp.broadcast_to(jnp.expand_dims(acc.v_row, d0), full)
-    col = jnp.broadcast_to(jnp.expand_dims(acc.v_col, d1), full)
-    eps = jnp.asarray(1e-8, row.dtype)
-    reduced_d1 = d1 - 1 if d1 > d0 else d1
-    row_col_mean = jnp.mean(acc.v_row, axis=reduced_d1, keepdims=True)
-    row_factor = safe_rsqrt(acc.v_row / (row_col_mean + jnp.asarray(1e-9, row.dtype)))
-    col_factor = safe_rsqrt(acc.v_col)
-    mom = m * jnp.expand_dims(row_factor, d0) * jnp.expand_dims(col_factor, d1)
-    return [row, col, jax.lax.rsqrt(row + eps), jax.lax.rsqrt(col + eps), mom]
 
 
 # -------------------------------------------------------------------------------- layers
 
 
 def truncated_normal(key: jax.Array, shape: Sequence[int], stddev: float) -> jax.Array:
-    """``stddev`` times a standard normal truncated to [-2, 2] (Haiku's ``TruncatedNormal``)."""
+    """``stddev`` times a standard normal truncated to [-2, 2] (Haiku's ``TruncatedNormal``).
+
+    Args:
+      key: the PRNG key.
+      shape: the shape.
+      stddev: the scale.
+
+    Returns:
+      A float32 array.
+    """
     return jnp.float32(stddev) * jax.random.truncated_normal(
         key, -2.0, 2.0, tuple(shape), jnp.float32
     )
@@ -291,6 +169,13 @@ def draw(key: jax.Array, spec: PyTree) -> PyTree:
 
     All leaves come from one ``jax.random.truncated_normal`` call (one small program to
     compile, however many leaves theta has); other leaves are converted to float32.
+
+    Args:
+      key: the PRNG key.
+      spec: a tree of :class:`Normal` and array leaves.
+
+    Returns:
+      The tree with every leaf a float32 array.
     """
     leaves, treedef = jax.tree_util.tree_flatten(spec)
     sizes = [int(np.prod(x.shape)) for x in leaves if isinstance(x, Normal)]
@@ -310,6 +195,14 @@ def linear_spec(fan_in: int, fan_out: int, zero_weights: bool = False) -> dict[s
     """A linear layer ``{"w": [fan_in, fan_out], "b": [fan_out]}`` as Haiku initializes it.
 
     Weights ~ truncated normal with std ``1 / sqrt(fan_in)`` (or zeros), zero bias.
+
+    Args:
+      fan_in: the input width.
+      fan_out: the output width.
+      zero_weights: zero weights instead of random ones.
+
+    Returns:
+      ``{"w": Normal or zeros, "b": zeros}``, to pass to :func:`draw`.
     """
     if zero_weights:
         w = np.zeros((fan_in, fan_out), np.float32)
@@ -321,12 +214,28 @@ def linear_spec(fan_in: int, fan_out: int, zero_weights: bool = False) -> dict[s
 def linear_init(
     key: jax.Array, fan_in: int, fan_out: int, zero_weights: bool = False
 ) -> dict[str, jax.Array]:
-    """:func:`linear_spec`, drawn."""
+    """:func:`linear_spec`, drawn.
+
+    Args:
+      key: the PRNG key.
+      fan_in, fan_out, zero_weights: as :func:`linear_spec`.
+
+    Returns:
+      ``{"w": [fan_in, fan_out], "b": [fan_out]}``.
+    """
     return draw(key, linear_spec(fan_in, fan_out, zero_weights))
 
 
 def linear_apply(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
-    """``x @ w + b`` in ``x``'s dtype."""
+    """``x @ w + b`` in ``x``'s dtype.
+
+    Args:
+      params: ``{"w", "b"}``.
+      x: the inputs, last axis ``fan_in``.
+
+    Returns:
+      The outputs, last axis ``fan_out``.
+    """
     return x @ params["w"].astype(x.dtype) + params["b"].astype(x.dtype)
 
 
@@ -334,6 +243,13 @@ def mlp_spec(sizes: Sequence[int], name: str = "mlp") -> dict[str, dict]:
     """Haiku ``hk.nets.MLP`` parameters for layer sizes ``[in, h1, ..., out]``.
 
     Keys are ``f"{name}/~/linear_{i}"``, as Haiku names them.
+
+    Args:
+      sizes: the layer widths, input first.
+      name: the module name (Haiku's default ``"mlp"``).
+
+    Returns:
+      One :func:`linear_spec` per layer, to pass to :func:`draw`.
     """
     return {
         f"{name}/~/linear_{i}": linear_spec(fan_in, fan_out)
@@ -342,12 +258,29 @@ def mlp_spec(sizes: Sequence[int], name: str = "mlp") -> dict[str, dict]:
 
 
 def mlp_init(key: jax.Array, sizes: Sequence[int], name: str = "mlp") -> dict[str, dict]:
-    """:func:`mlp_spec`, drawn."""
+    """:func:`mlp_spec`, drawn.
+
+    Args:
+      key: the PRNG key.
+      sizes, name: as :func:`mlp_spec`.
+
+    Returns:
+      ``{f"{name}/~/linear_{i}": {"w", "b"}}``.
+    """
     return draw(key, mlp_spec(sizes, name))
 
 
 def mlp_apply(params: dict[str, dict], x: jax.Array, name: str = "mlp") -> jax.Array:
-    """The MLP of :func:`mlp_init`: ReLU between layers, none after the last."""
+    """The MLP of :func:`mlp_init`: ReLU between layers, none after the last.
+
+    Args:
+      params: the layers of :func:`mlp_init`.
+      x: the inputs.
+      name: the module name the keys start with.
+
+    Returns:
+      The outputs.
+    """
     num_layers = len(params)
     for i in range(num_layers):
         x = linear_apply(params[f"{name}/~/linear_{i}"], x)
@@ -364,18 +297,41 @@ class LSTMState(NamedTuple):
 
 
 def lstm_spec(input_size: int, hidden_size: int) -> dict[str, Any]:
-    """Weights of :func:`lstm_apply`: one linear layer ``[input + hidden, 4 * hidden]``."""
+    """Weights of :func:`lstm_apply`: one linear layer ``[input + hidden, 4 * hidden]``.
+
+    Args:
+      input_size: the input width.
+      hidden_size: the state width.
+
+    Returns:
+      A :func:`linear_spec`, to pass to :func:`draw`.
+    """
     return linear_spec(input_size + hidden_size, 4 * hidden_size)
 
 
 def lstm_initial_state(hidden_size: int, batch: int = 1) -> LSTMState:
-    """Zero state ``[batch, hidden_size]``."""
+    """Zero state ``[batch, hidden_size]``.
+
+    Args:
+      hidden_size: the state width.
+      batch: the number of LSTMs run side by side.
+
+    Returns:
+      A float32 :class:`LSTMState` of zeros.
+    """
     zeros = jnp.zeros((batch, hidden_size), jnp.float32)
     return LSTMState(hidden=zeros, cell=zeros)
 
 
 def as_lstm_state(x: Any) -> LSTMState:
-    """An :class:`LSTMState` from itself or from a dict ``{"hidden", "cell"}``."""
+    """An :class:`LSTMState` from itself or from a dict ``{"hidden", "cell"}``.
+
+    Args:
+      x: an :class:`LSTMState`, a mapping with ``hidden`` and ``cell``, or a pair.
+
+    Returns:
+      The :class:`LSTMState`.
+    """
     if isinstance(x, LSTMState):
         return x
     if isinstance(x, dict) or hasattr(x, "keys"):
@@ -389,7 +345,15 @@ def lstm_apply(
     """One LSTM step (Hochreiter & Schmidhuber, 1997) on a batch ``x [N, in]``.
 
     ``[i, g, f, o] = [x, h] @ w + b``; ``c <- sigmoid(f + 1) c + sigmoid(i) tanh(g)``;
-    ``h <- sigmoid(o) tanh(c)``. Returns ``(h, LSTMState(h, c))``.
+    ``h <- sigmoid(o) tanh(c)``.
+
+    Args:
+      params: the weights of :func:`lstm_spec`.
+      x: the inputs ``[N, in]``.
+      state: the state ``[N, hidden]`` each.
+
+    Returns:
+      ``(h, LSTMState(h, c))``, in ``x``'s dtype.
     """
     h, c = state.hidden.astype(x.dtype), state.cell.astype(x.dtype)
     gated = linear_apply(params, jnp.concatenate([x, h], axis=-1))
@@ -403,7 +367,15 @@ def lstm_apply(
 
 
 def cast_tree(tree: PyTree, dtype: Any) -> PyTree:
-    """Every leaf of ``tree`` cast to ``dtype``."""
+    """Every leaf of ``tree`` cast to ``dtype``.
+
+    Args:
+      tree: any pytree of arrays or numbers.
+      dtype: the target dtype.
+
+    Returns:
+      The tree of cast arrays.
+    """
     return jax.tree_util.tree_map(lambda x: jnp.asarray(x).astype(dtype), tree)
 
 
@@ -427,6 +399,13 @@ def check_theta(lopt: Any, theta: PyTree) -> None:
 
     Leaves are matched by their key path (a dict ``{"hidden", "cell"}`` matches an
     :class:`LSTMState`). The expected layout is computed once per learned optimizer.
+
+    Args:
+      lopt: the learned optimizer (its ``init`` gives the layout).
+      theta: the meta-parameters to check.
+
+    Returns:
+      None; raises ValueError naming the missing, unexpected and misshapen leaves.
     """
     shapes = getattr(lopt, "_theta_layout", None)
     if shapes is None:
@@ -463,6 +442,7 @@ class ThetaOptimizer(opt_base.Optimizer):
 
     @property
     def name(self) -> str:
+        """The learned optimizer's name."""
         return self.lopt.name
 
     def __repr__(self) -> str:

@@ -56,9 +56,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
+from learnopt.learned_optimizers import accumulators, common
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common
-from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any
 
@@ -86,15 +85,22 @@ class HyperV2State:
     model_state: PyTree
     iteration: jax.Array
     num_steps: jax.Array
-    mom_rolling: common.MomAccumulator
-    rms_rolling: common.RMSAccumulator
-    fac_rolling: common.FactoredAccum
+    mom_rolling: accumulators.MomAccumulator
+    rms_rolling: accumulators.RMSAccumulator
+    fac_rolling: accumulators.FactoredAccum
     lstm_hidden_state: common.LSTMState
     loss_buffer: LossBufferState
 
 
 def loss_buffer_init(num_steps: Any) -> LossBufferState:
-    """Decays ``exp(-1 / h)`` for 10 half-lives ``h`` log-spaced from 10 to ``num_steps``."""
+    """Decays ``exp(-1 / h)`` for 10 half-lives ``h`` log-spaced from 10 to ``num_steps``.
+
+    Args:
+      num_steps: the longest half-life (the inner-run length).
+
+    Returns:
+      An empty :class:`LossBufferState` (running minima at 1e12).
+    """
     halflife = jnp.logspace(1.0, jnp.log10(jnp.asarray(num_steps, jnp.float32)), 10)
     n = _NUM_LOSS_TIMESCALES
     return LossBufferState(
@@ -106,7 +112,15 @@ def loss_buffer_init(num_steps: Any) -> LossBufferState:
 
 
 def loss_buffer_update(state: LossBufferState, loss: jax.Array) -> LossBufferState:
-    """Adds a loss (clipped to twice the largest bias-corrected mean so far)."""
+    """Adds a loss (clipped to twice the largest bias-corrected mean so far).
+
+    Args:
+      state: the buffer.
+      loss: the training loss, float32 scalar.
+
+    Returns:
+      The updated buffer.
+    """
     d = state.decays
     t = (state.iteration + 1).astype(jnp.float32)
     cor_mean = state.means / (1 - d**t)
@@ -123,7 +137,14 @@ def loss_buffer_update(state: LossBufferState, loss: jax.Array) -> LossBufferSta
 
 
 def loss_buffer_features(state: LossBufferState) -> jax.Array:
-    """9 features ``clip((mean_k - min_k) / (mean_{k+1} - min_k) - 1, -1, 1)``; 0 for t <= 2."""
+    """9 features ``clip((mean_k - min_k) / (mean_{k+1} - min_k) - 1, -1, 1)``; 0 for t <= 2.
+
+    Args:
+      state: the buffer.
+
+    Returns:
+      The loss features, ``[9]`` float32.
+    """
     d = state.decays
     cor_mean = state.means / (1 - d ** state.iteration.astype(jnp.float32))
     approx_max, cor_mean = cor_mean[1:], cor_mean[:-1]
@@ -145,31 +166,56 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
     """The optimizer :meth:`HyperV2.opt_fn` returns."""
 
     def init(self, params, model_state=None, num_steps=None, key=None):
+        """Zero accumulators, the LSTM's initial state per tensor, the loss buffer.
+
+        Args:
+          params: the parameters to optimize.
+          model_state: the model state to keep.
+          num_steps: the inner-run length (``lopt.default_num_steps`` if None); it sets
+            the fraction-of-training features.
+          key: unused.
+
+        Returns:
+          The initial :class:`HyperV2State`.
+        """
         lopt = self.lopt
         if num_steps is None:
             num_steps = lopt.default_num_steps
         n = len(jax.tree_util.tree_leaves(params))
         init_state = common.as_lstm_state(self.theta["lstm_init_state"])
-
-        def zeros(k):
-            return jax.tree_util.tree_map(
-                lambda p: jnp.zeros((*np.shape(p), k), leaf_compute_dtype(p.dtype)), params
-            )
-
+        mom, rms, fac = accumulators.init_accumulators(
+            params,
+            len(lopt.initial_momentum_decays),
+            len(lopt.initial_rms_decays),
+            len(lopt.initial_adafactor_decays),
+        )
         buffer_steps = 10 if lopt.use_bugged_loss_features else num_steps
         return HyperV2State(
             params=params,
             model_state=model_state,
             iteration=jnp.zeros((), jnp.int32),
             num_steps=jnp.asarray(num_steps, jnp.int32),
-            mom_rolling=common.MomAccumulator(m=zeros(len(lopt.initial_momentum_decays))),
-            rms_rolling=common.RMSAccumulator(rms=zeros(len(lopt.initial_rms_decays))),
-            fac_rolling=common.factored_tree_init(params, len(lopt.initial_adafactor_decays)),
+            mom_rolling=mom,
+            rms_rolling=rms,
+            fac_rolling=fac,
             lstm_hidden_state=jax.tree_util.tree_map(lambda x: jnp.tile(x, (n, 1)), init_state),
             loss_buffer=loss_buffer_init(buffer_steps),
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        """One step (see the module docstring): loss buffer, LSTM, then the generated MLPs.
+
+        Args:
+          opt_state: the current state.
+          grads: the gradients, a tree like the params (clipped to [-1000, 1000]).
+          loss: the training loss (required unless ``constant_loss``).
+          model_state: the new model state (None keeps the current one).
+          key: unused (nothing is random).
+          **kwargs: ignored.
+
+        Returns:
+          The next state.
+        """
         lopt, theta, s = self.lopt, self.theta, opt_state
         if lopt.constant_loss:
             loss = jnp.ones((), jnp.float32)
@@ -178,6 +224,7 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
         dtype = compute_dtype(s.params)
         loss_buffer = loss_buffer_update(s.loss_buffer, jnp.asarray(loss).astype(jnp.float32))
         loss_features = loss_buffer_features(loss_buffer)
+        # Clipped in each gradient's own compute dtype, before the accumulators see them.
         grads = jax.tree_util.tree_map(
             lambda g: jnp.clip(g.astype(leaf_compute_dtype(g.dtype)), -1000.0, 1000.0), grads
         )
@@ -205,7 +252,7 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
                 lambda x: x * (1.0 - lopt.rnn_state_decay), lstm_state
             )
 
-        mom_d, rms_d, fac_d = lopt.decays()
+        decays = lopt.decays()
         # Every tensor's MLP weights 100 * mean_i c_i W_i: one matmul over the whole bank.
         bank_leaves, bank_def = jax.tree_util.tree_flatten(theta["ff_mod_stack"]["~"])
         k = lopt.param_inits
@@ -220,37 +267,23 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
             ]
             return bank_def.unflatten(parts)
 
-        def one(i, p, g, m, v, v_row, v_col, v_diag):
+        def step(p, g, m, v, fac_g, fac, i):
             cd = m.dtype
-            m = common.momentum_update(m, g, mom_d)
-            v = common.rms_update(v, g, rms_d)
-            fac, fac_g = common.factored_update(
-                common.FactoredAccum(v_row, v_col, v_diag), g, fac_d
-            )
             weights = weights_of(i, cd)
-            new_p = lopt.ff_step(weights, lr_mult[i].astype(cd), p.astype(cd), g, m, v, fac_g, fac)
-            return new_p.astype(p.dtype), m, v, fac.v_row, fac.v_col, fac.v_diag
+            return lopt.ff_step(weights, lr_mult[i].astype(cd), p.astype(cd), g, m, v, fac_g, fac)
 
         index = treedef.unflatten(list(range(treedef.num_leaves)))
-        params, m, v, v_row, v_col, v_diag = tree_map_multi(
-            lambda i, *rest: one(i, *rest),
-            index,
-            s.params,
-            grads,
-            s.mom_rolling.m,
-            s.rms_rolling.rms,
-            s.fac_rolling.v_row,
-            s.fac_rolling.v_col,
-            s.fac_rolling.v_diag,
+        params, mom, rms, fac = accumulators.update_tree(
+            step, s.params, grads, s.mom_rolling, s.rms_rolling, s.fac_rolling, decays, index
         )
         return HyperV2State(
             params=params,
             model_state=model_state if model_state is not None else s.model_state,
             iteration=s.iteration + 1,
             num_steps=s.num_steps,
-            mom_rolling=common.MomAccumulator(m=m),
-            rms_rolling=common.RMSAccumulator(rms=v),
-            fac_rolling=common.FactoredAccum(v_row=v_row, v_col=v_col, v_diag=v_diag),
+            mom_rolling=mom,
+            rms_rolling=rms,
+            fac_rolling=fac,
             lstm_hidden_state=lstm_state,
             loss_buffer=loss_buffer,
         )
@@ -379,13 +412,16 @@ class HyperV2(lopt_base.LearnedOptimizer):
         self.default_num_steps = int(default_num_steps)
 
     # ------------------------------------------------------------------------- pieces
-    def decays(self) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """The (fixed) momentum, second-moment and factored decays, float32."""
-        f32 = lambda d: jnp.asarray(np.asarray(d, np.float32))  # noqa: E731
-        return (
-            f32(self.initial_momentum_decays),
-            f32(self.initial_rms_decays),
-            f32(self.initial_adafactor_decays),
+    def decays(self) -> accumulators.Decays:
+        """The (fixed) momentum, second-moment and factored decays.
+
+        Returns:
+          The three decays as float32 arrays.
+        """
+        return accumulators.constant_decays(
+            self.initial_momentum_decays,
+            self.initial_rms_decays,
+            self.initial_adafactor_decays,
         )
 
     def _group_widths(self) -> list[int]:
@@ -412,30 +448,41 @@ class HyperV2(lopt_base.LearnedOptimizer):
     def _groups(self, p, g, m, rms, fac_g, acc) -> list[jax.Array]:
         """The enabled feature groups of one tensor (scalars as ``[1]``)."""
         shape = p.shape or (1,)
-        if not p.shape:
-            p, g = p.reshape(1), g.reshape(1)
-            m, rms, fac_g = m.reshape(1, -1), rms.reshape(1, -1), fac_g.reshape(1, -1)
-            acc = acc.replace(v_diag=acc.v_diag.reshape(1, -1))
-        rsqrt = jax.lax.rsqrt(rms + jnp.asarray(1e-6, rms.dtype))
+        p, g, m, rms, fac_g, acc = accumulators.lift_scalar(p, g, m, rms, fac_g, acc)
+        # rms_eps 1e-6: learned_optimization's hyper_v2, rsqrt(rms + 1e-6).
+        f = accumulators.element_features(p, g, m, rms, fac_g, rms_eps=1e-6)
         out = []
-        out += [g[..., None]] if self.with_g else []
-        out += [jnp.clip(g, -0.1, 0.1)[..., None]] if self.with_grad_clip_feat else []
-        out += [p[..., None]] if self.with_p else []
-        out += [m] if self.with_m and self.with_m_feat else []
-        out += [rms] if self.with_rms and self.with_rms_feat else []
-        out += [m * rsqrt] if self.with_rms_norm_g else []
-        out += [rsqrt] if self.with_rsqrt_rms else []
-        out += [fac_g] if self.with_fac_norm_g else []
-        out += [g[..., None] * rsqrt] if self.with_rms_only_norm_g else []
+        out += [f.g] if self.with_g else []
+        out += [f.clipped_g] if self.with_grad_clip_feat else []
+        out += [f.p] if self.with_p else []
+        out += [f.m] if self.with_m and self.with_m_feat else []
+        out += [f.rms] if self.with_rms and self.with_rms_feat else []
+        out += [f.m_rsqrt_rms] if self.with_rms_norm_g else []
+        out += [f.rsqrt_rms] if self.with_rsqrt_rms else []
+        out += [f.fac_g] if self.with_fac_norm_g else []
+        out += [f.g_rsqrt_rms] if self.with_rms_only_norm_g else []
         if self.adafactor_accumulator:
-            row, col, rrow, rcol, mom = common.factored_features(acc, m, shape)
+            # mom_eps 0: learned_optimization's hyper_v2 computes m * v**-0.5 for tensors
+            # of rank < 2; 0 floors v at 1e-20 instead (accumulators.floored_rsqrt).
+            row, col, rrow, rcol, mom = accumulators.factored_features(acc, m, shape, mom_eps=0.0)
             out += [row, col] if self.with_fac_rms else []
             out += [rrow, rcol] if self.with_fac_rsqrt else []
             out += [mom] if self.with_fac_mom_mult else []
         return out
 
     def ff_step(self, weights, lr_mult, p, g, m, rms, fac_g, acc) -> jax.Array:
-        """The per-parameter MLP step for one tensor with generated ``weights``."""
+        """The per-parameter MLP step for one tensor with generated ``weights``.
+
+        Args:
+          weights: this tensor's MLP (``100 * mean_i c_i W_i`` of the bank), compute dtype.
+          lr_mult: the LSTM's step-size multiplier for this tensor.
+          p, g: the parameter and its clipped gradient, in the compute dtype.
+          m, rms, fac_g: the updated momenta, second moments and preconditioned gradient.
+          acc: the tensor's updated factored second moments.
+
+        Returns:
+          The new parameter, shape ``p.shape``, in the compute dtype.
+        """
         groups = self._groups(p, g, m, rms, fac_g, acc)
         shape = p.shape or (1,)
         # Each feature column is normalized over the tensor, so normalizing the
@@ -465,7 +512,17 @@ class HyperV2(lopt_base.LearnedOptimizer):
         return p - step.reshape(p.shape)
 
     def lstm_features_for_tensor(self, p, m, rms, fraction_trained, loss_features) -> jax.Array:
-        """The LSTM inputs of one tensor (30 with the defaults), in the library's order."""
+        """The LSTM inputs of one tensor (30 with the defaults), in the library's order.
+
+        Args:
+          p: the parameter.
+          m, rms: its momenta and second moments (of the previous step).
+          fraction_trained: ``iteration / num_steps``.
+          loss_features: the 9 features of :func:`loss_buffer_features`.
+
+        Returns:
+          The features ``[rnn_input_features]``, in ``m``'s dtype.
+        """
         dtype = m.dtype
         p = p.astype(dtype)
         norm_mult = jax.lax.rsqrt(jnp.maximum(jnp.asarray(1e-9, dtype), jnp.mean(p**2)))
@@ -490,12 +547,22 @@ class HyperV2(lopt_base.LearnedOptimizer):
 
     @property
     def rnn_input_features(self) -> int:
+        """The number of LSTM inputs per tensor (30 with the defaults)."""
         nm, nr = len(self.initial_momentum_decays), len(self.initial_rms_decays)
         n = len(_FRACTION_TIMESCALES) + (_NUM_LOSS_TIMESCALES - 1) + nr + 5 + nm + _bcast(nr, nm)
         return n + int(self.with_validation_feature_dim)
 
     def rnn_forward(self, params, x, state):
-        """Mixing layers, LSTM, and the control / step-size heads on ``x [tensors, F]``."""
+        """Mixing layers, LSTM, and the control / step-size heads on ``x [tensors, F]``.
+
+        Args:
+          params: ``theta["rnn_params"]``.
+          x: the LSTM inputs of every tensor, ``[tensors, rnn_input_features]``.
+          state: the LSTM state, ``[tensors, lstm_hidden_size]`` each.
+
+        Returns:
+          ``(controls [tensors, param_inits], lr_mult [tensors], next LSTM state)``.
+        """
         if self.mix_layers:
             mix = jax.nn.relu(common.linear_apply(params["linear_1"], x))
             x = common.linear_apply(params["linear_2"], x) + jnp.max(mix, axis=0, keepdims=True)
@@ -506,7 +573,14 @@ class HyperV2(lopt_base.LearnedOptimizer):
 
     # ------------------------------------------------------------------ learned optimizer
     def init(self, key: jax.Array) -> dict:
-        """Haiku-layout theta (see the module docstring)."""
+        """A random theta in the library's Haiku layout (see the module docstring).
+
+        Args:
+          key: the PRNG key.
+
+        Returns:
+          ``{"ff_mod_stack", "lstm_init_state", "rnn_params"}``.
+        """
         widths = self._group_widths()
         fan_in = sum(widths)
         h, k = self.ff_hidden_size, self.param_inits
@@ -536,6 +610,15 @@ class HyperV2(lopt_base.LearnedOptimizer):
         return common.draw(key, spec)
 
     def opt_fn(self, theta: dict, is_training: bool = True) -> common.ThetaOptimizer:
+        """The optimizer with meta-parameters ``theta``.
+
+        Args:
+          theta: a theta of this layout (checked; ValueError if it does not match).
+          is_training: unused (the update is the same in meta-training).
+
+        Returns:
+          An optimizer whose ``init``/``update(..., loss=loss)`` run the learned update.
+        """
         common.check_theta(self, theta)
         return _HyperV2Optimizer(theta, self)
 
