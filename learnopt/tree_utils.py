@@ -1,4 +1,9 @@
-"""Small pytree helpers used across learnopt."""
+"""Small pytree helpers used across learnopt.
+
+Where ``optax.tree_utils`` computes the same thing, the name here is optax's function
+(``tree_sub``, ``tree_zeros_like``). The others are kept because optax's version differs
+in a way that matters here; each says how. All names importable before stay importable.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax.tree_utils as optax_tree
 
 PyTree = Any
 
@@ -22,6 +28,7 @@ __all__ = [
     "tree_norm",
     "tree_all_finite",
     "tree_cast_like",
+    "cast_leaf_like",
     "tree_path_str",
     "partition",
     "partition_unflatten",
@@ -39,6 +46,15 @@ def tree_map_multi(fn: Callable[..., tuple], tree: PyTree, *rest: PyTree) -> tup
     >>> p, m = tree_map_multi(lambda p, g: (p - g, g), {"a": 1.0}, {"a": 0.5})
     >>> p, m
     ({'a': 0.5}, {'a': 0.5})
+
+    Args:
+      fn: called on the matching leaves of ``tree`` and ``rest``; returns a tuple of
+        the same length for every leaf.
+      tree: the tree whose structure the outputs take.
+      *rest: trees with ``tree``'s structure (or with subtrees where it has leaves).
+
+    Returns:
+      One tree per output of ``fn`` (an empty tuple for a tree without leaves).
     """
     treedef = jax.tree_util.tree_structure(tree)
     leaves = treedef.flatten_up_to(tree)
@@ -51,23 +67,61 @@ def tree_map_multi(fn: Callable[..., tuple], tree: PyTree, *rest: PyTree) -> tup
 
 
 def tree_add(a: PyTree, b: PyTree) -> PyTree:
+    """``a + b`` leaf by leaf (``jnp.add``).
+
+    Not optax's ``tree_add``: that one is Python's ``sum``, ``0 + a + b``, which turns
+    ``-0.0 + -0.0`` into ``+0.0`` outside ``jit`` and returns Python numbers for Python
+    leaves; this one keeps the sign of zero and always returns arrays.
+
+    Args:
+      a: a tree.
+      b: a tree like ``a``.
+
+    Returns:
+      The tree of sums.
+    """
     return jax.tree_util.tree_map(jnp.add, a, b)
 
 
-def tree_sub(a: PyTree, b: PyTree) -> PyTree:
-    return jax.tree_util.tree_map(jnp.subtract, a, b)
+#: ``a - b`` leaf by leaf: optax's ``tree_sub`` (IEEE subtraction, NaN and Inf as usual).
+tree_sub = optax_tree.tree_sub
 
 
 def tree_scale(s: Any, a: PyTree) -> PyTree:
+    """``s * x`` for every leaf ``x``, in ``x``'s dtype.
+
+    Not optax's ``tree_scale``: that one returns ``s * x`` in the promoted dtype, so a
+    float32 scalar turns bfloat16 leaves into float32 (and a carried state would change
+    dtype, which recompiles); this one casts back to each leaf's dtype.
+
+    Args:
+      s: a scalar.
+      a: a tree of arrays.
+
+    Returns:
+      The scaled tree, each leaf in its own dtype.
+    """
     return jax.tree_util.tree_map(lambda x: (s * x).astype(x.dtype), a)
 
 
-def tree_zeros_like(a: PyTree) -> PyTree:
-    return jax.tree_util.tree_map(jnp.zeros_like, a)
+#: ``jnp.zeros_like`` of every leaf: optax's ``tree_zeros_like`` (with an optional dtype).
+tree_zeros_like = optax_tree.tree_zeros_like
 
 
 def tree_vdot(a: PyTree, b: PyTree) -> jax.Array:
-    """Sum of elementwise products over all leaves, accumulated in float32 or wider."""
+    """Sum of elementwise products over all leaves, accumulated in float32 or wider.
+
+    Not optax's ``tree_vdot``: that one accumulates in the leaves' dtype (bfloat16
+    leaves give a bfloat16 result) and returns the integer 0 for a tree without leaves;
+    this one promotes each product to at least float32 and returns a float32 zero.
+
+    Args:
+      a: a tree of arrays.
+      b: a tree like ``a``.
+
+    Returns:
+      The scalar inner product (float32, or float64 for float64 leaves).
+    """
     prods = [
         jnp.vdot(x.astype(jnp.promote_types(x.dtype, jnp.float32)), y)
         for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True)
@@ -76,10 +130,30 @@ def tree_vdot(a: PyTree, b: PyTree) -> jax.Array:
 
 
 def tree_norm(a: PyTree) -> jax.Array:
+    """The Euclidean norm of all leaves, ``sqrt(tree_vdot(a, a))``.
+
+    Not optax's ``tree_norm``: that one squares and sums in the leaves' dtype (300
+    bfloat16 values of 1.01 give 17.375 instead of 17.456); this one accumulates in
+    float32 as :func:`tree_vdot` does (gradient clipping relies on it).
+
+    Args:
+      a: a tree of arrays.
+
+    Returns:
+      The scalar norm (float32, or float64 for float64 leaves).
+    """
     return jnp.sqrt(tree_vdot(a, a))
 
 
 def tree_all_finite(a: PyTree) -> jax.Array:
+    """Whether every element of every leaf is finite (optax has no such helper).
+
+    Args:
+      a: a tree of arrays.
+
+    Returns:
+      A boolean scalar (True for a tree without leaves).
+    """
     leaves = jax.tree_util.tree_leaves(a)
     if not leaves:
         return jnp.asarray(True)
@@ -91,7 +165,16 @@ def _weak(x: Any) -> bool:
 
 
 def cast_leaf_like(x: Any, ref: Any) -> Any:
-    """Casts ``x`` to the dtype *and weak-typedness* of ``ref`` (an array or ShapeDtypeStruct)."""
+    """Casts ``x`` to the dtype *and weak-typedness* of ``ref`` (an array or ShapeDtypeStruct).
+
+    Args:
+      x: a value.
+      ref: the reference leaf; without a dtype (or a typed PRNG key), ``x`` is returned
+        as is.
+
+    Returns:
+      ``x`` as an array of ``ref``'s dtype, weakly typed if ``ref`` is.
+    """
     if not hasattr(ref, "dtype"):
         return x
     if jax.dtypes.issubdtype(ref.dtype, jax.dtypes.extended):
@@ -108,12 +191,31 @@ def cast_leaf_like(x: Any, ref: Any) -> Any:
 
 
 def tree_cast_like(tree: PyTree, ref: PyTree) -> PyTree:
-    """Casts every leaf of ``tree`` to the dtype and weak type of the matching leaf of ``ref``."""
+    """Casts every leaf of ``tree`` to the dtype and weak type of the matching leaf of ``ref``.
+
+    Not optax's ``tree_cast_like``: that one is ``x.astype(ref.dtype)``, which drops weak
+    types (a weakly typed carry would then change type and recompile) and does not
+    skip typed PRNG keys; this one keeps both (see :func:`cast_leaf_like`).
+
+    Args:
+      tree: the tree to cast.
+      ref: a tree like ``tree`` of arrays or ``jax.ShapeDtypeStruct``.
+
+    Returns:
+      The cast tree.
+    """
     return jax.tree_util.tree_map(cast_leaf_like, tree, ref)
 
 
 def tree_path_str(path: tuple) -> str:
-    """A readable name for a key path, e.g. ``['linear_0']['w']``."""
+    """A readable name for a key path, e.g. ``['linear_0']['w']``.
+
+    Args:
+      path: a key path from ``jax.tree_util.tree_flatten_with_path``.
+
+    Returns:
+      ``jax.tree_util.keystr(path)``, or ``"<root>"`` for the empty path.
+    """
     return jax.tree_util.keystr(path) or "<root>"
 
 
@@ -131,6 +233,14 @@ class PartitionUnflatten:
     data: Any = flax.struct.field(pytree_node=False)
 
     def __call__(self, partitioned_values: Sequence[Sequence[Any]]) -> PyTree:
+        """Rebuilds the tree (see :func:`partition_unflatten`).
+
+        Args:
+          partitioned_values: one sequence per partition.
+
+        Returns:
+          The tree.
+        """
         return partition_unflatten(self, partitioned_values)
 
 
