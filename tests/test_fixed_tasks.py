@@ -19,17 +19,6 @@ from learnopt.tasks.fixed import conv, image_mlp_ae, resnet, rnn_lm, transformer
 
 KEY = jax.random.key(0)
 
-# XLA options that only make CPU compilation faster (the tests check values, not speed).
-FAST_COMPILE = (
-    {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-    if jax.default_backend() == "cpu"
-    else None
-)
-
-
-def jit(fn, **kwargs):
-    return jax.jit(fn, compiler_options=FAST_COMPILE, **kwargs)
-
 
 def _image_batch(task, n=8, seed=0):
     rng = np.random.default_rng(seed)
@@ -52,7 +41,7 @@ def empty_data(tmp_path, monkeypatch):
     monkeypatch.setenv("LEARNOPT_MANUAL_DIR", str(tmp_path / "manual"))
 
 
-def test_registered_under_the_library_names():
+def test_registered_under_the_library_names(fast_jit):
     names = set(tasks_base.TASKS.names())
     library = {
         "Conv_Cifar10_16_32x64x64",
@@ -70,14 +59,14 @@ def test_registered_under_the_library_names():
     assert library <= names, sorted(library - names)
     # Constructing a task needs no data: CIFAR-10 is not on disk here.
     task = conv.Conv_Cifar10_32x64x64()
-    params = jit(task.init)(KEY)
+    params = fast_jit(task.init)(KEY)
     assert params["Conv_0"]["kernel"].shape == (3, 3, 3, 32)
     assert task.abstract_batch["image"].shape == (128, 32, 32, 3)
 
 
-def test_conv_net_layout_strides_and_pooling():
+def test_conv_net_layout_strides_and_pooling(fast_jit):
     task = conv.Conv_Cifar10_16_32x64x64()
-    params = jit(task.init)(KEY)
+    params = fast_jit(task.init)(KEY)
     shapes = jax.tree.map(jnp.shape, params)
     assert shapes["Conv_1"]["kernel"] == (3, 3, 32, 64) and shapes["Dense_0"]["kernel"] == (64, 10)
     net = task.make_module()
@@ -95,12 +84,12 @@ def test_conv_net_layout_strides_and_pooling():
     assert task.normalizer(jnp.float32(100.0)) == pytest.approx(1.5 * math.log(10))
 
 
-def test_batchnorm_state_updates_keeps_dtype_and_plain_loss_matches():
+def test_batchnorm_state_updates_keeps_dtype_and_plain_loss_matches(fast_jit):
     task = conv.Conv_Mnist5k_12_8x16x16_batchnorm()
-    params, state = jit(task.init_with_state)(KEY)
+    params, state = fast_jit(task.init_with_state)(KEY)
     assert set(state) == {"batch_stats"}
     batch = _image_batch(task)
-    loss, new_state = jit(task.loss_with_state)(params, state, KEY, batch)
+    loss, new_state = fast_jit(task.loss_with_state)(params, state, KEY, batch)
     changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state, new_state)
     assert all(jax.tree.leaves(changed))
     assert jax.tree.map(lambda x: x.dtype, new_state) == jax.tree.map(lambda x: x.dtype, state)
@@ -113,12 +102,12 @@ def test_batchnorm_state_updates_keeps_dtype_and_plain_loss_matches():
 @pytest.mark.parametrize(
     "name", ["Resnet_Mnist5k_16_8x16x16x16", "Resnet_Mnist5k_16_8x16x16x16_V1"]
 )
-def test_resnet_starts_at_chance_and_updates_batch_stats(name):
+def test_resnet_starts_at_chance_and_updates_batch_stats(name, fast_jit):
     task = tasks_base.get_task(name)
-    params, state = jit(task.init_with_state)(KEY)
+    params, state = fast_jit(task.init_with_state)(KEY)
     assert np.all(np.asarray(params["logits"]["kernel"]) == 0)  # zero-initialized head
     batch = _image_batch(task)
-    (loss, new_state), grads = jit(jax.value_and_grad(task.loss_with_state, has_aux=True))(
+    (loss, new_state), grads = fast_jit(jax.value_and_grad(task.loss_with_state, has_aux=True))(
         params, state, KEY, batch
     )
     assert float(loss) == pytest.approx(math.log(10), rel=1e-5)
@@ -126,9 +115,9 @@ def test_resnet_starts_at_chance_and_updates_batch_stats(name):
     assert float(jnp.abs(grads["logits"]["kernel"]).sum()) > 0
 
 
-def test_autoencoder_loss_is_the_mean_squared_sigmoid_error():
+def test_autoencoder_loss_is_the_mean_squared_sigmoid_error(fast_jit):
     task = image_mlp_ae.ImageMLPAE_Digits8_32x8x32_bs128()
-    params = jit(task.init)(KEY)
+    params = fast_jit(task.init)(KEY)
     widths = [params[f"Dense_{i}"]["kernel"].shape for i in range(4)]
     assert widths == [(64, 32), (32, 8), (8, 32), (32, 64)]
     batch = _image_batch(task)
@@ -164,25 +153,25 @@ def test_irnn_starts_with_identity_recurrence():
     np.testing.assert_array_equal(params["params"]["hidden_to_hidden"]["kernel"], np.eye(5))
 
 
-def test_rnn_lm_learns_its_initial_state_and_masks_padding():
+def test_rnn_lm_learns_its_initial_state_and_masks_padding(fast_jit):
     task = tasks_base.get_task("RNNLM_pystdlibbytes_Patch16_GRU32_Embed16_bs32")
-    params = jit(task.init)(KEY)
+    params = fast_jit(task.init)(KEY)
     assert params["initial_state_0"].shape == (1, 32)
     assert np.all(np.asarray(params["initial_state_0"]) == 0)
     batch = _lm_batch(task)
-    grads = jit(jax.grad(task.loss))(params, KEY, batch)
+    grads = fast_jit(jax.grad(task.loss))(params, KEY, batch)
     assert float(jnp.abs(grads["initial_state_0"]).sum()) > 0
     # Positions whose input is padding (id 0) do not count.
     padded = {k: v.copy() for k, v in batch.items()}
     padded["obs"][:, -4:] = 0
-    logits = jit(task.make_module().apply)({"params": params}, padded["obs"])
+    logits = fast_jit(task.make_module().apply)({"params": params}, padded["obs"])
     manual = task.loss_from_output(logits, padded)
     ce = -jax.nn.log_softmax(logits)[np.arange(4)[:, None], np.arange(16)[None], padded["target"]]
     np.testing.assert_allclose(manual, ce[:, :-4].mean(), rtol=1e-5)
-    np.testing.assert_allclose(jit(task.loss)(params, KEY, padded), manual, rtol=1e-6)
+    np.testing.assert_allclose(fast_jit(task.loss)(params, KEY, padded), manual, rtol=1e-6)
 
 
-def test_vocab_folding_keeps_padding_and_stays_in_range():
+def test_vocab_folding_keeps_padding_and_stays_in_range(fast_jit):
     task = rnn_lm.TeacherForcedRNNLM(
         lambda: rnn_lm.LSTM(8),
         8,
@@ -197,14 +186,14 @@ def test_vocab_folding_keeps_padding_and_stays_in_range():
     assert int(folded.min()) == 0 and int(folded.max()) < 50 and int(folded[0]) == 0
     np.testing.assert_array_equal(folded[:50], ids[:50])
     batch = {"obs": np.full((2, 4), 258, np.int32), "target": np.full((2, 4), 200, np.int32)}
-    assert np.isfinite(float(task.loss(jit(task.init)(KEY), KEY, batch)))
+    assert np.isfinite(float(task.loss(fast_jit(task.init)(KEY), KEY, batch)))
 
 
-def test_transformer_is_causal():
+def test_transformer_is_causal(fast_jit):
     task = tasks_base.get_task("TransformerLM_PyStdlibBytes_MultiRuntime_3")
-    params = jit(task.init)(KEY)
+    params = fast_jit(task.init)(KEY)
     batch = _lm_batch(task)
-    apply = jit(task.make_module().apply)
+    apply = fast_jit(task.make_module().apply)
     logits = apply({"params": params}, batch["obs"])
     changed = batch["obs"].copy()
     changed[:, 10:] = 7
@@ -214,12 +203,12 @@ def test_transformer_is_causal():
     assert logits.shape == (4, 16, 259)
 
 
-def test_transformer_dropout_uses_the_loss_key():
+def test_transformer_dropout_uses_the_loss_key(fast_jit):
     task = tasks_base.get_task("TransformerLM_PyStdlibBytes_MultiRuntime_0")  # dropout 0.1
-    params = jit(task.init)(KEY)
+    params = fast_jit(task.init)(KEY)
     batch = _lm_batch(task)
     k1, k2 = jax.random.split(KEY)
-    loss = jit(task.loss)
+    loss = fast_jit(task.loss)
     assert float(loss(params, k1, batch)) != float(loss(params, k2, batch))
     assert float(loss(params, k1, batch)) == float(loss(params, k1, batch))
 
@@ -233,25 +222,25 @@ def test_transformer_dropout_uses_the_loss_key():
         "TransformerLM_PyStdlibBytes_MultiRuntime_3",
     ],
 )
-def test_bfloat16_params_give_bfloat16_grads_and_a_float32_loss(name):
+def test_bfloat16_params_give_bfloat16_grads_and_a_float32_loss(name, fast_jit):
     ctor = tasks_base.TASKS.constructor(name)
     f32, bf16 = ctor(), ctor(param_dtype=jnp.bfloat16)
-    p32, s32 = jit(f32.init_with_state)(KEY)
-    p16, s16 = jit(bf16.init_with_state)(KEY)
+    p32, s32 = fast_jit(f32.init_with_state)(KEY)
+    p16, s16 = fast_jit(bf16.init_with_state)(KEY)
     assert {x.dtype for x in jax.tree.leaves(p16)} == {jnp.dtype(jnp.bfloat16)}
     batch = _lm_batch(f32) if "obs" in f32.abstract_batch else _image_batch(f32)
-    (l16, _), g16 = jit(jax.value_and_grad(bf16.loss_with_state, has_aux=True))(
+    (l16, _), g16 = fast_jit(jax.value_and_grad(bf16.loss_with_state, has_aux=True))(
         p16, s16, KEY, batch
     )
-    l32, _ = jit(f32.loss_with_state)(p32, s32, KEY, batch)
+    l32, _ = fast_jit(f32.loss_with_state)(p32, s32, KEY, batch)
     assert l16.dtype == jnp.float32
     assert {x.dtype for x in jax.tree.leaves(g16)} == {jnp.dtype(jnp.bfloat16)}
     np.testing.assert_allclose(float(l16), float(l32), rtol=0.05)
 
 
-def test_bad_batches_name_the_task_and_the_expected_shape():
+def test_bad_batches_name_the_task_and_the_expected_shape(fast_jit):
     task = conv.Conv_Digits8_16x32x32()
-    params = jit(task.init)(KEY)
+    params = fast_jit(task.init)(KEY)
     with pytest.raises(ValueError, match=r"Conv_Digits8_16x32x32.*\[batch, 8, 8, 1\]"):
         task.loss(params, KEY, {"image": np.zeros((2, 28, 28, 1)), "label": np.zeros(2)})
     with pytest.raises(ValueError, match="keys"):

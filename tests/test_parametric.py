@@ -21,17 +21,6 @@ from learnopt.tasks.parametric import (
 
 KEY = jax.random.key(0)
 
-# XLA options that only make CPU compilation faster (the tests check values, not speed).
-FAST_COMPILE = (
-    {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-    if jax.default_backend() == "cpu"
-    else None
-)
-
-
-def jit(fn, **kwargs):
-    return jax.jit(fn, compiler_options=FAST_COMPILE, **kwargs)
-
 
 @pytest.fixture(autouse=True)
 def empty_data(tmp_path, monkeypatch):
@@ -49,9 +38,9 @@ def _batch(abstract, seed=0):
     return jax.tree.map(make, abstract)
 
 
-def test_traced_activation_equals_the_static_choice():
+def test_traced_activation_equals_the_static_choice(fast_jit):
     x = jnp.linspace(-2, 2, 7)
-    dynamic = jit(lambda a, x: parametric_utils.SampleActivation.get_dynamic(a)(x))
+    dynamic = fast_jit(lambda a, x: parametric_utils.SampleActivation.get_dynamic(a)(x))
     for i in range(len(parametric_utils.SampleActivation.acts)):
         act = {"index": jnp.int32(i)}
         np.testing.assert_allclose(
@@ -62,12 +51,12 @@ def test_traced_activation_equals_the_static_choice():
         )
 
 
-def test_sampled_initializers_have_the_sampled_scale():
+def test_sampled_initializers_have_the_sampled_scale(fast_jit):
     # At scale 1 every initializer has variance 1 / fan_in. The scale multiplies the std of
     # the orthogonal and uniform-scaled ones and the variance of the variance-scaling ones,
     # as in the notes' library.
     shape = (400, 60)
-    init = jit(
+    init = fast_jit(
         lambda cfg: parametric_utils.SampleInitializer.get_dynamic(cfg)(KEY, shape, jnp.bfloat16)
     )
     for i in range(len(parametric_utils.SampleInitializer.inits)):
@@ -103,9 +92,9 @@ def test_batched_orthogonal_init_inside_a_loop_needs_no_lapack():
     assert np.isfinite(np.asarray(fn())).all()
 
 
-def test_vmapped_members_differ_in_activation_and_match_one_by_one():
+def test_vmapped_members_differ_in_activation_and_match_one_by_one(fast_jit):
     fam = tasks_base.TASK_FAMILIES.get("ParametricImageMLP_Digits8_32x32")
-    many = jit(jax.vmap(fam.sample))(jax.random.split(KEY, 16))
+    many = fast_jit(jax.vmap(fam.sample))(jax.random.split(KEY, 16))
     assert len(set(np.asarray(many.values["activation"]["index"]).tolist())) > 2
     assert len(set(np.asarray(many.values["initializer"]["index"]).tolist())) > 2
     keys = jax.random.split(KEY, 2)
@@ -115,8 +104,8 @@ def test_vmapped_members_differ_in_activation_and_match_one_by_one():
         task = fam.task_fn(fam.sample(key))
         return task.loss(task.init(key), key, batch)
 
-    together = jit(jax.vmap(loss))(keys)
-    single = jit(loss)
+    together = fast_jit(jax.vmap(loss))(keys)
+    single = fast_jit(loss)
     np.testing.assert_allclose(together, [single(k) for k in keys], rtol=1e-5)
     # The library's parametric normalizer: chance (log 10) maps to 10 * log(5) / log(10).
     task = fam.task_fn(fam.sample(KEY))
@@ -126,14 +115,14 @@ def test_vmapped_members_differ_in_activation_and_match_one_by_one():
     assert float(task.normalizer(jnp.float32(jnp.nan))) == pytest.approx(10.0, rel=1e-5)
 
 
-def test_autoencoder_family_switches_loss_form_per_member():
+def test_autoencoder_family_switches_loss_form_per_member(fast_jit):
     fam = tasks_base.TASK_FAMILIES.get("ParametricImageMLPAE_Digits8_32x8x32")
     batch = _batch(fam.datasets.abstract_batch)
     batch["image"][:] = batch["image"][:1]  # equal examples: mean of logs = log of mean
     cfg = fam.sample(KEY)
     params = fam.task_fn(cfg).init(KEY)
 
-    @jit
+    @fast_jit
     def loss(log_loss):
         values = dict(cfg.values, log_loss=log_loss)
         return fam.task_fn(cfgobject.CFGNamed(cfg.name, values)).loss(params, KEY, batch)
@@ -193,14 +182,14 @@ def test_task_from_sample_task_family_fn():
 # -------------------------------------------------------------------------- suites
 
 
-def test_meta_train_mixture_uses_the_chosen_bucket_only():
+def test_meta_train_mixture_uses_the_chosen_bucket_only(fast_jit):
     fam = tasks_base.TASK_FAMILIES.get("meta-train")
     assert list(fam.families) == list(suites.META_TRAIN_BUCKETS)
     batch = jax.tree.map(lambda x: x[:4], _batch(fam.datasets.abstract_batch))
     cfg = fam.sample(KEY)
     name = list(fam.families)[int(cfg["which"])]
 
-    @jit
+    @fast_jit
     def mixture(cfg):
         task = fam.task_fn(cfg)
         params = task.init(KEY)
@@ -208,13 +197,13 @@ def test_meta_train_mixture_uses_the_chosen_bucket_only():
 
     params, loss, grads = mixture(cfg)
     member = fam.families[name].task_fn(cfg["cfgs"][name])
-    member_loss = jit(member.loss)(params[name], KEY, batch[name])
+    member_loss = fast_jit(member.loss)(params[name], KEY, batch[name])
     np.testing.assert_allclose(loss, member_loss, rtol=1e-6)
     norms = {
         k: float(sum(jnp.sum(jnp.abs(x)) for x in jax.tree.leaves(g))) for k, g in grads.items()
     }
     assert norms[name] > 0 and all(v == 0 for k, v in norms.items() if k != name)
-    whichs = jit(jax.vmap(fam.sample))(jax.random.split(KEY, 64))["which"]
+    whichs = fast_jit(jax.vmap(fam.sample))(jax.random.split(KEY, 64))["which"]
     assert set(np.asarray(whichs).tolist()) == set(range(4))
 
 

@@ -13,17 +13,6 @@ from learnopt.tasks.datasets import base as datasets_base
 
 KEY = jax.random.key(0)
 
-# XLA options that only make CPU compilation faster (the tests check values, not speed).
-FAST_COMPILE = (
-    {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-    if jax.default_backend() == "cpu"
-    else None
-)
-
-
-def jit(fn, **kwargs):
-    return jax.jit(fn, compiler_options=FAST_COMPILE, **kwargs)
-
 
 def _datasets(batch=32):
     x = np.arange(100 * 3, dtype=np.float32).reshape(100, 3) / 300
@@ -122,11 +111,11 @@ def test_convert_float_dtype_task_and_family():
     assert jax.tree.leaves(member.init(KEY))[0].dtype == jnp.bfloat16
 
 
-def test_modify_task_gradient_keeps_the_loss_and_replaces_the_gradient():
+def test_modify_task_gradient_keeps_the_loss_and_replaces_the_gradient(fast_jit):
     task = ta.ModifyTaskGradient(SumTask(), lambda g, k: jax.tree.map(lambda x: x * 0 + 9, g))
     params = task.init(KEY)
     assert float(task.loss(params, KEY, BATCH)) == 4.0
-    loss, grads = jit(jax.value_and_grad(task.loss))(params, KEY, BATCH)
+    loss, grads = fast_jit(jax.value_and_grad(task.loss))(params, KEY, BATCH)
     assert float(loss) == 4.0 and float(grads[0][0]) == 9.0
 
 
@@ -143,10 +132,10 @@ def test_normalize_and_subsample_directions():
     assert len(jax.grad(member.loss)(params, KEY, BATCH)) == 2
 
 
-def test_gradient_noise_has_the_requested_std_and_fresh_noise_per_key():
+def test_gradient_noise_has_the_requested_std_and_fresh_noise_per_key(fast_jit):
     task = ta.AddGradientNoise(SumTask(), 0.5)
     params = (jnp.ones([20000]), jnp.ones([2]))
-    grad = jit(jax.grad(task.loss))
+    grad = fast_jit(jax.grad(task.loss))
     g1 = grad(params, jax.random.key(1), BATCH)[0]
     g2 = grad(params, jax.random.key(2), BATCH)[0]
     assert float(jnp.std(g1)) == pytest.approx(0.5, rel=0.05)
@@ -172,7 +161,7 @@ def test_scale_loss_scales_gradients_and_the_normalizer_undoes_it():
         ta.ScaleLossTaskFamily(SumFamily(), (0.0, 1.0))
 
 
-def test_augmented_real_family_trains_in_one_jitted_step():
+def test_augmented_real_family_trains_in_one_jitted_step(fast_jit):
     fam = ta.ScaleLossTaskFamily(
         ta.ReparamWeightsFamily(
             tasks_base.TASK_FAMILIES.get("ParametricImageMLP_Digits8_32x32"), "tensor", (0.1, 10)
@@ -184,7 +173,7 @@ def test_augmented_real_family_trains_in_one_jitted_step():
         "label": rng.integers(0, 10, 16).astype(np.int32),
     }
 
-    @jit
+    @fast_jit
     def losses(key):
         cfgs = jax.vmap(fam.sample)(jax.random.split(key, 2))
 
