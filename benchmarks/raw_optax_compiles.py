@@ -1,13 +1,13 @@
 """Compile counts of raw optax vs learnopt, for the optax zoo in every float dtype.
 
 For every entry of :mod:`learnopt.optimizers.optax_zoo` and every dtype case of
-:data:`learnopt.optimizers.registry.DTYPE_CASES`, in one process:
+:data:`learnopt.testing.conformance.DTYPE_CASES`, in one process:
 
 * raw optax: the standard loop (``tx.init(params)``; a jitted step doing
   ``value_and_grad``, ``tx.update(grads, state, params[, value, grad, value_fn])`` and
   ``optax.apply_updates``) called 10 times; we count the traces of the step (one trace
   = one compilation), or record that it raised, or that its loss turned NaN;
-* learnopt: :func:`learnopt.optimizers.registry.check_conformance` on
+* learnopt: :func:`learnopt.testing.conformance.check_conformance` on
   ``OptaxOptimizer(tx)`` (the same tiny problem; a jitted step called 10 times and a
   jitted ``lax.scan`` of steps called twice).
 
@@ -35,17 +35,17 @@ import optax
 import tqdm
 
 from learnopt.optimizers import base as opt_base
-from learnopt.optimizers import optax_zoo, registry
-from learnopt.testing import TraceCounter
+from learnopt.optimizers import optax_zoo
+from learnopt.testing import TraceCounter, conformance
 
 NUM_CALLS = 10
 
 
 def raw_optax_case(name: str, case: str) -> tuple[str, str]:
     """Runs the standard optax loop; returns (compiles or "raises", a short note)."""
-    with registry.dtype_case(case) as (params_dtype, grads_dtype):
+    with conformance.dtype_case(case) as (params_dtype, grads_dtype):
         tx = optax_zoo.get_optax(name)
-        params, loss_fn = registry.tiny_problem(params_dtype)
+        params, loss_fn = conformance.tiny_problem(params_dtype)
         extra_args = isinstance(tx, optax.GradientTransformationExtraArgs)
         counter = TraceCounter()
 
@@ -78,7 +78,7 @@ def raw_optax_case(name: str, case: str) -> tuple[str, str]:
 
 def learnopt_case(make_opt, case: str) -> tuple[str, str]:
     try:
-        result = registry.check_conformance(make_opt, case, num_calls=NUM_CALLS)
+        result = conformance.check_conformance(make_opt, case, num_calls=NUM_CALLS)
     except Exception as err:  # noqa: BLE001
         return "raises", f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"
     notes = []
@@ -93,7 +93,7 @@ def learnopt_case(make_opt, case: str) -> tuple[str, str]:
 
 def seed_case(case: str, learnopt: bool, num_steps: int = 10) -> tuple[int | str, list[float]]:
     """The seed's L-BFGS script (16x2 linear regression), raw optax or learnopt."""
-    with registry.dtype_case(case) as (params_dtype, grads_dtype):
+    with conformance.dtype_case(case) as (params_dtype, grads_dtype):
         x = jax.random.normal(jax.random.PRNGKey(42), (16, 2), dtype=params_dtype)
         y = (x * 0.5).sum(axis=-1)
 
@@ -139,7 +139,7 @@ def seed_table(num_steps: int) -> str:
         f"| L-BFGS seed, {num_steps} steps | compiles raw → learnopt | final loss raw → learnopt |",
         "|---|---|---|",
     ]
-    for case in registry.DTYPE_CASES:
+    for case in conformance.DTYPE_CASES:
         raw_count, raw_losses = seed_case(case, learnopt=False, num_steps=num_steps)
         our_count, our_losses = seed_case(case, learnopt=True, num_steps=num_steps)
         last = [f"{v[-1]:.3g}" if v else "-" for v in (raw_losses, our_losses)]
@@ -164,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")  # optax's own FutureWarnings for mixed dtypes
 
-    cases = list(registry.DTYPE_CASES)
-    optimizers = registry.conformance_optimizers()
+    cases = list(conformance.DTYPE_CASES)
+    optimizers = conformance.conformance_optimizers()
     rows = []  # (name, {case: (raw, ours)})
     start = time.time()
     bar = tqdm.tqdm(optimizers.items(), desc="optimizers", unit="opt")

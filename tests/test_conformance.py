@@ -1,7 +1,7 @@
 """Dtype conformance: every optimizer compiles once, in every float dtype, jitted and scanned.
 
-The sweep runs :func:`learnopt.optimizers.registry.check_conformance` for every entry
-of :func:`~learnopt.optimizers.registry.conformance_optimizers` (built-in optimizers,
+The sweep runs :func:`learnopt.testing.conformance.check_conformance` for every entry
+of :func:`~learnopt.testing.conformance.conformance_optimizers` (built-in optimizers,
 learned optimizers at their initial theta, the optax zoo through ``OptaxOptimizer``)
 in every case of ``DTYPE_CASES`` (f32, bf16, f16, f64, bf16 params with f32 grads,
 f32 params with bf16 grads). One test per optimizer runs its six cases, so the jit
@@ -18,10 +18,10 @@ import pytest
 
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
-from learnopt.optimizers import optax_zoo, registry
-from learnopt.testing import TraceCounter, assert_max_compiles
+from learnopt.optimizers import optax_zoo
+from learnopt.testing import TraceCounter, assert_max_compiles, conformance
 
-OPTIMIZERS = registry.conformance_optimizers()
+OPTIMIZERS = conformance.conformance_optimizers()
 # XLA options that only make CPU compilation faster; the counts come from tracing.
 FAST_COMPILE = (
     {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
@@ -33,9 +33,9 @@ FAST_COMPILE = (
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_compiles_once_in_every_dtype(name):
     failures = []
-    for case in registry.DTYPE_CASES:
+    for case in conformance.DTYPE_CASES:
         try:
-            result = registry.check_conformance(
+            result = conformance.check_conformance(
                 OPTIMIZERS[name], case, compiler_options=FAST_COMPILE
             )
         except Exception as err:  # report every failing case, not just the first
@@ -71,18 +71,18 @@ def test_registry_covers_the_issue_list():
 
 def test_float64_cases_do_not_leak_x64():
     before = (jax.config.jax_enable_x64, jnp.asarray(1.0).dtype)
-    with registry.dtype_case("f64") as (params_dtype, _):
+    with conformance.dtype_case("f64") as (params_dtype, _):
         assert params_dtype == jnp.float64
         assert jnp.asarray(1.0).dtype == jnp.float64
     assert (jax.config.jax_enable_x64, jnp.asarray(1.0).dtype) == before
-    with registry.dtype_case("bf16") as (params_dtype, grads_dtype):
+    with conformance.dtype_case("bf16") as (params_dtype, grads_dtype):
         assert (params_dtype, grads_dtype) == (jnp.bfloat16, jnp.bfloat16)
 
 
 def test_assert_max_compiles_sees_a_recompiling_optax_step():
     """The public helper catches what raw optax does: weak-typed init, two compiles."""
     tx = optax.lbfgs()
-    params, loss_fn = registry.tiny_problem(jnp.float32)
+    params, loss_fn = conformance.tiny_problem(jnp.float32)
 
     @jax.jit
     def raw_step(params, state):
@@ -103,7 +103,7 @@ def test_assert_max_compiles_sees_a_recompiling_optax_step():
         loss, grads = jax.value_and_grad(loss_fn)(opt.get_params(state))
         return opt.update(state, grads, loss, value_fn=loss_fn)
 
-    state = opt.init(registry.tiny_problem(jnp.float32)[0])
+    state = opt.init(conformance.tiny_problem(jnp.float32)[0])
     with assert_max_compiles(1, name="step"):
         for _ in range(3):
             state = step(state)
@@ -133,11 +133,11 @@ def _f32_only_transform() -> optax.GradientTransformation:
 
 
 def test_transform_failing_for_a_dtype_raises_clearly_at_init():
-    params, _ = registry.tiny_problem(jnp.float32)
+    params, _ = conformance.tiny_problem(jnp.float32)
     opt = opt_base.OptaxOptimizer(_f32_only_transform(), name="f32_only")
     opt.init(params)  # float32: fine
     opt.init(jax.tree_util.tree_map(lambda p: p.astype(jnp.bfloat16), params))  # runs in f32
-    with registry.dtype_case("f64") as (f64, _):
+    with conformance.dtype_case("f64") as (f64, _):
         params64 = jax.tree_util.tree_map(lambda p: p.astype(f64), params)
         with pytest.raises(opt_base.OptaxDtypeError) as info:
             opt.init(params64)
@@ -153,7 +153,7 @@ def test_failures_unrelated_to_dtype_pass_through():
         raise ValueError("this transform needs 2-D params")
 
     opt = opt_base.OptaxOptimizer(optax.GradientTransformation(init_fn, lambda u, s, p: (u, s)))
-    with registry.dtype_case("f64") as (f64, _):
+    with conformance.dtype_case("f64") as (f64, _):
         with pytest.raises(ValueError, match="needs 2-D params"):
             opt.init({"w": jnp.zeros((3,), f64)})
 

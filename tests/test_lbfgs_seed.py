@@ -14,8 +14,7 @@ import optax
 import pytest
 
 from learnopt.optimizers import base as opt_base
-from learnopt.optimizers import registry
-from learnopt.testing import TraceCounter
+from learnopt.testing import TraceCounter, conformance
 
 
 def seed_run(params_dtype, grads_dtype, num_steps=10):
@@ -47,9 +46,9 @@ def seed_run(params_dtype, grads_dtype, num_steps=10):
     return counter.count, params, losses + [float(loss_fn(params))]
 
 
-@pytest.mark.parametrize("case", list(registry.DTYPE_CASES))
+@pytest.mark.parametrize("case", list(conformance.DTYPE_CASES))
 def test_seed_lbfgs_compiles_once_and_converges(case):
-    with registry.dtype_case(case) as (params_dtype, grads_dtype):
+    with conformance.dtype_case(case) as (params_dtype, grads_dtype):
         compiles, params, losses = seed_run(params_dtype, grads_dtype)
     assert compiles == 1
     assert params.dtype == params_dtype

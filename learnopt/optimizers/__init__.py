@@ -1,1 +1,34 @@
-"""See the modules of this package."""
+"""Optimizers: the ``Optimizer`` interface, hand-designed optimizers, the optax adapter.
+
+Code written for the notes' library imports ``from learnopt.optimizers import base as
+opt_base`` (``opt_base.Adam``, ``opt_base.Optimizer``, ``opt_base.OPTIMIZERS``); the
+implementations live one concept per module:
+
+* ``interface``: the ``Optimizer`` base class and its guarantees, the ``OPTIMIZERS``
+  registry; ``library_compat``: the library's conventions it accepts; ``common``:
+  pieces the built-in optimizers share;
+* ``sgd``, ``adam``, ``rmsprop``, ``wrappers`` (gradient clipping, grafting),
+  ``nadamw``, ``opt_list``, ``gradient_accumulator``;
+* ``optax_adapter`` (``OptaxOptimizer``), ``optax_opts`` (the library's optax-backed
+  optimizers), ``optax_zoo`` (optax setups of the conformance suite), ``opt_to_optax``
+  (any optimizer as an optax transformation);
+* ``learning_rate_schedules``; ``test_utils``: the library's path for the smoke test
+  of :mod:`learnopt.testing.optimizers`.
+
+Each module registers the optimizers it defines in ``interface.OPTIMIZERS``; the
+imports below fill the registry, so importing any module of the package lists every
+built-in optimizer.
+"""
+
+from learnopt.optimizers import (  # noqa: F401  (each registers its optimizers)
+    adam,
+    base,
+    gradient_accumulator,
+    nadamw,
+    opt_list,
+    optax_adapter,
+    optax_opts,
+    rmsprop,
+    sgd,
+    wrappers,
+)

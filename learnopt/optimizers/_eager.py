@@ -3,7 +3,7 @@
 The notes call ``theta_opt.update(state, meta_grads, loss)`` from Python, between
 jitted meta-gradient calls. Run op by op, a small Adam update is a few dozen XLA
 dispatches (about a millisecond); the same update jitted is one dispatch (tens of
-microseconds). :func:`call` gives every :class:`~learnopt.optimizers.base.Optimizer`
+microseconds). :func:`call` gives every :class:`~learnopt.optimizers.interface.Optimizer`
 method called outside ``jit`` the jitted cost, without changing its results:
 
 * the optimizer object is split into *dynamic* leaves (its ``jax.Array``/numpy

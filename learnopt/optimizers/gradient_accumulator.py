@@ -18,15 +18,17 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.canonical import compute_dtype
-from learnopt.optimizers import base
-from learnopt.optimizers.base import ModelState, PyTree
+from learnopt.optimizers.adam import Adam
+from learnopt.optimizers.common import ModelState, PyTree, accumulator, next_model_state
+from learnopt.optimizers.interface import OPTIMIZERS, Optimizer, require_optimizer
+from learnopt.optimizers.library_compat import ModelStateAlias
 from learnopt.tree_utils import tree_cast_like
 
 __all__ = ["GradientAccumulator", "GradientAccumulatorState"]
 
 
 @flax.struct.dataclass
-class GradientAccumulatorState(base._ModelStateAlias):
+class GradientAccumulatorState(ModelStateAlias):
     grad_accum: PyTree
     loss_accum: jax.Array
     inner_opt_state: PyTree
@@ -34,7 +36,7 @@ class GradientAccumulatorState(base._ModelStateAlias):
     model_state: ModelState
 
 
-class GradientAccumulator(base.Optimizer):
+class GradientAccumulator(Optimizer):
     """Runs ``opt`` on gradients averaged over ``num_average`` consecutive updates.
 
     Args:
@@ -42,8 +44,8 @@ class GradientAccumulator(base.Optimizer):
       num_average: how many gradients are averaged per step of ``opt``.
     """
 
-    def __init__(self, opt: base.Optimizer, num_average: int = 1):
-        base._require_optimizer(opt, "GradientAccumulator's opt")
+    def __init__(self, opt: Optimizer, num_average: int = 1):
+        require_optimizer(opt, "GradientAccumulator's opt")
         if not isinstance(num_average, int) or num_average < 1:
             raise ValueError(f"num_average must be a positive int, got {num_average!r}")
         self.opt = opt
@@ -65,7 +67,7 @@ class GradientAccumulator(base.Optimizer):
         inner = self.opt.init(params, model_state, num_steps=inner_steps, key=key, **kwargs)
         inner = self.opt._settle(inner)  # both branches of the update's cond must agree
         return GradientAccumulatorState(
-            grad_accum=base._accumulator(params),
+            grad_accum=accumulator(params),
             loss_accum=jnp.zeros((), compute_dtype(params)),
             inner_opt_state=inner,
             iteration=jnp.zeros((), jnp.int32),
@@ -108,13 +110,13 @@ class GradientAccumulator(base.Optimizer):
             loss_accum=loss_accum,
             inner_opt_state=inner,
             iteration=iteration,
-            model_state=base._next_model_state(model_state, opt_state),
+            model_state=next_model_state(model_state, opt_state),
         )
 
     def __repr__(self) -> str:
         return f"GradientAccumulator({self.opt!r}, num_average={self.num_average})"
 
 
-base.OPTIMIZERS.register(
-    lambda num_average=2: GradientAccumulator(base.Adam(), num_average), name="GradientAccumulator"
+OPTIMIZERS.register(
+    lambda num_average=2: GradientAccumulator(Adam(), num_average), name="GradientAccumulator"
 )

@@ -34,16 +34,26 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from learnopt.optimizers import base
-from learnopt.optimizers.base import ModelState, Params, PyTree
+from learnopt.optimizers.common import (
+    ModelState,
+    Params,
+    PyTree,
+    accumulator,
+    hp,
+    is_zero,
+    next_model_state,
+    safe_sqrt,
+)
+from learnopt.optimizers.interface import OPTIMIZERS, Optimizer
 from learnopt.optimizers.learning_rate_schedules import ScalarSchedule
+from learnopt.optimizers.library_compat import ModelStateAlias
 from learnopt.tree_utils import tree_map_multi
 
 __all__ = ["NAdamW", "NAdamWState"]
 
 
 @flax.struct.dataclass
-class NAdamWState(base._ModelStateAlias):
+class NAdamWState(ModelStateAlias):
     params: Params
     model_state: ModelState
     iteration: jax.Array
@@ -52,7 +62,7 @@ class NAdamWState(base._ModelStateAlias):
     num_steps: jax.Array
 
 
-class NAdamW(base.Optimizer):
+class NAdamW(Optimizer):
     """Nesterov Adam with AdamW-style and L2 weight decay (see the module docstring).
 
     Args:
@@ -101,8 +111,8 @@ class NAdamW(base.Optimizer):
             params=params,
             model_state=model_state,
             iteration=jnp.zeros((), jnp.int32),
-            grad_acc=base._accumulator(params),
-            grad_sqr_acc=base._accumulator(params),
+            grad_acc=accumulator(params),
+            grad_sqr_acc=accumulator(params),
             num_steps=jnp.asarray(-1 if num_steps is None else num_steps, jnp.int32),
         )
 
@@ -119,19 +129,19 @@ class NAdamW(base.Optimizer):
 
         def step(p, m, v, g):
             cd = m.dtype
-            b1, b2 = base._hp(c["beta1"], cd), base._hp(c["beta2"], cd)
+            b1, b2 = hp(c["beta1"], cd), hp(c["beta2"], cd)
             pc = p.astype(cd)
             g = g.astype(cd)
-            if not base._is_zero(c["l2_weight_decay"]):
-                g = g + base._hp(c["l2_weight_decay"], cd) * pc
+            if not is_zero(c["l2_weight_decay"]):
+                g = g + hp(c["l2_weight_decay"], cd) * pc
             m = b1 * m + (1 - b1) * g
             v = b2 * v + (1 - b2) * jnp.square(g)
             tc = t.astype(cd)
-            lr_t = base._hp(lr, cd) * base.safe_sqrt(1 - b2**tc) / (1 - b1**tc)
+            lr_t = hp(lr, cd) * safe_sqrt(1 - b2**tc) / (1 - b1**tc)
             u = _select(c["use_nesterov"], b1 * m + (1 - b1) * g, m)
-            delta = u / (base.safe_sqrt(v) + base._hp(c["epsilon"], cd))
-            if not base._is_zero(c["adamw_weight_decay"]):
-                delta = delta + base._hp(c["adamw_weight_decay"], cd) * pc
+            delta = u / (safe_sqrt(v) + hp(c["epsilon"], cd))
+            if not is_zero(c["adamw_weight_decay"]):
+                delta = delta + hp(c["adamw_weight_decay"], cd) * pc
             return (pc - lr_t * delta).astype(p.dtype), m, v
 
         params, grad_acc, grad_sqr_acc = tree_map_multi(
@@ -139,7 +149,7 @@ class NAdamW(base.Optimizer):
         )
         return NAdamWState(
             params=params,
-            model_state=base._next_model_state(model_state, opt_state),
+            model_state=next_model_state(model_state, opt_state),
             iteration=t,
             grad_acc=grad_acc,
             grad_sqr_acc=grad_sqr_acc,
@@ -169,5 +179,5 @@ def _with_cosine_schedule() -> NAdamW:
     )
 
 
-base.OPTIMIZERS.register(NAdamW)
-base.OPTIMIZERS.register(_with_cosine_schedule, name="NAdamW_cosine")
+OPTIMIZERS.register(NAdamW)
+OPTIMIZERS.register(_with_cosine_schedule, name="NAdamW_cosine")

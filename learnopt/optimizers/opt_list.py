@@ -26,7 +26,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from learnopt.optimizers import base
+from learnopt.optimizers.interface import OPTIMIZERS, Optimizer
 from learnopt.optimizers.learning_rate_schedules import CosineLearningRateSchedule
 from learnopt.optimizers.nadamw import NAdamW, NAdamWState
 
@@ -85,7 +85,7 @@ def config(idx: Any) -> dict[str, Any]:
     return {"learning_rate": schedule, **values}
 
 
-class OptList(base.Optimizer):
+class OptList(Optimizer):
     """NAdamW with the ``idx``-th hyperparameters of Metz et al.'s list (see the module docstring).
 
     Args:
@@ -118,4 +118,4 @@ class OptList(base.Optimizer):
         return f"OptList({self.idx!r})"
 
 
-base.OPTIMIZERS.register(lambda idx=0: OptList(idx), name="OptList")
+OPTIMIZERS.register(lambda idx=0: OptList(idx), name="OptList")

@@ -1,4 +1,4 @@
-"""Any learnopt :class:`~learnopt.optimizers.base.Optimizer` as an optax transformation.
+"""Any learnopt :class:`~learnopt.optimizers.interface.Optimizer` as an optax transformation.
 
 :func:`opt_to_optax_opt` turns an optimizer (a hand-designed one, or a learned
 optimizer at a fixed ``theta``: ``lopt.opt_fn(theta)``) into an
@@ -25,22 +25,15 @@ loop owns the params, so they are not stored twice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-import jax
 import optax
 
-from learnopt.canonical import leaf_compute_dtype
-from learnopt.optimizers import base
+from learnopt.optimizers import _to_optax, interface
 
 __all__ = ["opt_to_optax_opt"]
 
-_LOSS_NAMES = ("loss", "value")
-
 
 def opt_to_optax_opt(
-    opt: base.Optimizer, num_steps: int | None = None
+    opt: interface.Optimizer, num_steps: int | None = None
 ) -> optax.GradientTransformationExtraArgs:
     """Converts a learnopt optimizer into an optax transformation (see the module docstring).
 
@@ -54,41 +47,8 @@ def opt_to_optax_opt(
       ``update(updates, state, params, *, extra_args=None, **extra)``; ``params`` is
       required.
     """
-    if not isinstance(opt, base.Optimizer):
+    if not isinstance(opt, interface.Optimizer):
         raise TypeError(
             f"opt_to_optax_opt expects a learnopt Optimizer instance, got {type(opt).__name__}"
         )
-
-    def init_fn(params: Any, *, extra_args: Mapping[str, Any] | None = None) -> Any:
-        del extra_args
-        return opt.set_params(opt.init(params, num_steps=num_steps), ())
-
-    def update_fn(
-        updates: Any,
-        state: Any,
-        params: Any = None,
-        *,
-        extra_args: Mapping[str, Any] | None = None,
-        **extra: Any,
-    ) -> tuple[Any, Any]:
-        if params is None:
-            raise ValueError(
-                f"the optax form of {type(opt).__name__} needs params: "
-                "call update(updates, state, params, ...)"
-            )
-        kwargs = {**extra, **dict(extra_args or {})}
-        loss = next((kwargs.pop(n) for n in _LOSS_NAMES if n in kwargs), None)
-        for name in _LOSS_NAMES:
-            kwargs.pop(name, None)
-        kwargs.pop("grad", None)  # optax's copy of the gradient: ``updates`` already is it
-        state = opt.set_params(state, params)
-        new_state = opt.update(state, updates, loss, **kwargs)
-        deltas = jax.tree_util.tree_map(_delta, opt.get_params(new_state), params)
-        return deltas, opt.set_params(new_state, ())
-
-    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
-
-
-def _delta(new: Any, old: Any) -> Any:
-    cd = leaf_compute_dtype(old.dtype)
-    return (new.astype(cd) - old.astype(cd)).astype(old.dtype)
+    return _to_optax.transformation(opt, num_steps=num_steps)

@@ -1,14 +1,15 @@
 """learned_optimization's optax-backed optimizers, by name, arguments and defaults.
 
-Each class is an :class:`~learnopt.optimizers.base.OptaxOptimizer` around the optax
-transformation of the same name, so it inherits learnopt's guarantees: the
+Each class is an :class:`~learnopt.optimizers.optax_adapter.OptaxOptimizer` around the
+optax transformation of the same name, so it inherits learnopt's guarantees: the
 transformation runs in float32 for low-precision params, the state is settled at
 ``init`` (a jitted step compiles once), and eager calls run as cached programs.
 See optax's documentation for each algorithm's maths.
 
 ``SGD``, ``SGDM``, ``Adam``, ``RMSProp`` and ``AdamW`` are learnopt's own strongly
-typed implementations from :mod:`~learnopt.optimizers.base` (the same objects as
-``opt_base.Adam`` etc.), with the library's arguments, defaults and maths; their
+typed implementations from :mod:`~learnopt.optimizers.sgd`,
+:mod:`~learnopt.optimizers.adam` and :mod:`~learnopt.optimizers.rmsprop` (the same
+objects as ``opt_base.Adam`` etc.), with the library's arguments, defaults and maths; their
 states hold the accumulators directly (``mu``/``nu``, ``momentums``) instead of an
 optax state.
 
@@ -27,18 +28,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from learnopt.optimizers.base import (
-    SGD,
-    SGDM,
-    Adam,
-    AdamW,
-    OptaxOptimizer,
-    OptaxState,
-    Params,
-    PyTree,
-    RMSProp,
-)
+from learnopt.optimizers.adam import Adam, AdamW
+from learnopt.optimizers.common import Params, PyTree
+from learnopt.optimizers.interface import OPTIMIZERS
 from learnopt.optimizers.learning_rate_schedules import PiecewiseLinear
+from learnopt.optimizers.optax_adapter import OptaxOptimizer, OptaxState
+from learnopt.optimizers.rmsprop import RMSProp
+from learnopt.optimizers.sgd import SGD, SGDM
 
 __all__ = [
     "OptaxOptimizer",
@@ -312,8 +308,6 @@ class PiecewiseLinearAdam(OptaxOptimizer):
 def _register() -> None:
     # Classes whose learning rate is required get a small-problem default here
     # (``OPTIMIZERS.get("Lamb", learning_rate=...)`` overrides it).
-    from learnopt.optimizers.base import OPTIMIZERS
-
     OPTIMIZERS.register(AdaBelief)
     OPTIMIZERS.register(PiecewiseLinearAdam)
     for cls in (AdaGrad, Adafactor, Fromage, Lamb, Lars, RAdam, Yogi, SM3):

@@ -2,7 +2,7 @@
 
 Each entry maps a name to a zero-argument constructor of an optax
 ``GradientTransformation``. The conformance tests (``tests/test_conformance.py``)
-run every entry through :class:`learnopt.optimizers.base.OptaxOptimizer` in every
+run every entry through :class:`learnopt.optimizers.optax_adapter.OptaxOptimizer` in every
 float dtype, and ``benchmarks/raw_optax_compiles.py`` measures raw optax against
 learnopt on the same entries, so adding one line here adds a conformance case and a
 row of the table in ``docs/dtypes.md``.

@@ -3,15 +3,15 @@
 :func:`conformance_optimizers` lists, as ``name -> constructor``, the built-in
 optimizers (``opt_base.registered_optimizers()``), every registered learned optimizer
 at its initial ``theta`` (``"lopt:LearnableAdam"``) and every entry of the optax zoo
-through :class:`~learnopt.optimizers.base.OptaxOptimizer` (``"optax:lbfgs_zoom"``).
+through :class:`~learnopt.optimizers.optax_adapter.OptaxOptimizer` (``"optax:lbfgs_zoom"``).
 :func:`check_conformance` runs one of them in one of :data:`DTYPE_CASES` on a tiny
 least-squares problem and reports what the conformance tests assert: a jitted step
 traced once over its calls, the same inside ``lax.scan``, params that keep their
 dtype, a finite state. Registering an optimizer (or adding a zoo line) adds it to
 ``tests/test_conformance.py`` and to the table of ``docs/dtypes.md``.
 
->>> from learnopt.optimizers import registry
->>> result = registry.check_conformance(registry.conformance_optimizers()["Adam"], "bf16")
+>>> from learnopt.testing import conformance
+>>> result = conformance.check_conformance(conformance.conformance_optimizers()["Adam"], "bf16")
 >>> result.step_traces, result.params_dtype_ok, result.finite
 (1, True, True)
 """
@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
 from learnopt.optimizers import optax_zoo
 from learnopt.testing import TraceCounter
@@ -62,6 +63,12 @@ def dtype_case(case: str) -> Iterator[tuple[np.dtype, np.dtype]]:
 
     ``jax.enable_x64`` is a context manager here, so float64 cases never leak 64-bit
     defaults into code that runs after them.
+
+    Args:
+      case: a key of :data:`DTYPE_CASES` (``"f32"``, ``"bf16/f32"``, ...).
+
+    Yields:
+      ``(params_dtype, grads_dtype)`` as numpy dtypes.
     """
     param_name, grad_name = DTYPE_CASES[case]
     x64 = "float64" in (param_name, grad_name)
@@ -74,8 +81,6 @@ def _builtin(name: str) -> opt_base.Optimizer:
 
 
 def _learned(name: str) -> opt_base.Optimizer:
-    from learnopt.learned_optimizers import base as lopt_base
-
     lopt = lopt_base.get_learned_optimizer(name)
     return lopt.opt_fn(lopt.init(jax.random.PRNGKey(0)))
 
@@ -90,9 +95,10 @@ def conformance_optimizers() -> dict[str, Callable[[], opt_base.Optimizer]]:
     Names are the built-in optimizer names (``"Adam"``), ``"lopt:<name>"`` for the
     learned optimizers at their initial ``theta`` and ``"optax:<zoo name>"`` for the
     optax zoo wrapped in :class:`~learnopt.optimizers.base.OptaxOptimizer`.
-    """
-    from learnopt.learned_optimizers import base as lopt_base
 
+    Returns:
+      A dict from name to a zero-argument callable that builds the optimizer.
+    """
     out: dict[str, Callable[[], opt_base.Optimizer]] = {}
     for name in opt_base.registered_optimizers():
         out[name] = functools.partial(_builtin, name)
@@ -106,7 +112,15 @@ def conformance_optimizers() -> dict[str, Callable[[], opt_base.Optimizer]]:
 def tiny_problem(
     params_dtype: Any, seed: int = 0
 ) -> tuple[dict[str, jax.Array], Callable[[PyTree], jax.Array]]:
-    """Params ``{"w": [3, 2], "b": [2]}`` and a least-squares loss computed in their dtype."""
+    """Params ``{"w": [3, 2], "b": [2]}`` and a least-squares loss computed in their dtype.
+
+    Args:
+      params_dtype: the dtype of the params.
+      seed: the numpy seed of the data and the initial params.
+
+    Returns:
+      ``(params, loss_fn)``; ``loss_fn(params)`` is a scalar in the params' dtype.
+    """
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(4, 3)).astype(np.float32)
     y = rng.normal(size=(4, 2)).astype(np.float32)
@@ -135,6 +149,7 @@ class ConformanceResult:
 
     @property
     def ok(self) -> bool:
+        """Whether every check passed (one trace each, dtypes kept, everything finite)."""
         return (
             self.step_traces == 1 and self.scan_traces == 1 and self.params_dtype_ok and self.finite
         )
@@ -173,6 +188,16 @@ def check_conformance(
     The step passes ``value_fn`` (for line searches) to :class:`OptaxOptimizer`.
     ``compiler_options`` go to XLA (the tests lower the backend optimization level
     to compile faster; tracing, and so the counts, do not depend on them).
+
+    Args:
+      make_opt: a zero-argument constructor (a value of :func:`conformance_optimizers`).
+      case: a key of :data:`DTYPE_CASES`.
+      num_calls: calls of the jitted step.
+      scan_length: steps in each call of the jitted scan.
+      compiler_options: XLA compiler options for both programs, or None.
+
+    Returns:
+      A :class:`ConformanceResult` (``.ok`` when every check passed).
     """
     with dtype_case(case) as (params_dtype, grads_dtype):
         opt = make_opt()

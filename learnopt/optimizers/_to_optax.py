@@ -1,0 +1,69 @@
+"""The optax form of an optimizer: the mechanism behind ``opt.as_optax()`` and ``opt_to_optax``.
+
+It only calls the optimizer's methods, so it sits below the ``Optimizer`` interface:
+:meth:`~learnopt.optimizers.interface.Optimizer.as_optax` uses it directly and
+:func:`learnopt.optimizers.opt_to_optax.opt_to_optax_opt` (the library's entry point,
+which checks its argument is an ``Optimizer``) calls it. See
+:mod:`learnopt.optimizers.opt_to_optax` for what the transformation does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import optax
+
+from learnopt.canonical import leaf_compute_dtype
+
+__all__ = ["transformation"]
+
+_LOSS_NAMES = ("loss", "value")
+
+
+def transformation(opt: Any, num_steps: int | None = None) -> optax.GradientTransformationExtraArgs:
+    """``opt`` as an optax transformation (``opt`` is not checked; see ``opt_to_optax``).
+
+    Args:
+      opt: a learnopt optimizer (an instance).
+      num_steps: the planned number of steps, passed to ``opt.init``.
+
+    Returns:
+      An ``optax.GradientTransformationExtraArgs`` whose updates are
+      ``new_params - params`` and whose state is ``opt``'s state without its params.
+    """
+
+    def init_fn(params: Any, *, extra_args: Mapping[str, Any] | None = None) -> Any:
+        del extra_args
+        return opt.set_params(opt.init(params, num_steps=num_steps), ())
+
+    def update_fn(
+        updates: Any,
+        state: Any,
+        params: Any = None,
+        *,
+        extra_args: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> tuple[Any, Any]:
+        if params is None:
+            raise ValueError(
+                f"the optax form of {type(opt).__name__} needs params: "
+                "call update(updates, state, params, ...)"
+            )
+        kwargs = {**extra, **dict(extra_args or {})}
+        loss = next((kwargs.pop(n) for n in _LOSS_NAMES if n in kwargs), None)
+        for name in _LOSS_NAMES:
+            kwargs.pop(name, None)
+        kwargs.pop("grad", None)  # optax's copy of the gradient: ``updates`` already is it
+        state = opt.set_params(state, params)
+        new_state = opt.update(state, updates, loss, **kwargs)
+        deltas = jax.tree_util.tree_map(_delta, opt.get_params(new_state), params)
+        return deltas, opt.set_params(new_state, ())
+
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def _delta(new: Any, old: Any) -> Any:
+    cd = leaf_compute_dtype(old.dtype)
+    return (new.astype(cd) - old.astype(cd)).astype(old.dtype)
