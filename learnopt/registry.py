@@ -13,8 +13,13 @@ so adding one ``@REGISTRY.register`` line adds an entry everywhere (and to the t
     tasks_base.TASKS.names()             # sorted names
 
 An unknown name raises :class:`UnknownNameError` (a ``KeyError``) whose message lists
-close matches and every known name. Registries can import their built-in entries
-lazily (``loader``), so that importing a base module stays cheap.
+close matches and every known name.
+
+An entry is registered in the module that defines it, and a package's ``__init__``
+imports its modules, so a registry never imports its implementations (which would make
+an import cycle): ``learnopt.tasks``, ``learnopt.optimizers`` and
+``learnopt.learned_optimizers`` fill theirs that way. The optional ``loader`` is kept
+for registries outside learnopt that fill themselves on first use.
 """
 
 from __future__ import annotations
@@ -40,8 +45,8 @@ class Registry(Generic[T]):
 
     Args:
       kind: what the entries are, for messages ("task", "learned optimizer", ...).
-      loader: called once before the first lookup; imports the modules that register
-        the built-in entries (keeps the import of the base module light).
+      loader: called once before the first lookup (learnopt's own registries do not use
+        it: their packages import the modules that register the entries).
     """
 
     def __init__(self, kind: str, loader: Callable[[], None] | None = None):
@@ -62,6 +67,13 @@ class Registry(Generic[T]):
         Usable as ``@reg.register``, ``@reg.register("name")``,
         ``@reg.register(name="name")`` or ``reg.register(fn, name="name")``.
         Re-registering a name replaces the entry (so reloading a module is harmless).
+
+        Args:
+          fn_or_name: the constructor, or (as ``@reg.register("name")``) its name.
+          name: the name, as a keyword (default: the constructor's ``__name__``).
+
+        Returns:
+          The constructor, unchanged; used with a name only, a decorator that registers.
         """
 
         def add(fn: Callable[..., T]) -> Callable[..., T]:
@@ -81,12 +93,26 @@ class Registry(Generic[T]):
         return add(fn_or_name)
 
     def names(self) -> list[str]:
-        """The registered names, sorted."""
+        """The registered names, sorted.
+
+        Returns:
+          A new list of the names.
+        """
         self._load()
         return sorted(self._entries)
 
     def constructor(self, name: str) -> Callable[..., T]:
-        """The constructor registered under ``name`` (raises :class:`UnknownNameError`)."""
+        """The constructor registered under ``name``.
+
+        Args:
+          name: a registered name.
+
+        Returns:
+          The callable registered under ``name``.
+
+        Raises:
+          UnknownNameError: no entry has that name (the message lists close matches).
+        """
         self._load()
         if not isinstance(name, str):
             raise TypeError(f"{self.kind} name must be a string, got {type(name).__name__}")
@@ -99,7 +125,15 @@ class Registry(Generic[T]):
         return self._entries[name]
 
     def get(self, name: str, **kwargs: Any) -> T:
-        """Builds the entry ``name`` with ``kwargs``."""
+        """Builds the entry ``name`` with ``kwargs``.
+
+        Args:
+          name: a registered name.
+          **kwargs: arguments for its constructor.
+
+        Returns:
+          What the constructor returns.
+        """
         return self.constructor(name)(**kwargs)
 
     def __contains__(self, name: object) -> bool:

@@ -1,6 +1,7 @@
 """Learned optimizers: ``lopt.init(key) -> theta``, ``lopt.opt_fn(theta) -> Optimizer``.
 
-Modules (each registers its learned optimizers in ``base.LOPTS``):
+Modules (each registers its learned optimizers in ``base.LOPTS``; the imports at the
+end of this file register them all):
 
 * ``base``: the ``LearnedOptimizer`` interface, ``LearnableSGD/SGDM/Adam``, the registry;
 * ``mlp_lopt.MLPLOpt``: per-parameter MLP (Metz et al., 2019);
@@ -18,3 +19,14 @@ Modules (each registers its learned optimizers in ``base.LOPTS``):
 The ported architectures keep learned_optimization's names, constructor arguments,
 maths and theta layout, so its meta-trained thetas load here.
 """
+
+from learnopt.learned_optimizers import (  # noqa: F401  (each registers its architectures)
+    adafac_mlp_lopt,
+    adafac_nominal,
+    base,
+    celo2,
+    hyper_v2,
+    mlp_lopt,
+    nn_adam,
+    rnn_mlp_lopt,
+)

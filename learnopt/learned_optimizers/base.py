@@ -151,40 +151,41 @@ class LearnableAdam(LearnedOptimizer):
         )
 
 
-def _import_builtin() -> None:
-    import importlib
-
-    for module in _BUILTIN_MODULES:
-        importlib.import_module(f"learnopt.learned_optimizers.{module}")
-
-
-#: Modules whose learned optimizers register themselves when the registry is first read.
-_BUILTIN_MODULES = (
-    "mlp_lopt",
-    "adafac_mlp_lopt",
-    "adafac_nominal",
-    "rnn_mlp_lopt",
-    "nn_adam",
-    "hyper_v2",
-    "celo2",
-)
-
-
-#: Every registered learned optimizer: ``LOPTS.get(name, **kwargs)`` builds one.
-LOPTS: Registry[LearnedOptimizer] = Registry("learned optimizer", loader=_import_builtin)
+#: Every registered learned optimizer: ``LOPTS.get(name, **kwargs)`` builds one. Each
+#: architecture module registers its learned optimizers; ``learnopt.learned_optimizers``
+#: imports them all, so the registry is full whichever module was imported first.
+LOPTS: Registry[LearnedOptimizer] = Registry("learned optimizer")
 for _cls in (LearnableSGD, LearnableSGDM, LearnableAdam):
     LOPTS.register(_cls)
 
 
 def register_learned_optimizer(name: str, fn: Callable[..., LearnedOptimizer]) -> None:
-    """Adds a learned optimizer constructor to the registry (CLI, conformance tests)."""
+    """Adds a learned optimizer constructor to the registry (CLI, conformance tests).
+
+    Args:
+      name: the registry name.
+      fn: a callable returning a :class:`LearnedOptimizer` (keyword arguments allowed).
+    """
     LOPTS.register(fn, name=name)
 
 
 def registered_learned_optimizers() -> list[str]:
+    """The names accepted by :func:`get_learned_optimizer`.
+
+    Returns:
+      The registered names, sorted.
+    """
     return LOPTS.names()
 
 
 def get_learned_optimizer(name: str, **kwargs: Any) -> LearnedOptimizer:
-    """Builds a registered learned optimizer by name, e.g. ``"LearnableAdam"``."""
+    """Builds a registered learned optimizer by name, e.g. ``"LearnableAdam"``.
+
+    Args:
+      name: a registered name (see :func:`registered_learned_optimizers`).
+      **kwargs: arguments for its constructor.
+
+    Returns:
+      The learned optimizer.
+    """
     return LOPTS.get(name, **kwargs)

@@ -154,49 +154,47 @@ def single_task_to_family(task: Task) -> TaskFamily:
     return SingleTaskFamily(task)
 
 
-def _import_builtin_tasks() -> None:
-    # Imported lazily so that ``import learnopt.tasks.base`` stays light.
-    from learnopt.tasks import quadratics  # noqa: F401
-    from learnopt.tasks.fixed import (  # noqa: F401
-        conv,
-        image_mlp,
-        image_mlp_ae,
-        image_mlp_offline,
-        resnet,
-        rnn_lm,
-        transformer_lm,
-    )
-
-
 #: Every registered task: ``TASKS.get(name)`` builds one (zero-argument constructors).
-TASKS: Registry[Task] = Registry("task", loader=_import_builtin_tasks)
+#: Each task module registers its tasks; ``learnopt.tasks`` imports them all, so the
+#: registry is full whichever module of the package was imported first.
+TASKS: Registry[Task] = Registry("task")
 
 
-def _import_builtin_families() -> None:
-    from learnopt.tasks import quadratics, suites  # noqa: F401
-    from learnopt.tasks.parametric import (  # noqa: F401
-        image_conv,
-        image_mlp,
-        image_mlp_ae,
-        lm_rnn,
-        lm_transformer,
-    )
-
-
-#: Every registered task family: ``TASK_FAMILIES.get(name)`` builds one.
-TASK_FAMILIES: Registry[TaskFamily] = Registry("task family", loader=_import_builtin_families)
+#: Every registered task family: ``TASK_FAMILIES.get(name)`` builds one (filled the
+#: same way, by the modules of ``learnopt.tasks.parametric``, ``quadratics`` and ``suites``).
+TASK_FAMILIES: Registry[TaskFamily] = Registry("task family")
 
 
 def register_task(fn_or_name: Any = None, *, name: str | None = None):
-    """Registers a task constructor under its ``__name__`` (usable as a decorator)."""
+    """Registers a task constructor under its ``__name__`` (usable as a decorator).
+
+    Args:
+      fn_or_name: the constructor (``@register_task``), or its name
+        (``@register_task("name")``).
+      name: the name, as a keyword (default: the constructor's ``__name__``).
+
+    Returns:
+      The constructor (as a decorator: the decorator that registers it).
+    """
     return TASKS.register(fn_or_name, name=name)
 
 
 def registered_tasks() -> list[str]:
-    """Names accepted by :func:`get_task`, sorted."""
+    """Names accepted by :func:`get_task`, sorted.
+
+    Returns:
+      The registered task names.
+    """
     return TASKS.names()
 
 
 def get_task(name: str) -> Task:
-    """Builds a registered task by name, e.g. ``get_task("ImageMLP_Digits8_Relu32")``."""
+    """Builds a registered task by name, e.g. ``get_task("ImageMLP_Digits8_Relu32")``.
+
+    Args:
+      name: a registered task name (see :func:`registered_tasks`).
+
+    Returns:
+      The task.
+    """
     return TASKS.get(name)

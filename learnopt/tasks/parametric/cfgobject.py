@@ -65,19 +65,9 @@ class LogFeature:
     value: Any
 
 
-def _load_builtin() -> None:
-    from learnopt.tasks.parametric import (  # noqa: F401
-        image_conv,
-        image_mlp,
-        image_mlp_ae,
-        lm_rnn,
-        lm_transformer,
-        parametric_utils,
-    )
-
-
-#: Constructors usable in a :class:`CFGObject` (``obj`` -> callable).
-CONFIGURABLES: Registry[Any] = Registry("configurable", loader=_load_builtin)
+#: Constructors usable in a :class:`CFGObject` (``obj`` -> callable). The modules that
+#: define them register them; ``learnopt.tasks`` imports those modules.
+CONFIGURABLES: Registry[Any] = Registry("configurable")
 
 
 def configurable(fn_or_name: Any = None, *, name: str | None = None) -> Any:
