@@ -83,7 +83,8 @@ def tree_add(a: PyTree, b: PyTree) -> PyTree:
     return jax.tree_util.tree_map(jnp.add, a, b)
 
 
-#: ``a - b`` leaf by leaf: optax's ``tree_sub`` (IEEE subtraction, NaN and Inf as usual).
+#: ``a - b`` leaf by leaf: optax's ``tree_sub`` (``operator.sub``: the same values for
+#: arrays, NaN and Inf as usual; NumPy and Python leaves now stay NumPy and Python values).
 tree_sub = optax_tree.tree_sub
 
 

@@ -43,11 +43,14 @@ not given (the library requires it); the non-factored ``m / sqrt(v)`` floors ``v
 1e-20 so meta-gradients stay finite for exactly-zero gradients; no PRNG key is needed
 (the library's update splits one but nothing uses randomness); summaries are not
 written; arithmetic in float32 (float64 for float64 params).
+
+(One concept, a little over 600 lines: the constructor takes the library's 38 arguments
+one by one, and ``HyperV2.__init__`` is long only for that reason.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import flax.struct
@@ -162,6 +165,30 @@ def _bcast(a: int, b: int) -> int:
     return int(np.broadcast_shapes((a,), (b,))[0])
 
 
+def _mixed_weights(
+    stack: dict, controls: jax.Array, param_inits: int
+) -> Callable[[int, Any], dict]:
+    """Every tensor's MLP weights ``100 * mean_i c_i W_i`` from the bank ``stack``.
+
+    One matmul mixes the whole bank for all tensors at once; the function returned gives
+    tensor ``i``'s weights in dtype ``cd``.
+    """
+    bank_leaves, bank_def = jax.tree_util.tree_flatten(stack)
+    k = param_inits
+    bank = jnp.concatenate([w.reshape(k, -1) for w in bank_leaves], axis=1)
+    mixed = (100.0 / k) * (controls.astype(jnp.float32) @ bank)  # [tensors, total]
+    offsets = np.cumsum([0] + [int(np.prod(w.shape[1:])) for w in bank_leaves])
+
+    def weights_of(i: int, cd: Any) -> dict:
+        parts = [
+            mixed[i, a:b].reshape(w.shape[1:]).astype(cd)
+            for w, a, b in zip(bank_leaves, offsets[:-1], offsets[1:], strict=True)
+        ]
+        return bank_def.unflatten(parts)
+
+    return weights_of
+
+
 class _HyperV2Optimizer(common.ThetaOptimizer):
     """The optimizer :meth:`HyperV2.opt_fn` returns."""
 
@@ -253,19 +280,7 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
             )
 
         decays = lopt.decays()
-        # Every tensor's MLP weights 100 * mean_i c_i W_i: one matmul over the whole bank.
-        bank_leaves, bank_def = jax.tree_util.tree_flatten(theta["ff_mod_stack"]["~"])
-        k = lopt.param_inits
-        bank = jnp.concatenate([w.reshape(k, -1) for w in bank_leaves], axis=1)
-        mixed = (100.0 / k) * (controls.astype(jnp.float32) @ bank)  # [tensors, total]
-        offsets = np.cumsum([0] + [int(np.prod(w.shape[1:])) for w in bank_leaves])
-
-        def weights_of(i, cd):
-            parts = [
-                mixed[i, a:b].reshape(w.shape[1:]).astype(cd)
-                for w, a, b in zip(bank_leaves, offsets[:-1], offsets[1:], strict=True)
-            ]
-            return bank_def.unflatten(parts)
+        weights_of = _mixed_weights(theta["ff_mod_stack"]["~"], controls, lopt.param_inits)
 
         def step(p, g, m, v, fac_g, fac, i):
             cd = m.dtype
