@@ -68,12 +68,27 @@ TRUNCATION_SETTINGS = ("trunc_length", "total_length", "num_tasks", "std")
 
 
 def lopt_defaults(name: str) -> dict[str, Any]:
-    """The constructor arguments :func:`learnopt.train.meta_train` uses for ``name``."""
+    """The constructor arguments :func:`learnopt.train.meta_train` uses for ``name``.
+
+    Args:
+      name: a learned optimizer's registered name.
+
+    Returns:
+      A copy of its :data:`LOPT_DEFAULTS` entry (``{}`` if it has none).
+    """
     return dict(LOPT_DEFAULTS.get(name, {}))
 
 
 def training_defaults(name: str, trainer: str) -> dict[str, Any]:
-    """The meta-training settings that go with architecture ``name`` and ``trainer``."""
+    """The meta-training settings that go with architecture ``name`` and ``trainer``.
+
+    Args:
+      name: a learned optimizer's registered name.
+      trainer: a trainer name (the full-run ones take no truncation settings).
+
+    Returns:
+      A copy of its :data:`TRAINING_DEFAULTS` entry, less what ``trainer`` does not take.
+    """
     out = dict(TRAINING_DEFAULTS.get(name, {}))
     if trainer in FULL_TRAINERS:
         for k in TRUNCATION_SETTINGS:

@@ -64,7 +64,14 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
 
 
 def positive_float(text: str) -> float:
-    """An argparse type: a finite number ``> 0``."""
+    """An argparse type: a finite number ``> 0``.
+
+    Args:
+      text: the flag's value.
+
+    Returns:
+      The number.
+    """
     try:
         value = float(text)
     except ValueError:
@@ -75,7 +82,14 @@ def positive_float(text: str) -> float:
 
 
 def seed(text: str) -> int:
-    """An argparse type: an integer in ``[0, 2**32)``."""
+    """An argparse type: an integer in ``[0, 2**32)``.
+
+    Args:
+      text: the flag's value.
+
+    Returns:
+      The seed.
+    """
     value = _int(text)
     if not 0 <= value < 2**32:
         raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**32), got {value}")
@@ -83,7 +97,14 @@ def seed(text: str) -> int:
 
 
 def name_list(text: str) -> tuple[str, ...]:
-    """An argparse type: comma-separated names (``Adam,SGDM``)."""
+    """An argparse type: comma-separated names (``Adam,SGDM``).
+
+    Args:
+      text: the flag's value.
+
+    Returns:
+      The names, blanks dropped.
+    """
     names = tuple(x.strip() for x in text.split(",") if x.strip())
     if not names:
         raise argparse.ArgumentTypeError("expected comma-separated names")
@@ -91,7 +112,14 @@ def name_list(text: str) -> tuple[str, ...]:
 
 
 def float_list(text: str) -> tuple[float, ...]:
-    """An argparse type: comma-separated positive finite numbers (``1e-3,3e-3``)."""
+    """An argparse type: comma-separated positive finite numbers (``1e-3,3e-3``).
+
+    Args:
+      text: the flag's value.
+
+    Returns:
+      The numbers.
+    """
     values = tuple(positive_float(x.strip()) for x in text.split(",") if x.strip())
     if not values:
         raise argparse.ArgumentTypeError("expected comma-separated numbers")
@@ -110,6 +138,9 @@ def _json_value(text: str) -> Any:
 
 def key_value(text: str) -> tuple[str, Any]:
     """An argparse type: ``KEY=VALUE`` with VALUE in JSON (plain words are strings).
+
+    Args:
+      text: the flag's value.
 
     Returns:
       ``(key, value)``; ``step_mult=0.003`` gives ``("step_mult", 0.003)``.
@@ -185,6 +216,13 @@ def dest(config_cls: type, field: str) -> str:
 
     Prefixed by the class name, so that two configurations of one command may both have
     a ``steps`` (``RunConfig.steps`` and ``PeriodicEvalConfig.steps`` of ``meta-train``).
+
+    Args:
+      config_cls: the configuration dataclass.
+      field: one of its fields.
+
+    Returns:
+      The argparse ``dest``.
     """
     return f"{config_cls.__name__}.{field}"
 

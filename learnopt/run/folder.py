@@ -114,7 +114,11 @@ class RunFolder:
         return self.path / checkpoints.CHECKPOINT_DIR
 
     def holds_run(self) -> bool:
-        """Whether the folder holds (part of) a run (see :func:`holds_run`)."""
+        """Whether the folder holds (part of) a run.
+
+        Returns:
+          :func:`holds_run` of the folder.
+        """
         return holds_run(self.path)
 
     def check_names_free(self) -> None:

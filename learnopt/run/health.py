@@ -99,7 +99,11 @@ class Health:
             self.still += 1
 
     def warning(self) -> str | None:
-        """A warning the first time most recent steps were skipped (again after recovery)."""
+        """A warning the first time most recent steps were skipped (again after recovery).
+
+        Returns:
+          The warning's text, or None.
+        """
         if not self.window or len(self.recent) < min(self.window, 20):
             return None
         frac = sum(self.recent) / len(self.recent)
@@ -156,7 +160,12 @@ class Health:
         )
 
     def final(self) -> tuple[str, str] | None:
-        """``(status, message)`` of a run that ended its steps, or None if it is fine."""
+        """The verdict on a run that did all its steps.
+
+        Returns:
+          ``(status, message)``: ``"diverged"`` when the meta-loss was never finite or most
+          steps were skipped, else what :meth:`stop_reason` says; None if the run is fine.
+        """
         never = self._never_finite() if self.never_finite_after else None
         if never:
             return never

@@ -386,7 +386,11 @@ class Session:
 
     # -------------------------------------------------------------------------- loop
     def loop(self, handle_signals: bool) -> None:
-        """Runs meta-steps until ``steps``, a stop decision, a signal or a failed write."""
+        """Runs meta-steps until ``steps``, a stop decision, a signal or a failed write.
+
+        Args:
+          handle_signals: turn SIGINT/SIGTERM into "checkpoint and stop".
+        """
         # tqdm.auto only for a visible bar: in Jupyter without ipywidgets importing it warns.
         if self.progress:
             from tqdm.auto import tqdm

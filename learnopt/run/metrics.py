@@ -50,7 +50,14 @@ class MetricsFile:
         self._writer: Any = None
 
     def open(self, keep_rows: int) -> list[list[str]]:
-        """Keeps the header and the first ``keep_rows`` rows (a resume); returns them."""
+        """Starts the file: the header and the first ``keep_rows`` rows of the old one.
+
+        Args:
+          keep_rows: the rows a resumed run keeps (its checkpoint's step); 0: a new file.
+
+        Returns:
+          The kept rows, as lists of strings.
+        """
         rows: list[list[str]] = []
         if keep_rows and self.path.exists():
             with open(self.path, newline="") as f:
@@ -75,15 +82,22 @@ class MetricsFile:
         return rows
 
     def write(self, rows: list[list[str]]) -> None:
+        """Appends ``rows`` and flushes them to the operating system.
+
+        Args:
+          rows: one list of cells per meta-step, in :attr:`columns` order.
+        """
         self._writer.writerows(rows)
         self._file.flush()
 
     def sync(self) -> None:
+        """Makes the rows written so far durable (before a checkpoint names their step)."""
         if self._file is not None:
             self._file.flush()
             os.fsync(self._file.fileno())
 
     def close(self) -> None:
+        """Closes the file (errors ignored: the rows are already flushed)."""
         if self._file is not None:
             try:
                 self._file.close()
@@ -93,7 +107,14 @@ class MetricsFile:
 
 
 def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
-    """metrics.csv as ``{column: float64 array}`` (empty cells are NaN)."""
+    """metrics.csv as arrays.
+
+    Args:
+      path: a run's metrics.csv.
+
+    Returns:
+      ``{column: float64 array}``; empty cells are NaN, partly written rows are skipped.
+    """
     with open(path, newline="") as f:
         reader = csv.reader(f)
         header = next(reader)
@@ -105,13 +126,28 @@ def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def cell(value: Any) -> str:
-    """A CSV cell: floats with ``repr`` (round-trips float32 exactly), '' for missing."""
+    """A CSV cell.
+
+    Args:
+      value: a number, a string or None.
+
+    Returns:
+      Floats with ``repr`` (round-trips float32 exactly), ``""`` for None.
+    """
     if value is None:
         return ""
     return repr(value) if isinstance(value, float | int) else str(value)
 
 
 def scalar(value: Any) -> float | int | None:
+    """A metric fetched from the device as a Python number.
+
+    Args:
+      value: a numpy or JAX scalar, a Python number, or None.
+
+    Returns:
+      An ``int`` for booleans, else the number (None stays None).
+    """
     if value is None:
         return None
     v = value.item() if hasattr(value, "item") else value
@@ -119,6 +155,14 @@ def scalar(value: Any) -> float | int | None:
 
 
 def theta_columns(theta: Any) -> list[str]:
+    """The ``theta/<name>`` columns of a theta: one per scalar entry of a dict theta.
+
+    Args:
+      theta: the learned optimizer's theta.
+
+    Returns:
+      The column names, sorted (none for a theta that is not a dict).
+    """
     if not isinstance(theta, dict):
         return []
     return sorted(f"theta/{k}" for k, v in theta.items() if getattr(v, "shape", None) == ())
@@ -132,6 +176,17 @@ def _window_mean(values: Any, window: int, last: bool) -> float:
 
 
 def summary(name: str, cols: dict[str, Any], elapsed: float, out: Path | None) -> str:
+    """The one-line summary a run prints at its end.
+
+    Args:
+      name: what was meta-trained (``"LearnableAdam on QuadraticTask (full_grad)"``).
+      cols: the metrics columns (:func:`read_metrics`).
+      elapsed: seconds of this session.
+      out: the output folder, or None.
+
+    Returns:
+      ``"<name>: meta-loss a -> b (mean of the first/last N steps), ..."``.
+    """
     meta_loss = cols.get("meta_loss", np.zeros(0))
     n = len(meta_loss)
     if not n:

@@ -43,8 +43,13 @@ def check_learner_mesh(learner: Any, mesh: Any) -> None:
 
 def check_same_everywhere(given, options, resume, overwrite, learner, theta_opt, mesh) -> None:
     """Several processes must all run the same ``meta_train`` (else they would wait for each
-    other in different collectives forever). ``data_dir`` may differ per host and
-    ``out_dir`` is process 0's."""
+    other in different collectives forever).
+
+    Args:
+      given, options: the settings and options as given (``data_dir`` may differ per
+        host; ``out_dir`` is process 0's and not compared).
+      resume, overwrite, learner, theta_opt, mesh: ``meta_train``'s other arguments.
+    """
 
     def describe(value: Any) -> Any:
         if value is None or isinstance(value, str | int | float | bool):
