@@ -53,6 +53,19 @@ def adam_direction(m, v, g, t, b1, b2, eps, eps_root):
     ``direction = m_hat / (sqrt(v_hat + eps_root) + eps)`` with the bias-corrected
     moments ``m_hat = m / (1 - b1^t)``, ``v_hat = v / (1 - b2^t)`` (optax's
     ``scale_by_adam``).
+
+    Args:
+      m: the first moment (its dtype is the arithmetic dtype).
+      v: the second moment.
+      g: the gradient (cast to ``m``'s dtype).
+      t: the step number, counting from 1 (an integer array).
+      b1: decay of the first moment (a float or traced scalar).
+      b2: decay of the second moment.
+      eps: added to the root of ``v_hat``.
+      eps_root: added to ``v_hat`` inside the root (left out when a Python zero).
+
+    Returns:
+      ``(direction, new_m, new_v)``.
     """
     cd = m.dtype
     b1, b2 = hp(b1, cd), hp(b2, cd)
@@ -89,6 +102,19 @@ def adam_direction_from_decays(m, v, g, t, omb1, omb2, eps, eps_root):
     ``1 - b^t = -expm1(t * log1p(-(1-b)))`` (in float32 or float64 scalars): exact for
     ``1 - b`` far below float precision, where ``b`` itself would round to 1 and
     ``1 - b^t`` to 0.
+
+    Args:
+      m: the first moment (its dtype is the arithmetic dtype).
+      v: the second moment.
+      g: the gradient (cast to ``m``'s dtype).
+      t: the step number, counting from 1 (an integer array).
+      omb1: ``1 - beta1`` (kept in a safe range, see ``_decay_complement``).
+      omb2: ``1 - beta2``.
+      eps: added to the root of ``v_hat``.
+      eps_root: added to ``v_hat`` inside the root (left out when a Python zero).
+
+    Returns:
+      ``(direction, new_m, new_v)``.
     """
     cd = m.dtype
     omb1, omb2 = _decay_complement(omb1, cd), _decay_complement(omb2, cd)

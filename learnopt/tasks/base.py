@@ -48,35 +48,93 @@ class Task:
 
     @property
     def name(self) -> str:
+        """The task's name (the class name unless a subclass says otherwise)."""
         return type(self).__name__
 
     def init(self, key: jax.Array) -> Params:
+        """Initial params (override this or :meth:`init_with_state`).
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          The params, a pytree of float arrays.
+        """
         if type(self).init_with_state is Task.init_with_state:
             raise NotImplementedError(f"{self.name} implements neither init nor init_with_state")
         return self.init_with_state(key)[0]
 
     def loss(self, params: Params, key: jax.Array, data: Batch) -> jax.Array:
+        """The loss of ``params`` on one batch (override this or :meth:`loss_with_state`).
+
+        Args:
+          params: the params.
+          key: a PRNG key (dropout, sampled losses), or None.
+          data: one batch from ``datasets`` (None for data-free tasks).
+
+        Returns:
+          A scalar loss.
+        """
         if type(self).loss_with_state is Task.loss_with_state:
             raise NotImplementedError(f"{self.name} implements neither loss nor loss_with_state")
         return self.loss_with_state(params, None, key, data)[0]
 
     def init_with_state(self, key: jax.Array) -> tuple[Params, ModelState]:
+        """Initial params and model state (e.g. batch-norm statistics).
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          ``(params, model_state)``; the model state is None unless overridden.
+        """
         return self.init(key), None
 
     def loss_with_state(
         self, params: Params, state: ModelState, key: jax.Array, data: Batch
     ) -> tuple[jax.Array, ModelState]:
+        """The loss and the next model state.
+
+        Args:
+          params: the params.
+          state: the model state.
+          key: a PRNG key, or None.
+          data: one batch.
+
+        Returns:
+          ``(loss, new_state)``; the state is returned unchanged unless overridden.
+        """
         return self.loss(params, key, data), state
 
     def loss_and_aux(
         self, params: Params, key: jax.Array, data: Batch
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
-        """``(loss, aux)``: the loss and a dict of extra scalars to log (empty by default)."""
+        """``(loss, aux)``: the loss and a dict of extra scalars to log (empty by default).
+
+        Args:
+          params: the params.
+          key: a PRNG key, or None.
+          data: one batch.
+
+        Returns:
+          ``(loss, aux)``.
+        """
         return self.loss(params, key, data), {}
 
     def loss_with_state_and_aux(
         self, params: Params, state: ModelState, key: jax.Array, data: Batch
     ) -> tuple[jax.Array, ModelState, dict[str, jax.Array]]:
+        """The loss, the next model state and the extra scalars of :meth:`loss_and_aux`.
+
+        Args:
+          params: the params.
+          state: the model state.
+          key: a PRNG key, or None.
+          data: one batch.
+
+        Returns:
+          ``(loss, new_state, aux)``.
+        """
         if (
             type(self).loss_and_aux is not Task.loss_and_aux
             and type(self).loss_with_state is Task.loss_with_state
@@ -87,7 +145,14 @@ class Task:
         return loss, state, {}
 
     def normalizer(self, loss: jax.Array) -> jax.Array:
-        """Maps a raw loss onto the scale used for meta-losses (identity by default)."""
+        """Maps a raw loss onto the scale used for meta-losses (identity by default).
+
+        Args:
+          loss: a loss of this task.
+
+        Returns:
+          The normalized loss.
+        """
         return loss
 
     def __repr__(self) -> str:
@@ -107,19 +172,51 @@ class TaskFamily:
 
     @property
     def name(self) -> str:
+        """The family's name (the class name unless a subclass says otherwise)."""
         return type(self).__name__
 
     def sample(self, key: jax.Array) -> TaskCfg:
+        """Draws one configuration (traceable: called inside ``jit`` and ``vmap``).
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          The configuration, a pytree of arrays.
+        """
         raise NotImplementedError
 
     def task_fn(self, cfg: TaskCfg) -> Task:
+        """The task for a configuration drawn by :meth:`sample`.
+
+        Args:
+          cfg: the configuration (its arrays may be traced).
+
+        Returns:
+          The task.
+        """
         raise NotImplementedError
 
     def eval_task_fn(self, cfg: TaskCfg) -> Task:
+        """The task to evaluate for ``cfg`` (the training task by default).
+
+        Args:
+          cfg: a configuration drawn by :meth:`sample`.
+
+        Returns:
+          The task.
+        """
         return self.task_fn(cfg)
 
     def sample_task(self, key: jax.Array) -> Task:
-        """One task of the family: ``task_fn(sample(key))``."""
+        """One task of the family: ``task_fn(sample(key))``.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          The task.
+        """
         return self.task_fn(self.sample(key))
 
     def __repr__(self) -> str:
@@ -135,18 +232,44 @@ class SingleTaskFamily(TaskFamily):
 
     @property
     def name(self) -> str:
+        """The task's name."""
         return self.task.name
 
     def sample(self, key: jax.Array) -> jax.Array:
-        # A strongly typed dummy so that states holding it never change type.
+        """A dummy configuration.
+
+        Args:
+          key: unused.
+
+        Returns:
+          An int32 zero (strongly typed, so that states holding it never change type).
+        """
         return jnp.zeros((), jnp.int32)
 
     def task_fn(self, cfg: TaskCfg) -> Task:
+        """The task, whatever ``cfg``.
+
+        Args:
+          cfg: unused.
+
+        Returns:
+          The task this family wraps.
+        """
         return self.task
 
 
 def single_task_to_family(task: Task) -> TaskFamily:
-    """Wraps a single task as a family (``sample`` returns a dummy, ``task_fn`` the task)."""
+    """Wraps a single task as a family (``sample`` returns a dummy, ``task_fn`` the task).
+
+    Args:
+      task: a task (a family is returned unchanged).
+
+    Returns:
+      A :class:`TaskFamily`.
+
+    Raises:
+      TypeError: ``task`` is neither a ``Task`` nor a ``TaskFamily``.
+    """
     if isinstance(task, TaskFamily):
         return task
     if not isinstance(task, Task):

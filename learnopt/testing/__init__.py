@@ -37,6 +37,15 @@ class TraceCounter:
         self.count = 0
 
     def wrap(self, fn: Callable) -> Callable:
+        """``fn`` with a counter: each call of the result (each trace, under ``jit``) adds 1.
+
+        Args:
+          fn: the function to count (wrap it before ``jax.jit``).
+
+        Returns:
+          The counting wrapper, with ``fn``'s name and signature.
+        """
+
         @functools.wraps(fn)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             self.count += 1
@@ -45,6 +54,12 @@ class TraceCounter:
         return wrapped
 
     def assert_count(self, expected: int, what: str = "function") -> None:
+        """Raises ``AssertionError`` unless the count is ``expected``.
+
+        Args:
+          expected: the number of traces wanted (usually 1).
+          what: how the message names the function.
+        """
         if self.count != expected:
             raise AssertionError(
                 f"{what} was traced {self.count} times, expected {expected}: some argument "
@@ -124,6 +139,13 @@ def assert_same_theta(a: Any, b: Any) -> None:
 
     Theta files compare by their theta alone: their metadata (creation time, run folder)
     differs between runs that computed the same theta.
+
+    Args:
+      a: a theta pytree, or the path of a theta file.
+      b: the same, to compare with ``a``.
+
+    Raises:
+      AssertionError: the structures, a dtype or shape, or the bytes of a leaf differ.
     """
     import os
 
