@@ -18,7 +18,7 @@ from learnopt import checkpoints, train
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
 from learnopt.outer_trainers import gradient_learner
-from learnopt.run.loop import StepKeys
+from learnopt.run.session import StepKeys
 from learnopt.tasks import quadratics
 
 FAST = dict(progress=False, plots=False)

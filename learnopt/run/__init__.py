@@ -10,7 +10,8 @@
 * :mod:`~learnopt.run.metrics`: metrics.csv and the summary line;
 * :mod:`~learnopt.run.health`: signals, divergence and stall checks;
 * :mod:`~learnopt.run.processes`: what several processes agree on;
-* :mod:`~learnopt.run.loop`: :func:`meta_train` and one session of a run.
+* :mod:`~learnopt.run.session`: one session of a run (start, loop, finish);
+* :mod:`~learnopt.run.loop`: :func:`meta_train`, the entry point.
 
 :mod:`learnopt.train` is the public face (``train.meta_train``). The names below are
 re-exported lazily, so that ``import learnopt.run.config`` imports no JAX.
@@ -24,6 +25,7 @@ from typing import Any
 #: Public names and the modules that define them (read lazily, PEP 562).
 _EXPORTS = {
     "meta_train": "learnopt.run.loop",
+    "Session": "learnopt.run.session",
     "RunConfig": "learnopt.run.config",
     "LaunchConfig": "learnopt.run.config",
     "build_learner": "learnopt.run.build",
