@@ -11,6 +11,12 @@ from typing import Any
 
 import pytest
 
+#: The run that the resume, fault and multi-process tests meta-train: PES on a quadratic
+#: family with noise data, so that inner states, PES accumulators and a host-side data
+#: stream all live in the checkpoint, and nothing needs a dataset on disk. Each file sets
+#: its own lengths and cadence on top (``dict(PES_QUADRATIC, trunc_length=..., ...)``).
+PES_QUADRATIC = dict(task="FixedDimQuadraticFamilyData", trainer="pes", num_tasks=4)
+
 
 def _fast_compile_options() -> dict[str, Any] | None:
     """XLA options that only make CPU compilation faster (the tests check values, not speed)."""

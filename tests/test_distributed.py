@@ -24,16 +24,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import PES_QUADRATIC
 
 from learnopt import checkpoints, distributed
 from learnopt.tasks.datasets import base as datasets_base
 
 PES = dict(
-    task="FixedDimQuadraticFamilyData",
-    trainer="pes",
+    PES_QUADRATIC,
     trunc_length=3,
     total_length=9,
-    num_tasks=4,
     steps=16,
     log_every=4,
     checkpoint_every=8,

@@ -21,17 +21,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import PES_QUADRATIC
 
 from learnopt import checkpoints, train
 from learnopt.testing import assert_same_theta
 
 STEPS = 240
 SETTINGS = dict(
-    task="FixedDimQuadraticFamilyData",
-    trainer="pes",
+    PES_QUADRATIC,
     trunc_length=4,
     total_length=16,
-    num_tasks=4,
     checkpoint_every=20,
     keep_checkpoints=2,
     log_every=5,

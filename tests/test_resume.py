@@ -18,17 +18,16 @@ import sys
 import textwrap
 
 import pytest
+from conftest import PES_QUADRATIC
 
 from learnopt import checkpoints
 from learnopt.testing import assert_same_theta
 
 WALKTHROUGH = dict(steps=12, checkpoint_every=5, log_every=2)
 PES = dict(
-    task="FixedDimQuadraticFamilyData",
-    trainer="pes",
+    PES_QUADRATIC,
     trunc_length=3,
     total_length=9,
-    num_tasks=4,
     steps=40,
     checkpoint_every=15,
     log_every=4,
