@@ -224,7 +224,11 @@ class TaskFamily:
 
 
 class SingleTaskFamily(TaskFamily):
-    """The family that always returns one fixed task (see :func:`single_task_to_family`)."""
+    """The family that always returns one fixed task (see :func:`single_task_to_family`).
+
+    Args:
+      task: the task that every ``task_fn`` returns (its ``datasets`` are the family's).
+    """
 
     def __init__(self, task: Task):
         self.task = task

@@ -117,7 +117,14 @@ def _synthetic_datasets(
 
 
 def batch_datasets(seed: int = 0) -> datasets_base.Datasets:
-    """Standard normal noise batches ``float32 [4, 2]`` (:class:`BatchQuadraticTask`'s)."""
+    """Standard normal noise batches ``float32 [4, 2]`` (:class:`BatchQuadraticTask`'s).
+
+    Args:
+      seed: seed of the batches (split ``i`` of ``SPLITS`` draws from ``4 * seed + i``).
+
+    Returns:
+      A :class:`~learnopt.tasks.datasets.base.Datasets` of endless numpy iterators.
+    """
 
     def draw(rng: np.random.Generator, lead: tuple[int, ...]) -> np.ndarray:
         return rng.standard_normal((*lead, 4, 2), dtype=np.float32)
@@ -127,7 +134,14 @@ def batch_datasets(seed: int = 0) -> datasets_base.Datasets:
 
 
 def noise_datasets(seed: int = 0) -> datasets_base.Datasets:
-    """Scalar standard normal noise batches ``float32 []`` (for FixedDimQuadraticFamilyData)."""
+    """Scalar standard normal noise batches ``float32 []`` (for FixedDimQuadraticFamilyData).
+
+    Args:
+      seed: seed of the batches (split ``i`` of ``SPLITS`` draws from ``4 * seed + i``).
+
+    Returns:
+      A :class:`~learnopt.tasks.datasets.base.Datasets` of endless numpy iterators.
+    """
 
     def draw(rng: np.random.Generator, lead: tuple[int, ...]) -> np.ndarray:
         return np.asarray(rng.standard_normal(lead, dtype=np.float32))
@@ -154,12 +168,31 @@ class QuadraticTask(tasks_base.Task):
 
     @property
     def dim(self) -> int:
+        """Number of parameters."""
         return self._dim
 
     def init(self, key: jax.Array) -> jax.Array:
+        """Initial params ``p ~ N(0, I_dim)``.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          ``[dim]`` in ``param_dtype``.
+        """
         return jax.random.normal(key, (self._dim,), self.param_dtype)
 
     def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        """``sum(p^2)``, computed in at least float32.
+
+        Args:
+          params: ``[dim]``.
+          key: unused.
+          data: unused (the task has no data).
+
+        Returns:
+          A scalar.
+        """
         del key, data
         return _sum_squares(params)
 
@@ -169,15 +202,36 @@ class BatchQuadraticTask(tasks_base.Task):
 
     It exists to exercise the data path of a trainer on a quadratic: ``datasets``
     yields standard normal ``float32 [4, 2]`` batches (see :func:`batch_datasets`).
+
+    Args:
+      seed: seed of the noise batches (learnopt addition).
     """
 
     def __init__(self, seed: int = 0):
         self.datasets = batch_datasets(seed)
 
     def init(self, key: jax.Array) -> jax.Array:
+        """Initial params ``p ~ N(0, I_10)``.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          ``[10]``, in JAX's default float dtype.
+        """
         return jax.random.normal(key, (10,))
 
     def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        """``sum(p^2)``, computed in at least float32.
+
+        Args:
+          params: ``[10]``.
+          key: unused.
+          data: a noise batch ``float32 [4, 2]`` (ignored).
+
+        Returns:
+          A scalar.
+        """
         del key, data
         return _sum_squares(params)
 
@@ -190,9 +244,27 @@ class LogQuadraticTask(tasks_base.Task):
     """
 
     def init(self, key: jax.Array) -> jax.Array:
+        """Initial params ``p ~ N(0, I_10)``.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          ``[10]``, in JAX's default float dtype.
+        """
         return jax.random.normal(key, (10,))
 
     def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        """``log(sum(p^2))``, computed in at least float32.
+
+        Args:
+          params: ``[10]``.
+          key: unused.
+          data: unused (the task has no data).
+
+        Returns:
+          A scalar.
+        """
         del key, data
         return jnp.log(_sum_squares(params))
 
@@ -205,10 +277,28 @@ class SumQuadraticTask(tasks_base.Task):
     """
 
     def init(self, key: jax.Array) -> dict[str, jax.Array]:
+        """Initial params ``{"a": N(0, I_10), "b": N(0, I_10)}`` (one key each).
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          ``{"a": [10], "b": [10]}``, in JAX's default float dtype.
+        """
         key_a, key_b = jax.random.split(key)
         return {"a": jax.random.normal(key_a, (10,)), "b": jax.random.normal(key_b, (10,))}
 
     def loss(self, params: dict[str, jax.Array], key: jax.Array, data: Any) -> jax.Array:
+        """``sum((a + b)^2)``, computed in at least float32.
+
+        Args:
+          params: ``{"a": [10], "b": [10]}``.
+          key: unused.
+          data: unused (the task has no data).
+
+        Returns:
+          A scalar.
+        """
         del key, data
         return _sum_squares(params["a"] + params["b"])
 
@@ -233,9 +323,27 @@ class NoisyMeanQuadraticTask(tasks_base.Task):
         self._noise_stddev = float(noise_stddev)
 
     def init(self, key: jax.Array) -> jax.Array:
+        """Initial params ``p ~ N(0, I_dim)``.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          ``[dim]``, in JAX's default float dtype.
+        """
         return jax.random.normal(key, (self._dim,))
 
     def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        """``sum((p - s * eps)^2)`` with ``eps ~ N(0, I_dim)`` drawn from ``key``.
+
+        Args:
+          params: ``[dim]``.
+          key: a PRNG key (required: it draws the target ``eps``).
+          data: unused (the task has no data).
+
+        Returns:
+          A scalar, in at least float32.
+        """
         del data
         params = _f32_or_wider(params)
         mean = self._noise_stddev * jax.random.normal(key, (self._dim,), params.dtype)
@@ -265,15 +373,34 @@ class FixedDimQuadraticFamily(tasks_base.TaskFamily):
 
     ``sample(key)`` returns the target (the task config); every member starts from
     ``p ~ N(0, I_dim)``; no data.
+
+    Args:
+      dim: number of parameters (learnopt default 10; required in the library).
     """
 
     def __init__(self, dim: int = 10):
         self._dim = int(dim)
 
     def sample(self, key: jax.Array) -> jax.Array:
+        """Draws a target ``c ~ N(0, I_dim)``.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          The target, ``[dim]``, in JAX's default float dtype.
+        """
         return jax.random.normal(key, (self._dim,))
 
     def task_fn(self, task_params: jax.Array) -> tasks_base.Task:
+        """The member with target ``task_params``: ``sum((c - p)^2)``, ``p ~ N(0, I_dim)`` at init.
+
+        Args:
+          task_params: a target drawn by :meth:`sample` (may be traced).
+
+        Returns:
+          The task.
+        """
         return _TargetQuadratic(task_params, self._dim)
 
 
@@ -317,9 +444,25 @@ class FixedDimQuadraticFamilyData(tasks_base.TaskFamily):
         self.datasets = noise_datasets(seed)
 
     def sample(self, key: jax.Array) -> jax.Array:
+        """Draws a target ``c ~ N(0, I_dim)``.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          The target, ``[dim]``, in JAX's default float dtype.
+        """
         return jax.random.normal(key, (self._dim,))
 
     def task_fn(self, task_params: jax.Array) -> tasks_base.Task:
+        """The member with target ``task_params``: ``sum((c - p)^2) + batch`` on this family's data.
+
+        Args:
+          task_params: a target drawn by :meth:`sample` (may be traced).
+
+        Returns:
+          The task (with ``loss_and_aux`` and the clipping normalizer).
+        """
         return _TargetQuadraticPlusData(task_params, self._dim, self.datasets)
 
 
@@ -366,12 +509,28 @@ class NoisyQuadraticFamily(tasks_base.TaskFamily):
         self.datasets = None
 
     def sample(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Draws ``center ~ N(0, I_dim)`` and ``scale ~ scale_constant * U[0, 1)^dim``.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          ``(center, scale)``, each ``[dim]``, in JAX's default float dtype.
+        """
         key, subkey = jax.random.split(key)
         center = jax.random.normal(key, (self._dim,))
         scale = jax.random.uniform(subkey, (self._dim,)) * self.scale_constant
         return center, scale
 
     def task_fn(self, task_params: tuple[jax.Array, jax.Array]) -> tasks_base.Task:
+        """The member ``sum((scale * (center - p))^2)`` with gradient noise of scale ``cov``.
+
+        Args:
+          task_params: ``(center, scale)`` drawn by :meth:`sample` (may be traced).
+
+        Returns:
+          The task; its loss needs a PRNG key (it draws the gradient noise).
+        """
         center, scale = task_params
         return _NoisyScaledQuadratic(center, scale, self._dim, self._cov)
 
@@ -418,10 +577,26 @@ class CurvatureQuadraticFamily(tasks_base.TaskFamily):
         self.max_curvature = float(max_curvature)
 
     def sample(self, key: jax.Array) -> jax.Array:
+        """Draws curvatures ``c_i = exp(u_i)``, ``u_i ~ U[log min_curvature, log max_curvature)``.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          The curvatures, ``float32 [dim]``.
+        """
         lo, hi = math.log(self.min_curvature), math.log(self.max_curvature)
         return jnp.exp(jax.random.uniform(key, (self.dim,), jnp.float32, lo, hi))
 
     def task_fn(self, cfg: jax.Array) -> tasks_base.Task:
+        """The member ``0.5 * sum(c_i p_i^2)``, ``p ~ N(0, I_dim)`` at init.
+
+        Args:
+          cfg: curvatures drawn by :meth:`sample` (may be traced).
+
+        Returns:
+          The task.
+        """
         return _CurvatureQuadratic(cfg, self.dim)
 
 
@@ -447,6 +622,13 @@ class LeastSquaresRegressionTask(tasks_base.Task):
     fixed ``w_true ~ N(0, I_dim)`` (``datasets.train.w_true``) drawn from ``seed``. A
     stochastic quadratic: the batches make the gradient noisy like a real training
     problem at negligible cost. (learnopt's own; not in the notes' library.)
+
+    Args:
+      dim: number of parameters (the width of ``x``).
+      batch_size: examples per batch.
+      noise: standard deviation of the label noise ``eps``.
+      seed: seed of ``w_true``; split ``i`` of ``SPLITS`` draws its batches from
+        ``seed + 1 + i``.
     """
 
     def __init__(self, dim: int = 10, batch_size: int = 32, noise: float = 0.1, seed: int = 0):
@@ -466,9 +648,30 @@ class LeastSquaresRegressionTask(tasks_base.Task):
         )
 
     def init(self, key: jax.Array) -> jax.Array:
+        """Initial weights ``w ~ N(0, I_dim)``.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          ``float32 [dim]``.
+        """
         return jax.random.normal(key, (self.dim,), jnp.float32)
 
     def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
+        """``mean((x @ w - y)^2)`` over the batch, computed in at least float32.
+
+        Args:
+          params: the weights ``w``, ``[dim]``.
+          key: unused.
+          data: ``{"x": [B, dim], "y": [B]}``.
+
+        Returns:
+          A scalar.
+
+        Raises:
+          ValueError: ``data`` does not have those shapes.
+        """
         del key
         x, y = data["x"], data["y"]
         if jnp.shape(x)[-1:] != (self.dim,) or jnp.shape(y) != jnp.shape(x)[:-1]:

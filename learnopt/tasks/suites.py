@@ -172,6 +172,14 @@ class MixtureTaskFamily(tasks_base.TaskFamily):
         return self._name
 
     def sample(self, key: jax.Array) -> dict[str, Any]:
+        """Draws a member ``which ~ Categorical(weights)`` and a configuration of every member.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          ``{"which": int32 scalar, "cfgs": {member: cfg}}``.
+        """
         k_which, *k_members = jax.random.split(key, len(self.families) + 1)
         which = jax.random.categorical(k_which, self.log_weights).astype(jnp.int32)
         cfgs = {
@@ -181,6 +189,15 @@ class MixtureTaskFamily(tasks_base.TaskFamily):
         return {"which": which, "cfgs": cfgs}
 
     def task_fn(self, cfg: Mapping[str, Any]) -> tasks_base.Task:
+        """The task holding every member's params whose loss is member ``cfg["which"]``'s.
+
+        Args:
+          cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
+
+        Returns:
+          The task: params ``{member: params}``, batches ``{member: batch}``, loss and
+          normalizer those of the chosen member (``lax.switch``; losses in float32).
+        """
         tasks = {name: fam.task_fn(cfg["cfgs"][name]) for name, fam in self.families.items()}
         return _MixtureTask(tasks, cfg["which"], self.datasets)
 
@@ -238,7 +255,11 @@ for _name, _make in META_TRAIN_BUCKETS.items():
 
 
 def meta_train_families() -> list[tasks_base.TaskFamily]:
-    """The meta-train buckets as separate families (one estimator each)."""
+    """The meta-train buckets as separate families (one estimator each).
+
+    Returns:
+      A new family per bucket of :data:`META_TRAIN_BUCKETS`, in its order.
+    """
     return [make() for make in META_TRAIN_BUCKETS.values()]
 
 
@@ -277,10 +298,24 @@ SUITES.register(lambda: META_TRAIN_TASKS, name="meta-train")
 
 
 def suite_names() -> list[str]:
-    """Names accepted by :func:`get_suite`."""
+    """Names accepted by :func:`get_suite`.
+
+    Returns:
+      The registered suite names, sorted.
+    """
     return SUITES.names()
 
 
 def get_suite(name: str) -> tuple[str, ...]:
-    """The registered task names of suite ``name`` (``"heldout"``, ``"meta-train"``)."""
+    """The registered task names of suite ``name`` (``"heldout"``, ``"meta-train"``).
+
+    Args:
+      name: a suite name (see :func:`suite_names`).
+
+    Returns:
+      The suite's task names, each accepted by :func:`learnopt.tasks.base.get_task`.
+
+    Raises:
+      UnknownNameError: no suite has that name.
+    """
     return SUITES.get(name)

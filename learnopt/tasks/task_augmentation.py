@@ -134,6 +134,14 @@ class ReparamWeights(_TaskWrapper):
         return self.param_scale
 
     def init_with_state(self, key):
+        """The wrapped task's initial params divided by their scales: ``w / param_scale``.
+
+        Args:
+          key: a PRNG key (passed to the wrapped task).
+
+        Returns:
+          ``(params / param_scale, model_state)``, each leaf in its own dtype.
+        """
         params, state = self.task.init_with_state(key)
         scaled = jax.tree_util.tree_map(
             lambda p, s: (p / s).astype(p.dtype), params, self._scales(params)
@@ -141,6 +149,17 @@ class ReparamWeights(_TaskWrapper):
         return scaled, state
 
     def loss_with_state_and_aux(self, params, state, key, data):
+        """The wrapped task's loss at ``params * param_scale``.
+
+        Args:
+          params: the reparameterized params (``w / param_scale``).
+          state: the wrapped task's model state.
+          key: the wrapped task's PRNG key.
+          data: one batch.
+
+        Returns:
+          The wrapped task's ``(loss, new_state, aux)``.
+        """
         scaled = jax.tree_util.tree_map(
             lambda p, s: (p * s).astype(p.dtype), params, self._scales(params)
         )
@@ -184,6 +203,16 @@ class ReparamWeightsFamily(tasks_base.TaskFamily):
         return jax.eval_shape(init, jax.random.key(0))
 
     def sample(self, key: jax.Array) -> cfgobject.CFGNamed:
+        """Draws the wrapped family's configuration and the scales, log-uniform in the range.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          A ``CFGNamed`` with ``sub_cfg`` and ``param_scale`` (a float32 scalar for
+          ``"global"``, one per tensor for ``"tensor"``) or, for ``"parameter"``,
+          ``param_scale_keys`` (one PRNG key per tensor; ``task_fn`` draws the scales).
+        """
         k_sub, k_scale = jax.random.split(key)
         sub = self.task_family.sample(k_sub)
         if self.level == "global":
@@ -204,6 +233,14 @@ class ReparamWeightsFamily(tasks_base.TaskFamily):
         return cfgobject.CFGNamed("ReparamWeightsFamily", values)
 
     def task_fn(self, cfg: cfgobject.CFGNamed) -> tasks_base.Task:
+        """The wrapped family's task for ``cfg`` as a :class:`ReparamWeights` (sampled scales).
+
+        Args:
+          cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
+
+        Returns:
+          The task.
+        """
         values = cfg.values
         if self.level == "parameter":
             scale = jax.tree_util.tree_map(
@@ -267,7 +304,13 @@ def _reduced_datasets(datasets: Any, fraction: float) -> datasets_base.Datasets:
 
 
 class ReducedBatchsizeTask(_TaskWrapper):
-    """The task on the first ``fraction_of_batchsize`` of every batch (at least one)."""
+    """The task on the first ``fraction_of_batchsize`` of every batch (at least one).
+
+    Args:
+      task: the task to wrap (it needs ``datasets``).
+      fraction_of_batchsize: the kept fraction of each batch, in ``(0, 1]``; a batch of
+        ``n`` keeps ``max(1, int(n * fraction_of_batchsize))`` examples.
+    """
 
     def __init__(self, task: tasks_base.Task, fraction_of_batchsize: float):
         super().__init__(task)
@@ -280,7 +323,13 @@ class ReducedBatchsizeTask(_TaskWrapper):
 
 
 class ReducedBatchsizeFamily(tasks_base.TaskFamily):
-    """A family on the first ``fraction_of_batchsize`` of every batch."""
+    """A family on the first ``fraction_of_batchsize`` of every batch.
+
+    Args:
+      task_family: the family to wrap (it needs ``datasets``).
+      fraction_of_batchsize: the kept fraction of each batch, in ``(0, 1]`` (at least one
+        example is kept).
+    """
 
     def __init__(self, task_family: tasks_base.TaskFamily, fraction_of_batchsize: float):
         self.task_family = task_family
@@ -293,9 +342,27 @@ class ReducedBatchsizeFamily(tasks_base.TaskFamily):
         return self._name
 
     def sample(self, key):
+        """The wrapped family's configuration.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          ``task_family.sample(key)``.
+        """
         return self.task_family.sample(key)
 
     def task_fn(self, cfg):
+        """The wrapped family's task, unchanged.
+
+        The smaller batches come from this family's ``datasets``.
+
+        Args:
+          cfg: a configuration drawn by :meth:`sample`.
+
+        Returns:
+          ``task_family.task_fn(cfg)``.
+        """
         return self.task_family.task_fn(cfg)
 
 
@@ -303,7 +370,13 @@ class ReducedBatchsizeFamily(tasks_base.TaskFamily):
 
 
 class WrappedTaskFamilyWithTaskWrapper(tasks_base.TaskFamily):
-    """Applies ``task_wrapper`` to every task of ``task_family``."""
+    """Applies ``task_wrapper`` to every task of ``task_family``.
+
+    Args:
+      task_family: the family to wrap.
+      task_wrapper: ``task -> task``, applied to every member.
+      name: the family's name (default ``"Wrapped_<family name>"``).
+    """
 
     def __init__(
         self,
@@ -321,11 +394,27 @@ class WrappedTaskFamilyWithTaskWrapper(tasks_base.TaskFamily):
         return self._name
 
     def sample(self, key: jax.Array) -> cfgobject.CFGNamed:
+        """The wrapped family's configuration, named.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          A ``CFGNamed`` with ``inner_cfg``, the wrapped family's sample.
+        """
         return cfgobject.CFGNamed(
             "WrappedTaskFamilyWithTaskWrapper", {"inner_cfg": self.task_family.sample(key)}
         )
 
     def task_fn(self, cfg: cfgobject.CFGNamed) -> tasks_base.Task:
+        """``task_wrapper`` applied to the wrapped family's task for ``cfg``.
+
+        Args:
+          cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
+
+        Returns:
+          The task.
+        """
         return self.task_wrapper(self.task_family.task_fn(cfg.values["inner_cfg"]))
 
 
@@ -333,7 +422,12 @@ class WrappedTaskFamilyWithTaskWrapper(tasks_base.TaskFamily):
 
 
 class ConvertFloatDType(_TaskWrapper):
-    """Parameters (from ``init``) and float32 data in ``dtype`` (bfloat16 by default)."""
+    """Parameters (from ``init``) and float32 data in ``dtype`` (bfloat16 by default).
+
+    Args:
+      task: the task to wrap.
+      dtype: the dtype of the params and of the float32 leaves of every batch.
+    """
 
     def __init__(self, task: tasks_base.Task, dtype: Any = jnp.bfloat16):
         super().__init__(task)
@@ -345,16 +439,43 @@ class ConvertFloatDType(_TaskWrapper):
         )
 
     def init_with_state(self, key):
+        """The wrapped task's initial params, every leaf cast to ``dtype``.
+
+        Args:
+          key: a PRNG key (passed to the wrapped task).
+
+        Returns:
+          ``(params, model_state)``; the model state is unchanged.
+        """
         params, state = self.task.init_with_state(key)
         params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, self.dtype), params)
         return params, state
 
     def loss_with_state_and_aux(self, params, state, key, data):
+        """The wrapped task's loss on the batch with its float32 leaves cast to ``dtype``.
+
+        Args:
+          params: the params (used as given).
+          state: the wrapped task's model state.
+          key: the wrapped task's PRNG key.
+          data: one batch.
+
+        Returns:
+          The wrapped task's ``(loss, new_state, aux)``.
+        """
         return self.task.loss_with_state_and_aux(params, state, key, self._cast(data))
 
 
 def ConvertFloatDTypeTaskFamily(task_family, dtype=jnp.bfloat16):  # noqa: N802
-    """:class:`ConvertFloatDType` on every member of ``task_family``."""
+    """:class:`ConvertFloatDType` on every member of ``task_family``.
+
+    Args:
+      task_family: the family to wrap.
+      dtype: the dtype of the members' params and float32 data.
+
+    Returns:
+      A :class:`WrappedTaskFamilyWithTaskWrapper` named ``ConvertFloatDType_<family name>``.
+    """
     return WrappedTaskFamilyWithTaskWrapper(
         task_family,
         functools.partial(ConvertFloatDType, dtype=dtype),
@@ -370,6 +491,11 @@ class ModifyTaskGradient(_TaskWrapper):
 
     ``key`` is split: one part for the wrapped loss, one for ``fn`` (the loss and its
     gradient see the same randomness).
+
+    Args:
+      task: the task to wrap.
+      fn: ``(grads, key) -> grads``, applied to the params' gradient (a pytree like the
+        params) in the backward pass; the gradients of state and data are unchanged.
     """
 
     def __init__(self, task: tasks_base.Task, fn: Callable[[PyTree, jax.Array], PyTree]):
@@ -396,6 +522,19 @@ class ModifyTaskGradient(_TaskWrapper):
         self._loss_fn = loss_fn
 
     def loss_with_state_and_aux(self, params, state, key, data):
+        """The wrapped task's loss, whose gradient with respect to ``params`` is ``fn(grad, k)``.
+
+        A ``jax.custom_vjp``: ``key`` splits into the wrapped loss's key and ``k``.
+
+        Args:
+          params: the params.
+          state: the wrapped task's model state.
+          key: a PRNG key (required: it is split).
+          data: one batch.
+
+        Returns:
+          The wrapped task's ``(loss, new_state, aux)``.
+        """
         return self._loss_fn(params, state, key, data)
 
 
@@ -405,7 +544,16 @@ def _tree_norm(tree: PyTree) -> jax.Array:
 
 
 def NormalizeTaskGradient(task):  # noqa: N802
-    """The gradient divided by its global norm (a zero gradient stays zero)."""
+    """The gradient divided by its global norm (a zero gradient stays zero).
+
+    ``g -> g / ||g||_2``, the norm over all leaves (computed in float32).
+
+    Args:
+      task: the task to wrap.
+
+    Returns:
+      A :class:`ModifyTaskGradient`.
+    """
 
     def normalize(grads, key):
         del key
@@ -417,6 +565,14 @@ def NormalizeTaskGradient(task):  # noqa: N802
 
 
 def NormalizeTaskGradientTaskFamily(task_family):  # noqa: N802
+    """:func:`NormalizeTaskGradient` on every member of ``task_family``.
+
+    Args:
+      task_family: the family to wrap.
+
+    Returns:
+      A :class:`WrappedTaskFamilyWithTaskWrapper` named ``NormalizeTaskGradient_<family name>``.
+    """
     return WrappedTaskFamilyWithTaskWrapper(
         task_family, NormalizeTaskGradient, name=f"NormalizeTaskGradient_{task_family.name}"
     )
@@ -435,6 +591,15 @@ def SubsampleDirectionsTaskGradient(task, directions: int = 1, sign_direction: b
 
     ``g -> sum_i (g . u_i) u_i`` (or ``sign(g . u_i) u_i``), which simulates the
     information an evolution-strategies estimate with few directions carries.
+
+    Args:
+      task: the task to wrap.
+      directions: the number of directions ``u_i`` (Gaussian, normalized over all leaves,
+        fresh from the loss key at every call).
+      sign_direction: keep only the sign of each component ``g . u_i``.
+
+    Returns:
+      A :class:`ModifyTaskGradient`.
     """
 
     def project(grads, key):
@@ -458,6 +623,17 @@ def SubsampleDirectionsTaskGradient(task, directions: int = 1, sign_direction: b
 def SubsampleDirectionsTaskGradientTaskFamily(  # noqa: N802
     task_family, directions: int = 1, sign_direction: bool = False
 ):
+    """:func:`SubsampleDirectionsTaskGradient` on every member of ``task_family``.
+
+    Args:
+      task_family: the family to wrap.
+      directions: the number of random directions.
+      sign_direction: keep only the sign of each component.
+
+    Returns:
+      A :class:`WrappedTaskFamilyWithTaskWrapper` named
+      ``SubsampleDirectionsTaskGradient_<family name>``.
+    """
     return WrappedTaskFamilyWithTaskWrapper(
         task_family,
         functools.partial(
@@ -468,7 +644,17 @@ def SubsampleDirectionsTaskGradientTaskFamily(  # noqa: N802
 
 
 def AddGradientNoise(task, std: float | jax.Array):  # noqa: N802
-    """The gradient plus Gaussian noise of standard deviation ``std`` per component."""
+    """The gradient plus Gaussian noise of standard deviation ``std`` per component.
+
+    ``g -> g + std * eps``, ``eps ~ N(0, I)`` fresh from the loss key at every call.
+
+    Args:
+      task: the task to wrap.
+      std: the standard deviation (a number or a traced scalar).
+
+    Returns:
+      A :class:`ModifyTaskGradient`.
+    """
 
     def add_noise(grads, key):
         leaves, treedef = jax.tree_util.tree_flatten(grads)
@@ -483,7 +669,12 @@ def AddGradientNoise(task, std: float | jax.Array):  # noqa: N802
 
 
 class AddGradientNoiseTaskFamily(tasks_base.TaskFamily):
-    """Members get gradient noise with ``std`` log-uniform in ``std_range`` (traced)."""
+    """Members get gradient noise with ``std`` log-uniform in ``std_range`` (traced).
+
+    Args:
+      task_family: the family to wrap.
+      std_range: ``(low, high)`` with ``0 < low <= high``.
+    """
 
     def __init__(self, task_family: tasks_base.TaskFamily, std_range=(1e-3, 1e-1)):
         self.task_family = task_family
@@ -497,6 +688,14 @@ class AddGradientNoiseTaskFamily(tasks_base.TaskFamily):
         return self._name
 
     def sample(self, key):
+        """Draws the wrapped family's configuration and ``std``, log-uniform in ``std_range``.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          A ``CFGNamed`` with ``sub_cfg`` and ``std`` (a float32 scalar).
+        """
         k1, k2 = jax.random.split(key)
         return cfgobject.CFGNamed(
             "AddGradientNoise",
@@ -504,6 +703,14 @@ class AddGradientNoiseTaskFamily(tasks_base.TaskFamily):
         )
 
     def task_fn(self, cfg):
+        """The wrapped family's task for ``cfg`` under :func:`AddGradientNoise` (sampled ``std``).
+
+        Args:
+          cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
+
+        Returns:
+          The task.
+        """
         return AddGradientNoise(self.task_family.task_fn(cfg.values["sub_cfg"]), cfg.values["std"])
 
 
@@ -511,22 +718,51 @@ class AddGradientNoiseTaskFamily(tasks_base.TaskFamily):
 
 
 class ScaleLoss(_TaskWrapper):
-    """The loss times ``scale`` (gradients scale too); ``normalizer`` divides it back."""
+    """The loss times ``scale`` (gradients scale too); ``normalizer`` divides it back.
+
+    Args:
+      task: the task to wrap.
+      scale: the factor (a number or a traced scalar).
+    """
 
     def __init__(self, task: tasks_base.Task, scale: float | jax.Array):
         super().__init__(task)
         self.scale = scale
 
     def loss_with_state_and_aux(self, params, state, key, data):
+        """The wrapped task's loss times ``scale`` (in the loss's dtype).
+
+        Args:
+          params: the params.
+          state: the wrapped task's model state.
+          key: the wrapped task's PRNG key.
+          data: one batch.
+
+        Returns:
+          ``(scale * loss, new_state, aux)``.
+        """
         loss, state, aux = self.task.loss_with_state_and_aux(params, state, key, data)
         return loss * jnp.asarray(self.scale, loss.dtype), state, aux
 
     def normalizer(self, loss):
+        """The wrapped task's normalizer of ``loss / scale``.
+
+        Args:
+          loss: a loss of this (scaled) task.
+
+        Returns:
+          The normalized loss, on the wrapped task's scale.
+        """
         return self.task.normalizer(loss / jnp.asarray(self.scale, jnp.result_type(loss)))
 
 
 class ScaleLossTaskFamily(tasks_base.TaskFamily):
-    """Members' losses are scaled by a factor log-uniform in ``scale_range`` (traced)."""
+    """Members' losses are scaled by a factor log-uniform in ``scale_range`` (traced).
+
+    Args:
+      task_family: the family to wrap.
+      scale_range: ``(low, high)`` with ``0 < low <= high``.
+    """
 
     def __init__(self, task_family: tasks_base.TaskFamily, scale_range=(0.1, 10.0)):
         self.task_family = task_family
@@ -540,6 +776,14 @@ class ScaleLossTaskFamily(tasks_base.TaskFamily):
         return self._name
 
     def sample(self, key):
+        """Draws the wrapped family's configuration and the scale, log-uniform in ``scale_range``.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          A ``CFGNamed`` with ``sub_cfg`` and ``scale`` (a float32 scalar).
+        """
         k1, k2 = jax.random.split(key)
         return cfgobject.CFGNamed(
             "ScaleLoss",
@@ -550,4 +794,12 @@ class ScaleLossTaskFamily(tasks_base.TaskFamily):
         )
 
     def task_fn(self, cfg):
+        """The wrapped family's task for ``cfg`` as a :class:`ScaleLoss` (sampled scale).
+
+        Args:
+          cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
+
+        Returns:
+          The task.
+        """
         return ScaleLoss(self.task_family.task_fn(cfg.values["sub_cfg"]), cfg.values["scale"])

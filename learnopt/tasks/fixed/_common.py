@@ -37,7 +37,15 @@ DatasetsOrFactory = Any  # a Datasets, or a zero-argument callable returning one
 
 
 def softmax_cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
-    """Per-example ``-log softmax(logits)[label]``, computed in at least float32."""
+    """Per-example ``-log softmax(logits)[label]``, computed in at least float32.
+
+    Args:
+      logits: ``[..., num_classes]``.
+      labels: integer class ids ``[...]``.
+
+    Returns:
+      The losses ``[...]``, in float32 (float64 for float64 logits).
+    """
     logits = logits.astype(jnp.promote_types(logits.dtype, jnp.float32))
     log_probs = jax.nn.log_softmax(logits, axis=-1)
     labels = jnp.asarray(labels).astype(jnp.int32)
@@ -45,12 +53,28 @@ def softmax_cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
 
 
 def classification_normalizer(loss: jax.Array, num_classes: int) -> jax.Array:
-    """Clips a cross-entropy loss to ``[0, 1.5 log(num_classes)]`` (1.5x chance)."""
+    """Clips a cross-entropy loss to ``[0, 1.5 log(num_classes)]`` (1.5x chance).
+
+    Args:
+      loss: a cross-entropy loss.
+      num_classes: the number of classes.
+
+    Returns:
+      The clipped loss.
+    """
     return jnp.clip(loss, 0.0, 1.5 * math.log(num_classes))
 
 
 def cast_floating(tree: Any, dtype: Any) -> Any:
-    """Casts the floating leaves of ``tree`` to ``dtype`` (others unchanged)."""
+    """Casts the floating leaves of ``tree`` to ``dtype`` (others unchanged).
+
+    Args:
+      tree: a pytree of arrays.
+      dtype: the float dtype.
+
+    Returns:
+      A pytree of the same structure.
+    """
 
     def cast(x):
         return x.astype(dtype) if jnp.issubdtype(jnp.result_type(x), jnp.floating) else x
@@ -59,13 +83,29 @@ def cast_floating(tree: Any, dtype: Any) -> Any:
 
 
 def zeros_like_abstract(tree: Any) -> Any:
-    """Concrete zeros with the shapes and dtypes of a tree of ``ShapeDtypeStruct``."""
+    """Concrete zeros with the shapes and dtypes of a tree of ``ShapeDtypeStruct``.
+
+    Args:
+      tree: a pytree of ``jax.ShapeDtypeStruct`` (or anything with ``shape`` and ``dtype``).
+
+    Returns:
+      A pytree of zero arrays of the same structure.
+    """
     return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), tree)
 
 
 def image_abstract_batch(
     batch_size: int, image_shape: tuple[int, int, int]
 ) -> dict[str, jax.ShapeDtypeStruct]:
+    """The abstract batch of an image classification task.
+
+    Args:
+      batch_size: examples per batch ``B``.
+      image_shape: ``(H, W, C)``.
+
+    Returns:
+      ``{"image": float32 [B, H, W, C], "label": int32 [B]}`` as ``ShapeDtypeStruct`` s.
+    """
     return {
         "image": jax.ShapeDtypeStruct((batch_size, *image_shape), jnp.float32),
         "label": jax.ShapeDtypeStruct((batch_size,), jnp.int32),
@@ -73,6 +113,15 @@ def image_abstract_batch(
 
 
 def lm_abstract_batch(batch_size: int, sequence_length: int) -> dict[str, jax.ShapeDtypeStruct]:
+    """The abstract batch of a language-model task.
+
+    Args:
+      batch_size: sequences per batch ``B``.
+      sequence_length: tokens per sequence ``T``.
+
+    Returns:
+      ``{"obs": int32 [B, T], "target": int32 [B, T]}`` as ``ShapeDtypeStruct`` s.
+    """
     shape = (batch_size, sequence_length)
     return {
         "obs": jax.ShapeDtypeStruct(shape, jnp.int32),
@@ -81,7 +130,18 @@ def lm_abstract_batch(batch_size: int, sequence_length: int) -> dict[str, jax.Sh
 
 
 def check_batch(name: str, batch: Any, abstract: dict[str, jax.ShapeDtypeStruct]) -> None:
-    """Raises ValueError unless ``batch`` has the keys and trailing shapes of ``abstract``."""
+    """Raises ValueError unless ``batch`` has the keys and trailing shapes of ``abstract``.
+
+    Only the shapes after the leading (batch) axis are compared.
+
+    Args:
+      name: the task's name, for the message.
+      batch: the batch to check.
+      abstract: the expected ``{key: ShapeDtypeStruct}``.
+
+    Raises:
+      ValueError: ``batch`` is not a dict with those keys and shapes.
+    """
     if not isinstance(batch, dict) or set(abstract) - set(batch):
         got = sorted(batch) if isinstance(batch, dict) else type(batch).__name__
         raise ValueError(f"{name}: batch must be a dict with keys {sorted(abstract)}, got {got}")
@@ -142,16 +202,47 @@ class FlaxModelTask(tasks_base.Task):
 
     # -- what subclasses define
     def make_module(self) -> nn.Module:
+        """A fresh ``flax.linen`` module (subclasses define it).
+
+        Returns:
+          The module, called as ``module(model_input(batch), train=True)``.
+        """
         raise NotImplementedError
 
     def model_input(self, batch: Batch) -> jax.Array:
+        """What the module is called on (subclasses define it).
+
+        Args:
+          batch: one batch.
+
+        Returns:
+          The module's input.
+        """
         raise NotImplementedError
 
     def loss_from_output(self, output: jax.Array, batch: Batch) -> jax.Array:
+        """The loss of the module's output on ``batch`` (subclasses define it).
+
+        Args:
+          output: the module's output.
+          batch: the batch it was computed on.
+
+        Returns:
+          A scalar loss.
+        """
         raise NotImplementedError
 
     # -- Task API
     def init_with_state(self, key: jax.Array) -> tuple[Params, ModelState]:
+        """Initializes the module on a zero batch of ``abstract_batch`` (no data is read).
+
+        Args:
+          key: a PRNG key, split into the ``"params"`` and ``"dropout"`` keys of ``init``.
+
+        Returns:
+          ``(params, model_state)``: the ``"params"`` collection with its floats in
+          ``param_dtype``, and the other collections as a dict, or None if there are none.
+        """
         k_params, k_dropout = jax.random.split(key)
         dummy = zeros_like_abstract(self.abstract_batch)
         variables = self.make_module().init(
@@ -171,6 +262,20 @@ class FlaxModelTask(tasks_base.Task):
     def loss_with_state_and_aux(
         self, params: Params, state: ModelState, key: jax.Array, data: Batch
     ) -> tuple[jax.Array, ModelState, dict[str, jax.Array]]:
+        """Applies the module in training mode, then :meth:`loss_from_output`.
+
+        Args:
+          params: the ``"params"`` collection.
+          state: the other collections (e.g. ``"batch_stats"``); None for a fresh state.
+          key: a PRNG key, the module's ``"dropout"`` rng (required, even without dropout).
+          data: one batch matching ``abstract_batch``.
+
+        Returns:
+          ``(loss, new_state, {})``; the new state has the dtypes of ``state``.
+
+        Raises:
+          ValueError: ``data`` does not match ``abstract_batch``.
+        """
         check_batch(self.name, data, self.abstract_batch)
         if state is None:
             # Batch statistics in training mode do not depend on the running averages,
@@ -194,10 +299,31 @@ class FlaxModelTask(tasks_base.Task):
     def loss_with_state(
         self, params: Params, state: ModelState, key: jax.Array, data: Batch
     ) -> tuple[jax.Array, ModelState]:
+        """The loss and the next model state (see :meth:`loss_with_state_and_aux`).
+
+        Args:
+          params: the ``"params"`` collection.
+          state: the other collections; None for a fresh state.
+          key: a PRNG key, the module's ``"dropout"`` rng (required).
+          data: one batch.
+
+        Returns:
+          ``(loss, new_state)``.
+        """
         loss, state, _ = self.loss_with_state_and_aux(params, state, key, data)
         return loss, state
 
     def loss(self, params: Params, key: jax.Array, data: Batch) -> jax.Array:
+        """The loss of one batch, from a fresh model state (see :meth:`loss_with_state_and_aux`).
+
+        Args:
+          params: the ``"params"`` collection.
+          key: a PRNG key, the module's ``"dropout"`` rng (required).
+          data: one batch.
+
+        Returns:
+          A scalar loss.
+        """
         return self.loss_with_state(params, None, key, data)[0]
 
     def __repr__(self) -> str:
@@ -213,6 +339,7 @@ class ImageClassifierTask(FlaxModelTask):
       datasets: datasets or a factory (see :class:`FlaxModelTask`).
       image_shape: ``(H, W, C)``; num_classes: number of classes.
       batch_size: batch size of ``abstract_batch``.
+      param_dtype, name: as for :class:`FlaxModelTask`.
     """
 
     def __init__(
@@ -237,25 +364,71 @@ class ImageClassifierTask(FlaxModelTask):
         self.num_classes = int(num_classes)
 
     def make_module(self) -> nn.Module:
+        """The module of ``module_fn``.
+
+        Returns:
+          ``module_fn()``.
+        """
         return self._module_fn()
 
     def model_input(self, batch: Batch) -> jax.Array:
+        """The batch's images (checked to be floats).
+
+        Args:
+          batch: ``{"image": [B, H, W, C], "label": [B]}``.
+
+        Returns:
+          ``batch["image"]``, unchanged.
+
+        Raises:
+          TypeError: the images are integers (pixels must be floats in ``[0, 1]``).
+        """
         return _validate.float_images(f"{self.name}: batch['image']", batch["image"])
 
     def loss_from_output(self, output: jax.Array, batch: Batch) -> jax.Array:
+        """The batch mean of the softmax cross-entropy of the logits.
+
+        Args:
+          output: logits ``[B, num_classes]``.
+          batch: the batch, with ``"label"`` int ``[B]`` in ``[0, num_classes)``.
+
+        Returns:
+          A scalar loss, in at least float32.
+
+        Raises:
+          TypeError: non-integer labels.
+          ValueError: (concrete) labels outside ``[0, num_classes)``.
+        """
         labels = batch["label"]
         _validate.labels_in_range(f"{self.name}: batch['label']", labels, self.num_classes)
         return jnp.mean(softmax_cross_entropy(output, labels))
 
     def normalizer(self, loss: jax.Array) -> jax.Array:
-        """Clips the loss to ``[0, 1.5 * log(num_classes)]``."""
+        """Clips the loss to ``[0, 1.5 * log(num_classes)]``.
+
+        Args:
+          loss: a loss of this task.
+
+        Returns:
+          The clipped loss.
+        """
         return classification_normalizer(loss, self.num_classes)
 
 
 def image_datasets_factory(
     dataset: str, image_size: tuple[int, int] | None, batch_size: int
 ) -> tuple[Callable[[], datasets_base.Datasets], tuple[int, int, int], int]:
-    """``(lazy datasets factory, image shape, num_classes)`` of a registered image dataset."""
+    """``(lazy datasets factory, image shape, num_classes)`` of a registered image dataset.
+
+    Args:
+      dataset: a registered image dataset name (``"mnist5k"``, ``"cifar10"``, ...).
+      image_size: ``(H, W)`` to resize to, or None for the dataset's native size.
+      batch_size: examples per batch.
+
+    Returns:
+      ``(make, (H, W, C), num_classes)``: calling ``make()`` builds the datasets
+      (the shape and class count come from the dataset's spec, without loading data).
+    """
     spec = datasets_base.dataset_spec(dataset)
     size = tuple(image_size) if image_size is not None else tuple(spec.image_shape[:2])
 
@@ -278,6 +451,11 @@ class MLP(nn.Module):
     """Dense layers of widths ``features``; ``activation`` between them (not after the last).
 
     Flattens all but the leading (batch) axis first.
+
+    Attributes:
+      features: the width of each dense layer; the last is the output width.
+      activation: applied between layers.
+      kernel_init: initializer of the weights (biases start at zero).
     """
 
     features: tuple[int, ...]
@@ -286,6 +464,15 @@ class MLP(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+        """Applies the MLP.
+
+        Args:
+          x: ``[B, ...]``, flattened to ``[B, -1]``.
+          train: unused (the MLP has no dropout or batch norm).
+
+        Returns:
+          ``[B, features[-1]]``.
+        """
         x = jnp.reshape(x, (x.shape[0], -1))
         for i, width in enumerate(self.features):
             x = nn.Dense(width, kernel_init=self.kernel_init)(x)
@@ -297,7 +484,19 @@ class MLP(nn.Module):
 def lm_datasets_factory(
     dataset: str, batch_size: int, sequence_length: int
 ) -> Callable[[], datasets_base.Datasets]:
-    """A lazy factory of byte-level LM datasets (``"pystdlib_bytes"`` so far)."""
+    """A lazy factory of byte-level LM datasets (``"pystdlib_bytes"`` so far).
+
+    Args:
+      dataset: ``"pystdlib_bytes"`` (or its alias ``"pystdlib"``).
+      batch_size: sequences per batch.
+      sequence_length: tokens per sequence.
+
+    Returns:
+      A zero-argument callable building the datasets.
+
+    Raises:
+      ValueError: an unknown dataset.
+    """
     if dataset not in ("pystdlib_bytes", "pystdlib"):
         raise ValueError(f"unknown language dataset {dataset!r}; known: 'pystdlib_bytes'")
 
@@ -320,6 +519,7 @@ class LanguageModelTask(FlaxModelTask):
     Args:
       datasets: datasets or a factory; batch_size, sequence_length: batch shape.
       vocab_size: the model's vocabulary; data_vocab_size: the data's (259 for bytes).
+      param_dtype, name: as for :class:`FlaxModelTask`.
     """
 
     def __init__(
@@ -345,16 +545,43 @@ class LanguageModelTask(FlaxModelTask):
             raise ValueError(f"vocab_size must be >= 2, got {self.vocab_size}")
 
     def fold(self, ids: jax.Array) -> jax.Array:
-        """Maps data ids into the model's vocabulary (identity when it is large enough)."""
+        """Maps data ids into the model's vocabulary (identity when it is large enough).
+
+        Args:
+          ids: integer token ids.
+
+        Returns:
+          int32 ids in ``[0, vocab_size)``: ``1 + id % (vocab_size - 1)`` for ids
+          ``>= vocab_size``, the others unchanged.
+        """
         ids = jnp.asarray(ids).astype(jnp.int32)
         if self.vocab_size >= self.data_vocab_size:
             return ids
         return jnp.where(ids >= self.vocab_size, 1 + ids % (self.vocab_size - 1), ids)
 
     def model_input(self, batch: Batch) -> jax.Array:
+        """The folded input tokens.
+
+        Args:
+          batch: ``{"obs": [B, T], "target": [B, T]}``.
+
+        Returns:
+          ``fold(batch["obs"])``, int32 ``[B, T]``.
+        """
         return self.fold(batch["obs"])
 
     def loss_from_output(self, output: jax.Array, batch: Batch) -> jax.Array:
+        """Mean cross-entropy of the folded targets over the non-padding positions.
+
+        ``sum_t m_t CE(logits_t, target_t) / max(sum_t m_t, 1)`` with ``m_t = [obs_t != 0]``.
+
+        Args:
+          output: logits ``[B, T, vocab_size]``.
+          batch: the batch.
+
+        Returns:
+          A scalar loss, in at least float32.
+        """
         per_token = softmax_cross_entropy(output, self.fold(batch["target"]))
         mask = (jnp.asarray(batch["obs"]) != 0).astype(per_token.dtype)
         return jnp.sum(per_token * mask) / jnp.maximum(jnp.sum(mask), 1.0)

@@ -51,6 +51,19 @@ class ConvNet(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+        """Logits of a batch of images.
+
+        Args:
+          x: images ``[B, H, W, C]``.
+          train: batch norm uses (and updates) batch statistics when True, its running
+            averages when False.
+
+        Returns:
+          Logits ``[B, num_classes]``.
+
+        Raises:
+          ValueError: an unknown ``norm`` or ``pool``.
+        """
         for i, channels in enumerate(self.hidden_units):
             stride = 2 if i == 0 else 1
             x = nn.Conv(

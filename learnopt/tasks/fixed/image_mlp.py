@@ -214,6 +214,14 @@ class ImageMLPTask(tasks_base.Task):
         }
 
     def init(self, key: jax.Array) -> Params:
+        """Initial params (Haiku's defaults; see the module docstring).
+
+        Args:
+          key: a PRNG key, split per layer.
+
+        Returns:
+          ``{"mlp/~/linear_i": {"w": [fan_in, fan_out], "b": [fan_out]}}`` in ``param_dtype``.
+        """
         return self._init_linears(key)
 
     def _check_batch(self, batch: Any) -> tuple[jax.Array, jax.Array]:
@@ -248,6 +256,17 @@ class ImageMLPTask(tasks_base.Task):
         """Logits ``[..., num_classes]`` of images ``[..., H, W, C]``.
 
         ``key`` draws the dropout masks; it is needed only when ``dropout_rate > 0``.
+
+        Args:
+          params: the params of :meth:`init`.
+          image: images ``[..., H, W, C]``.
+          key: a PRNG key, or None without dropout.
+
+        Returns:
+          The logits, in the last layer's parameter dtype.
+
+        Raises:
+          ValueError: dropout without a key.
         """
         x = self._flatten(image)
         names = self._linear_names()
@@ -273,6 +292,20 @@ class ImageMLPTask(tasks_base.Task):
         return jnp.mean(-jnp.sum(one_hot * jax.nn.log_softmax(logits, axis=-1), axis=-1))
 
     def loss(self, params: Params, key: jax.Array, batch: Any) -> jax.Array:
+        """The batch's cross-entropy or MSE (``loss_type``), dropout on.
+
+        Args:
+          params: the params of :meth:`init`.
+          key: a PRNG key for the dropout masks, or None without dropout.
+          batch: ``{"image": float [B, H, W, C], "label": int [B]}``.
+
+        Returns:
+          A scalar, in float32 (float64 for float64 params).
+
+        Raises:
+          ValueError: a batch of the wrong keys or shapes, or (concrete) out-of-range labels.
+          TypeError: integer images or non-integer labels.
+        """
         image, label = self._check_batch(batch)
         return self._loss_from_logits(self.logits(params, image, key), label)
 
@@ -281,6 +314,12 @@ class ImageMLPTask(tasks_base.Task):
 
         Cross-entropy is clipped to ``[0, 1.5x its value at chance]`` and NaN maps to the
         top; MSE is ``10 * min(loss, 1)`` with NaN and infinities counted as 1.
+
+        Args:
+          loss: a loss of this task.
+
+        Returns:
+          The normalized loss.
         """
         if self.loss_type == "mse":
             loss = jnp.nan_to_num(loss, nan=1.0, posinf=1.0, neginf=1.0)
@@ -350,6 +389,16 @@ class ImageMLPNormTask(ImageMLPTask):
         return jnp.promote_types(self.param_dtype, jnp.float32)
 
     def init_with_state(self, key: jax.Array) -> tuple[Params, Any]:
+        """Initial params and, for batch norm, the moving averages' state.
+
+        Args:
+          key: a PRNG key, split per linear layer.
+
+        Returns:
+          ``(params, model_state)``: the linear layers plus ``scale`` (ones) and ``offset``
+          (zeros) per norm; ``model_state`` holds zeroed ``mean_ema`` / ``var_ema`` per batch
+          norm, or is None for layer norm.
+        """
         params = self._init_linears(key)
         model_state = {}
         for name, width in zip(self._norm_names(), self.hidden_sizes, strict=True):
@@ -368,6 +417,14 @@ class ImageMLPNormTask(ImageMLPTask):
         return params, (model_state if self.norm_type == "batch_norm" else None)
 
     def init(self, key: jax.Array) -> Params:
+        """Initial params (the first half of :meth:`init_with_state`).
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          The params.
+        """
         return self.init_with_state(key)[0]
 
     @staticmethod
@@ -415,19 +472,52 @@ class ImageMLPNormTask(ImageMLPTask):
         return x, state
 
     def logits(self, params: Params, image: jax.Array, key: jax.Array | None = None) -> jax.Array:
-        """Logits ``[..., num_classes]`` of images ``[..., H, W, C]`` (batch statistics)."""
+        """Logits ``[..., num_classes]`` of images ``[..., H, W, C]`` (batch statistics).
+
+        Args:
+          params: the params of :meth:`init`.
+          image: images ``[..., H, W, C]``.
+          key: unused (no dropout).
+
+        Returns:
+          The logits.
+        """
         del key
         return self._forward(params, None, image)[0]
 
     def loss_with_state(
         self, params: Params, state: Any, key: jax.Array, data: Any
     ) -> tuple[jax.Array, Any]:
+        """The loss and, for batch norm, the moving averages updated with this batch.
+
+        Args:
+          params: the params of :meth:`init`.
+          state: the ``model_state`` of :meth:`init_with_state` (None: nothing is tracked).
+          key: unused (no dropout).
+          data: ``{"image": float [B, H, W, C], "label": int [B]}``.
+
+        Returns:
+          ``(loss, new_state)``.
+
+        Raises:
+          ValueError: a malformed batch (as for :meth:`ImageMLPTask.loss`).
+        """
         del key
         image, label = self._check_batch(data)
         logits, state = self._forward(params, state, image)
         return self._loss_from_logits(logits, label), state
 
     def loss(self, params: Params, key: jax.Array, batch: Any) -> jax.Array:
+        """The loss without a model state (the same value; the statistics are dropped).
+
+        Args:
+          params: the params of :meth:`init`.
+          key: unused.
+          batch: one batch.
+
+        Returns:
+          A scalar.
+        """
         return self.loss_with_state(params, None, key, batch)[0]
 
 

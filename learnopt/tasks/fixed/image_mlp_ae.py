@@ -59,18 +59,47 @@ class ImageMLPAETask(_common.FlaxModelTask):
         self._module = _common.MLP((*self.hidden_sizes, math.prod(image_shape)), activation)
 
     def make_module(self) -> nn.Module:
+        """The auto-encoder MLP (one module, built in the constructor).
+
+        Returns:
+          An :class:`~learnopt.tasks.fixed._common.MLP` of widths ``(*hidden, H * W * C)``.
+        """
         return self._module
 
     def model_input(self, batch: Any) -> jax.Array:
+        """The batch's images.
+
+        Args:
+          batch: ``{"image": [B, H, W, C], ...}``.
+
+        Returns:
+          ``batch["image"]``.
+        """
         return batch["image"]
 
     def loss_from_output(self, output: jax.Array, batch: Any) -> jax.Array:
+        """``mean((x - sigmoid(output))^2)`` over pixels and batch, ``x`` the flattened images.
+
+        Args:
+          output: the MLP's output ``[B, H * W * C]``.
+          batch: the batch.
+
+        Returns:
+          A scalar, in at least float32.
+        """
         x = jnp.reshape(batch["image"], (batch["image"].shape[0], -1))
         output = output.astype(jnp.promote_types(output.dtype, jnp.float32))
         return jnp.mean(jnp.square(x - jax.nn.sigmoid(output)))
 
     def normalizer(self, loss: jax.Array) -> jax.Array:
-        """Clips the loss to ``[0, 1]``."""
+        """Clips the loss to ``[0, 1]``.
+
+        Args:
+          loss: a loss of this task.
+
+        Returns:
+          The clipped loss.
+        """
         return jnp.clip(loss, 0.0, 1.0)
 
 

@@ -54,7 +54,15 @@ def _conv(channels: int, kernel: int, stride: int, name: str) -> nn.Module:
 
 
 class Block(nn.Module):
-    """A residual block, v1 (post-activation) or v2 (pre-activation), optional bottleneck."""
+    """A residual block, v1 (post-activation) or v2 (pre-activation), optional bottleneck.
+
+    Attributes:
+      channels: output channels (a bottleneck's inner convs have ``channels // 4``).
+      stride: stride of the block's first 3x3 conv (and of the projection).
+      use_projection: a 1x1 conv shortcut instead of the identity.
+      bottleneck: 1x1-3x3-1x1 convs instead of two 3x3.
+      resnet_v2: pre-activation (BN-ReLU-conv) instead of conv-BN-ReLU.
+    """
 
     channels: int
     stride: int
@@ -64,6 +72,16 @@ class Block(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        """Applies the block.
+
+        Args:
+          x: features ``[B, H, W, C]``.
+          train: batch statistics (updating the running averages) when True, the running
+            averages when False.
+
+        Returns:
+          ``[B, ceil(H / stride), ceil(W / stride), channels]``.
+        """
         div = 4 if self.bottleneck else 1
         if self.bottleneck:
             specs = [
@@ -122,6 +140,19 @@ class ResNet(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+        """Logits of a batch of images.
+
+        Args:
+          x: images ``[B, H, W, C]``.
+          train: batch statistics (updating the running averages) when True, the running
+            averages when False.
+
+        Returns:
+          Logits ``[B, num_classes]``.
+
+        Raises:
+          ValueError: a per-group field without 4 entries.
+        """
         for field in ("blocks_per_group", "channels_per_group", "use_projection"):
             if len(getattr(self, field)) != 4:
                 raise ValueError(f"{field} must have 4 entries, got {getattr(self, field)}")
@@ -172,6 +203,11 @@ class ResnetTask(_common.ImageClassifierTask):
     ``cfg`` holds ``dataset`` (e.g. ``"mnist5k"``), ``image_size`` (an int: square
     images), ``batch_size`` and the :class:`ResNet` fields (``bottleneck`` defaults to
     False here, the other fields to the module's defaults).
+
+    Args:
+      cfg: the configuration (unknown keys raise ValueError).
+      name: the task's name.
+      param_dtype: dtype of the parameters.
     """
 
     def __init__(

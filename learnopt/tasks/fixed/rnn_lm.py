@@ -60,12 +60,28 @@ class _Core(nn.RNNCellBase):
 
 
 class LSTM(_Core):
-    """LSTM; carry ``(h, c)``; gates ``i, g, f, o`` from one linear map of ``[x, h]``."""
+    """LSTM; carry ``(h, c)``; gates ``i, g, f, o`` from one linear map of ``[x, h]``.
+
+    ``c' = sigmoid(f + 1) c + sigmoid(i) tanh(g)``, ``h' = sigmoid(o) tanh(c')``.
+
+    Attributes:
+      hidden_size: width of ``h`` and ``c``.
+      kernel_init: initializer of the gate weights.
+    """
 
     kernel_init: Any = _init
 
     @nn.compact
     def __call__(self, carry: tuple[jax.Array, jax.Array], x: jax.Array):
+        """One step of the recurrence.
+
+        Args:
+          carry: the state ``(h, c)``, each ``[B, hidden_size]``.
+          x: the inputs ``[B, D]``.
+
+        Returns:
+          ``(new carry, output)``; the output is the new ``h``, ``[B, hidden_size]``.
+        """
         h, c = carry
         gates = nn.Dense(4 * self.hidden_size, kernel_init=self.kernel_init, name="linear")(
             jnp.concatenate([x, h.astype(x.dtype)], axis=-1)
@@ -76,17 +92,39 @@ class LSTM(_Core):
         return (h, c), h
 
     def initial_state(self, batch_size: int):
+        """The zero state of a batch (:class:`RNNLanguageModel` learns its own, of this shape).
+
+        Args:
+          batch_size: the batch size ``B``.
+
+        Returns:
+          ``(h, c)``, float32 zeros ``[B, hidden_size]`` each.
+        """
         zeros = jnp.zeros((batch_size, self.hidden_size), jnp.float32)
         return (zeros, zeros)
 
 
 class GRU(_Core):
-    """GRU: ``z, r`` gates; ``h' = (1 - z) h + z tanh(W x + U (r h) + b)``."""
+    """GRU: ``z, r`` gates; ``h' = (1 - z) h + z tanh(W x + U (r h) + b)``.
+
+    Attributes:
+      hidden_size: width of ``h``.
+      kernel_init: initializer of the weights.
+    """
 
     kernel_init: Any = _init
 
     @nn.compact
     def __call__(self, carry: jax.Array, x: jax.Array):
+        """One step of the recurrence.
+
+        Args:
+          carry: the state ``h``, ``[B, hidden_size]``.
+          x: the inputs ``[B, D]``.
+
+        Returns:
+          ``(new carry, output)``; the output is the new ``h``, ``[B, hidden_size]``.
+        """
         h = carry.astype(x.dtype)
         hs = self.hidden_size
         xw = nn.Dense(3 * hs, kernel_init=self.kernel_init, name="input")(x)
@@ -101,11 +139,25 @@ class GRU(_Core):
         return h, h
 
     def initial_state(self, batch_size: int):
+        """The zero state of a batch (:class:`RNNLanguageModel` learns its own, of this shape).
+
+        Args:
+          batch_size: the batch size ``B``.
+
+        Returns:
+          ``h``, float32 zeros ``[B, hidden_size]``.
+        """
         return jnp.zeros((batch_size, self.hidden_size), jnp.float32)
 
 
 class VanillaRNN(_Core):
-    """``h' = act(W x + b + U h + c)`` with ``tanh`` (two biases, as Haiku's ``double_bias``)."""
+    """``h' = act(W x + b + U h + c)`` with ``tanh`` (two biases, as Haiku's ``double_bias``).
+
+    Attributes:
+      hidden_size: width of ``h``.
+      kernel_init: initializer of ``W``; recurrent_init: initializer of ``U``.
+      activation: ``act``.
+    """
 
     kernel_init: Any = _init
     recurrent_init: Any = _init
@@ -113,6 +165,15 @@ class VanillaRNN(_Core):
 
     @nn.compact
     def __call__(self, carry: jax.Array, x: jax.Array):
+        """One step of the recurrence.
+
+        Args:
+          carry: the state ``h``, ``[B, hidden_size]``.
+          x: the inputs ``[B, D]``.
+
+        Returns:
+          ``(new carry, output)``; the output is the new ``h``, ``[B, hidden_size]``.
+        """
         h = carry.astype(x.dtype)
         pre = nn.Dense(self.hidden_size, kernel_init=self.kernel_init, name="input_to_hidden")(x)
         pre = pre + nn.Dense(
@@ -122,6 +183,14 @@ class VanillaRNN(_Core):
         return h, h
 
     def initial_state(self, batch_size: int):
+        """The zero state of a batch (:class:`RNNLanguageModel` learns its own, of this shape).
+
+        Args:
+          batch_size: the batch size ``B``.
+
+        Returns:
+          ``h``, float32 zeros ``[B, hidden_size]``.
+        """
         return jnp.zeros((batch_size, self.hidden_size), jnp.float32)
 
 
@@ -134,7 +203,19 @@ def _identity_init(gain: float) -> Callable[..., jax.Array]:
 
 
 def IRNN(hidden_size: int, gain: float = 1.0, **kwargs: Any) -> VanillaRNN:  # noqa: N802
-    """ReLU RNN whose recurrent matrix starts at ``gain * I`` (Le et al. 2015)."""
+    """ReLU RNN whose recurrent matrix starts at ``gain * I`` (Le et al. 2015).
+
+    Le, Jaitly and Hinton 2015, "A Simple Way to Initialize Recurrent Networks of
+    Rectified Linear Units", arXiv:1504.00941.
+
+    Args:
+      hidden_size: width of ``h``.
+      gain: the scale of the identity.
+      **kwargs: other :class:`VanillaRNN` fields (e.g. ``kernel_init``).
+
+    Returns:
+      A :class:`VanillaRNN`.
+    """
     return VanillaRNN(
         hidden_size,
         recurrent_init=_identity_init(gain),
@@ -153,7 +234,15 @@ RNN_CORES: dict[str, Callable[[int], _Core]] = {
 
 
 class RNNLanguageModel(nn.Module):
-    """Embedding -> recurrent core (learned initial state) -> linear logits."""
+    """Embedding -> recurrent core (learned initial state) -> linear logits.
+
+    Attributes:
+      core_fn: zero-argument callable returning the core.
+      embedding_dim: width of the token embedding.
+      vocab_size: number of token ids (embedding rows and logits).
+      embed_init: initializer of the embedding.
+      kernel_init: initializer of the output layer.
+    """
 
     core_fn: Callable[[], _Core]
     embedding_dim: int
@@ -163,6 +252,15 @@ class RNNLanguageModel(nn.Module):
 
     @nn.compact
     def __call__(self, tokens: jax.Array, train: bool = True) -> jax.Array:
+        """Logits of every position of a batch of sequences.
+
+        Args:
+          tokens: int ids ``[B, T]`` in ``[0, vocab_size)``.
+          train: unused (no dropout or batch norm).
+
+        Returns:
+          Logits ``[B, T, vocab_size]``.
+        """
         x = nn.Embed(self.vocab_size, self.embedding_dim, embedding_init=self.embed_init)(tokens)
         core = self.core_fn()
         template = core.initial_state(1)
@@ -189,6 +287,8 @@ class TeacherForcedRNNLM(_common.LanguageModelTask):
       vocab_size: the model's vocabulary (default: the data's, 259 bytes + specials).
       datasets: datasets or a zero-argument factory (the library passes a Datasets).
       batch_size, sequence_length: batch shape (default: from ``datasets`` when given).
+      data_vocab_size: the data's vocabulary (default: from ``datasets``; give it, with
+        the batch shape, for a factory).
       param_dtype: dtype of the parameters; name: task name.
     """
 
@@ -221,6 +321,11 @@ class TeacherForcedRNNLM(_common.LanguageModelTask):
         self._module = RNNLanguageModel(rnn_core_fn, int(embedding_dim), self.vocab_size)
 
     def make_module(self) -> nn.Module:
+        """The LM (one module, built in the constructor).
+
+        Returns:
+          The :class:`RNNLanguageModel`.
+        """
         return self._module
 
 

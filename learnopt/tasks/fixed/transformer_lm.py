@@ -33,7 +33,17 @@ __all__ = ["CausalSelfAttention", "Transformer", "TransformerLMTask"]
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention; ``mask`` ``[B, 1, 1, T]`` marks valid keys."""
+    """Multi-head causal self-attention; ``mask`` ``[B, 1, 1, T]`` marks valid keys.
+
+    ``softmax(q k^T / sqrt(key_size))`` over the allowed keys (causal and valid), times
+    ``v``, heads concatenated, then a linear map to ``model_size``.
+
+    Attributes:
+      num_heads: number of heads.
+      key_size: width of each head's queries, keys and values.
+      model_size: output width.
+      kernel_init: initializer of the four projections.
+    """
 
     num_heads: int
     key_size: int
@@ -42,6 +52,15 @@ class CausalSelfAttention(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+        """Attends each position to itself and the valid positions before it.
+
+        Args:
+          x: ``[B, T, D]``.
+          mask: bool ``[B, 1, 1, T]``, True for valid (non-padding) keys, or None.
+
+        Returns:
+          ``[B, T, model_size]``.
+        """
         seq_len = x.shape[-2]
 
         def project(name: str) -> jax.Array:
@@ -62,7 +81,16 @@ class CausalSelfAttention(nn.Module):
 
 
 class Transformer(nn.Module):
-    """The decoder stack: ``tokens [B, T] -> logits [B, T, vocab_size]``."""
+    """The decoder stack: ``tokens [B, T] -> logits [B, T, vocab_size]``.
+
+    Attributes:
+      num_heads: attention heads per layer.
+      num_layers: number of layers.
+      d_model: width of the residual stream.
+      vocab_size: number of token ids.
+      dropout_rate: dropout on each residual branch (training only).
+      key_size: width of each attention head.
+    """
 
     num_heads: int
     num_layers: int
@@ -73,6 +101,15 @@ class Transformer(nn.Module):
 
     @nn.compact
     def __call__(self, tokens: jax.Array, train: bool = True) -> jax.Array:
+        """Logits of every position; keys with id 0 (padding) are masked out of attention.
+
+        Args:
+          tokens: int ids ``[B, T]``.
+          train: apply dropout (it then needs a ``"dropout"`` rng when ``dropout_rate > 0``).
+
+        Returns:
+          Logits ``[B, T, vocab_size]``.
+        """
         h = nn.Embed(
             self.vocab_size, self.d_model, embedding_init=nn.initializers.truncated_normal(1.0)
         )(tokens)
@@ -99,6 +136,11 @@ class TransformerLMTask(_common.LanguageModelTask):
     ``cfg`` holds ``num_heads``, ``d_model``, ``num_layers``, ``batch_size``,
     ``sequence_length`` and ``dropout_rate`` (and optionally ``vocab_size`` and
     ``dataset``, default ``"pystdlib_bytes"``).
+
+    Args:
+      cfg: the configuration.
+      name: the task's name.
+      param_dtype: dtype of the parameters.
     """
 
     def __init__(
@@ -127,10 +169,22 @@ class TransformerLMTask(_common.LanguageModelTask):
         )
 
     def make_module(self) -> nn.Module:
+        """The LM (one module, built in the constructor).
+
+        Returns:
+          The :class:`Transformer`.
+        """
         return self._module
 
     def normalizer(self, loss: jax.Array) -> jax.Array:
-        """Clips the loss to ``[0, 1.5 * log(vocab_size)]``."""
+        """Clips the loss to ``[0, 1.5 * log(vocab_size)]``.
+
+        Args:
+          loss: a loss of this task.
+
+        Returns:
+          The clipped loss.
+        """
         return jnp.clip(loss, 0.0, 1.5 * math.log(self.vocab_size))
 
 

@@ -44,7 +44,13 @@ __all__ = [
 
 @flax.struct.dataclass
 class CFGObject:
-    """``obj(**kwargs)``: ``obj`` names a constructor in :data:`CONFIGURABLES`."""
+    """``obj(**kwargs)``: ``obj`` names a constructor in :data:`CONFIGURABLES`.
+
+    Attributes:
+      obj: the registered constructor's name (static, not a pytree leaf).
+      kwargs: its keyword arguments; values may be ``CFGObject`` s, :class:`LogFeature` s,
+        lists, tuples, dicts, numbers, strings or arrays.
+    """
 
     obj: str = flax.struct.field(pytree_node=False)
     kwargs: Mapping[str, Any] = flax.struct.field(default_factory=dict)
@@ -52,7 +58,12 @@ class CFGObject:
 
 @flax.struct.dataclass
 class CFGNamed:
-    """Named values (a traced task sample); ``name`` is static, ``values`` a pytree."""
+    """Named values (a traced task sample); ``name`` is static, ``values`` a pytree.
+
+    Attributes:
+      name: what the values belong to (usually the family's class name).
+      values: ``{name: value}``; the leaves may be traced arrays.
+    """
 
     name: str = flax.struct.field(pytree_node=False)
     values: Mapping[str, Any] = flax.struct.field(default_factory=dict)
@@ -60,7 +71,11 @@ class CFGNamed:
 
 @flax.struct.dataclass
 class LogFeature:
-    """A positive value that :func:`featurize` should see as ``log(value)``."""
+    """A positive value that :func:`featurize` should see as ``log(value)``.
+
+    Attributes:
+      value: the value (a number or a sequence of numbers).
+    """
 
     value: Any
 
@@ -71,7 +86,16 @@ CONFIGURABLES: Registry[Any] = Registry("configurable")
 
 
 def configurable(fn_or_name: Any = None, *, name: str | None = None) -> Any:
-    """Registers a constructor for :func:`object_from_config` (usable as a decorator)."""
+    """Registers a constructor for :func:`object_from_config` (usable as a decorator).
+
+    Args:
+      fn_or_name: the constructor (``@configurable``), or its name
+        (``@configurable("name")``).
+      name: the name, as a keyword (default: the constructor's ``__name__``).
+
+    Returns:
+      The constructor (used with a name only, the decorator that registers it).
+    """
     return CONFIGURABLES.register(fn_or_name, name=name)
 
 
@@ -92,6 +116,17 @@ def object_from_config(cfg: Any) -> Any:
 
     :class:`LogFeature` wrappers are removed. The built object gets ``.cfg = cfg`` when
     it accepts attributes.
+
+    Args:
+      cfg: a :class:`CFGObject` (its keyword arguments are built first, recursively), or
+        any other value.
+
+    Returns:
+      The built object; for other values, the value with nested ``CFGObject`` s built
+      and ``LogFeature`` s unwrapped.
+
+    Raises:
+      UnknownNameError: a ``CFGObject`` names no registered constructor.
     """
     if not isinstance(cfg, CFGObject):
         return _unwrap(cfg)
@@ -144,17 +179,45 @@ def _from_json(x: Any) -> Any:
 
 
 def serialize_cfg(cfg: Any) -> str:
-    """A JSON string of a configuration (arrays become lists with their dtype)."""
+    """A JSON string of a configuration (arrays become lists with their dtype).
+
+    Args:
+      cfg: a configuration: ``CFGObject``, ``CFGNamed``, ``LogFeature``, dicts, lists,
+        tuples, arrays, numbers, strings and None, nested.
+
+    Returns:
+      The JSON text (keys sorted); :func:`deserialize_cfg` reads it back.
+
+    Raises:
+      TypeError: a value of another type.
+    """
     return json.dumps(_to_json(cfg), sort_keys=True)
 
 
 def deserialize_cfg(text: str | bytes) -> Any:
-    """The configuration :func:`serialize_cfg` wrote (arrays come back as numpy)."""
+    """The configuration :func:`serialize_cfg` wrote (arrays come back as numpy).
+
+    Args:
+      text: the JSON text.
+
+    Returns:
+      The configuration.
+    """
     return _from_json(json.loads(text))
 
 
 def flatten_cfg(cfg: Any) -> dict[str, Any]:
-    """``{"/Obj/key/...": leaf}`` for every leaf of a nested configuration."""
+    """``{"/Obj/key/...": leaf}`` for every leaf of a nested configuration.
+
+    Paths join the names of ``CFGObject`` s (``obj``), ``CFGNamed`` s (``name``) and dict
+    keys; anything else (lists, tuples, arrays, ``LogFeature`` s) is a leaf.
+
+    Args:
+      cfg: a configuration.
+
+    Returns:
+      ``{path: leaf}``.
+    """
     out: dict[str, Any] = {}
     stack: list[tuple[str, Any]] = [("", cfg)]
     while stack:
@@ -171,7 +234,14 @@ def flatten_cfg(cfg: Any) -> dict[str, Any]:
 
 
 def hash_trick(text: str) -> int:
-    """A stable integer id of a string (md5, modulo ``2**30``)."""
+    """A stable integer id of a string (md5, modulo ``2**30``).
+
+    Args:
+      text: the string.
+
+    Returns:
+      An int in ``[0, 2**30)``, the same in every process.
+    """
     return int(hashlib.md5(text.encode("utf-8")).hexdigest(), 16) % (2 << 29)
 
 
@@ -188,6 +258,16 @@ def featurize(cfg: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
     Returns ``ids int32 [K, 8]`` (hashed path components), ``floats float32 [K, 8]``
     (numeric values, ``log`` of :class:`LogFeature` s) and ``ints int32 [K]`` (hashed
     strings, integers), one row per leaf of :func:`flatten_cfg`, sorted by path.
+
+    Args:
+      cfg: a configuration (at most 8 path components and 8 numbers per leaf).
+
+    Returns:
+      ``(ids, floats, ints)`` as above.
+
+    Raises:
+      ValueError: an empty configuration, or a leaf with more than 8 components or
+        numbers.
     """
     rows = []
     for path, value in sorted(flatten_cfg(cfg).items()):

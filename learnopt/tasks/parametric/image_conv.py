@@ -24,7 +24,16 @@ __all__ = ["ConvNet", "ParametricImageConv", "sample_image_conv"]
 
 
 class ConvNet(nn.Module):
-    """Convs (given channels, kernels, strides) -> activation -> mean pool -> linear."""
+    """Convs (given channels, kernels, strides) -> activation -> mean pool -> linear.
+
+    Attributes:
+      hidden_sizes: channels of each conv layer.
+      kernel_sizes: ``(kh, kw)`` of each conv layer.
+      strides: stride of each conv layer.
+      num_classes: output width.
+      activation: applied after each conv.
+      kernel_init: initializer of the conv weights.
+    """
 
     hidden_sizes: tuple[int, ...]
     kernel_sizes: tuple[tuple[int, int], ...]
@@ -35,6 +44,15 @@ class ConvNet(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
+        """Logits of a batch of images.
+
+        Args:
+          x: images ``[B, H, W, C]``.
+          train: unused (no dropout or batch norm).
+
+        Returns:
+          Logits ``[B, num_classes]``.
+        """
         for hs, ks, stride in zip(self.hidden_sizes, self.kernel_sizes, self.strides, strict=True):
             x = nn.Conv(hs, ks, strides=stride, padding="SAME", kernel_init=self.kernel_init)(x)
             x = self.activation(x)
@@ -49,6 +67,7 @@ class ParametricImageConv(_family.ImageFamily):
     Args:
       datasets: a Datasets (or a factory); num_classes: output width.
       hidden_sizes, kernel_sizes, strides: one entry per conv layer.
+      name: the family's name (default: the class name).
     """
 
     def __init__(
@@ -74,6 +93,15 @@ class ParametricImageConv(_family.ImageFamily):
         self.strides = tuple(int(s) for s in strides)
 
     def make_module(self, act: Callable, init: Callable) -> nn.Module:
+        """The conv net with activation ``act`` and weight initializer ``init``.
+
+        Args:
+          act: the activation (a traced choice).
+          init: a Flax initializer ``(key, shape, dtype) -> array`` (a traced choice).
+
+        Returns:
+          A :class:`ConvNet`.
+        """
         return ConvNet(
             self.hidden_sizes, self.kernel_sizes, self.strides, self.num_classes, act, init
         )
@@ -81,7 +109,15 @@ class ParametricImageConv(_family.ImageFamily):
 
 @cfgobject.configurable
 def sample_image_conv(key: jax.Array) -> cfgobject.CFGObject:
-    """A random :class:`ParametricImageConv` configuration (host side), as the library."""
+    """A random :class:`ParametricImageConv` configuration (host side), as the library.
+
+    Args:
+      key: a concrete PRNG key.
+
+    Returns:
+      A :class:`~learnopt.tasks.parametric.cfgobject.CFGObject` of a ``ParametricImageConv``
+      (``object_from_config`` builds it).
+    """
     keys = iter(jax.random.split(key, 6))
     hidden_size = parametric_utils.log_int(next(keys), 4, 64)
     num_layers = parametric_utils.choice(next(keys), [0, 1, 2, 3])

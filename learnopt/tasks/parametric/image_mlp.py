@@ -45,12 +45,30 @@ class ParametricImageMLP(_family.ImageFamily):
         self.hidden_layers = tuple(int(h) for h in hidden_layers)
 
     def make_module(self, act: Callable, init: Callable) -> nn.Module:
+        """The MLP with activation ``act`` and weight initializer ``init``.
+
+        Args:
+          act: the activation (a traced choice).
+          init: a Flax initializer ``(key, shape, dtype) -> array`` (a traced choice).
+
+        Returns:
+          An :class:`~learnopt.tasks.fixed._common.MLP` of widths
+          ``(*hidden_layers, num_classes)``.
+        """
         return _common.MLP((*self.hidden_layers, self.num_classes), act, init)
 
 
 @cfgobject.configurable
 def sample_image_mlp(key: jax.Array) -> cfgobject.CFGObject:
-    """A random :class:`ParametricImageMLP` configuration (host side)."""
+    """A random :class:`ParametricImageMLP` configuration (host side).
+
+    Args:
+      key: a concrete PRNG key.
+
+    Returns:
+      A :class:`~learnopt.tasks.parametric.cfgobject.CFGObject` of a ``ParametricImageMLP``
+      (``object_from_config`` builds it).
+    """
     k1, k2, k3, k4, k5 = jax.random.split(key, 5)
     hidden_size = parametric_utils.log_int(k1, 8, 128)
     num_layers = parametric_utils.choice(k2, [0, 1, 2, 3, 4])

@@ -75,6 +75,16 @@ class ParametricImageMLPAE(tasks_base.TaskFamily):
         return self._name or type(self).__name__
 
     def sample(self, key: jax.Array) -> cfgobject.CFGNamed:
+        """Draws, traced, the activation, the initializer and the three loss switches.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          A ``CFGNamed`` with ``initializer``, ``activation`` and the booleans
+          ``log_loss``, ``center_data`` and ``constrain_output`` (each true with
+          probability 1/2).
+        """
         keys = jax.random.split(key, 5)
         coin = lambda k: jax.random.bernoulli(k, 0.5, ())  # noqa: E731
         return cfgobject.CFGNamed(
@@ -89,6 +99,14 @@ class ParametricImageMLPAE(tasks_base.TaskFamily):
         )
 
     def task_fn(self, cfg: cfgobject.CFGNamed) -> tasks_base.Task:
+        """The auto-encoder for ``cfg`` on this family's datasets.
+
+        Args:
+          cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
+
+        Returns:
+          The task, named ``<family name>_sample``.
+        """
         v = cfg.values
         module = _common.MLP(
             (*self.hidden_sizes, math.prod(self.image_shape)),
@@ -102,7 +120,15 @@ class ParametricImageMLPAE(tasks_base.TaskFamily):
 
 @cfgobject.configurable
 def sample_image_mlp_ae(key: jax.Array) -> cfgobject.CFGObject:
-    """A random :class:`ParametricImageMLPAE` configuration (host side), as the library."""
+    """A random :class:`ParametricImageMLPAE` configuration (host side), as the library.
+
+    Args:
+      key: a concrete PRNG key.
+
+    Returns:
+      A :class:`~learnopt.tasks.parametric.cfgobject.CFGObject` of a ``ParametricImageMLPAE``
+      (``object_from_config`` builds it).
+    """
     keys = iter(jax.random.split(key, 5))
     hidden_size = parametric_utils.log_int(next(keys), 8, 128)
     num_layers = parametric_utils.choice(next(keys), [0, 1, 2, 3, 4])

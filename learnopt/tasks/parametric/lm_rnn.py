@@ -35,6 +35,15 @@ class _SampledLM(_common.LanguageModelTask):
 
 
 def lm_shape(datasets: Any) -> dict[str, int]:
+    """The batch shape and vocabulary of language datasets.
+
+    Args:
+      datasets: language datasets (``abstract_batch["obs"]`` and
+        ``extra_info["vocab_size"]``).
+
+    Returns:
+      ``{"batch_size", "sequence_length", "data_vocab_size"}`` as ints.
+    """
     obs = datasets.abstract_batch["obs"]
     return {
         "batch_size": int(obs.shape[0]),
@@ -52,6 +61,7 @@ class ParametricLMRNN(tasks_base.TaskFamily):
       rnn_size: hidden width of the core; embed_size: embedding width.
       rnn_core_fn: ``hidden_size -> core`` (e.g. :class:`~learnopt.tasks.fixed.rnn_lm.LSTM`).
       vocab_size: the model's vocabulary (default: the data's); larger ids are folded.
+      name: the family's name (default: the class name).
     """
 
     def __init__(
@@ -74,11 +84,29 @@ class ParametricLMRNN(tasks_base.TaskFamily):
         return self._name or type(self).__name__
 
     def sample(self, key: jax.Array) -> cfgobject.CFGNamed:
+        """Draws, traced, the initializer (and scale) of the embedding and output weights.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          A ``CFGNamed`` with ``initializer`` (see
+          :class:`~learnopt.tasks.parametric.parametric_utils.SampleInitializer`).
+        """
         return cfgobject.CFGNamed(
             "ParametricLMRNN", {"initializer": parametric_utils.SampleInitializer.sample(key)}
         )
 
     def task_fn(self, cfg: cfgobject.CFGNamed) -> tasks_base.Task:
+        """The LM for ``cfg`` on this family's datasets.
+
+        Args:
+          cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
+
+        Returns:
+          The task (an :class:`~learnopt.tasks.fixed.rnn_lm.RNNLanguageModel` under the
+          library's LM normalizer), named ``<family name>_sample``.
+        """
         shape = lm_shape(self.datasets)
         vocab = int(self.vocab_size or shape["data_vocab_size"])
         init = parametric_utils.SampleInitializer.get_dynamic(cfg.values["initializer"])
@@ -97,7 +125,15 @@ for _core in rnn_lm.RNN_CORES:
 
 @cfgobject.configurable
 def sample_lm_rnn(key: jax.Array) -> cfgobject.CFGObject:
-    """A random :class:`ParametricLMRNN` configuration (host side)."""
+    """A random :class:`ParametricLMRNN` configuration (host side).
+
+    Args:
+      key: a concrete PRNG key.
+
+    Returns:
+      A :class:`~learnopt.tasks.parametric.cfgobject.CFGObject` of a ``ParametricLMRNN``
+      (``object_from_config`` builds it).
+    """
     keys = iter(jax.random.split(key, 7))
     lf = cfgobject.LogFeature
     rnn_size = parametric_utils.log_int(next(keys), 8, 256)

@@ -26,6 +26,7 @@ class ParametricLMTransformer(tasks_base.TaskFamily):
     Args:
       datasets: a language Datasets (or a factory); vocab_size: model vocabulary.
       num_heads, num_layers, d_model, dropout_rate: the model.
+      name: the family's name (default: the class name).
     """
 
     def __init__(
@@ -53,10 +54,27 @@ class ParametricLMTransformer(tasks_base.TaskFamily):
         return self._name or type(self).__name__
 
     def sample(self, key: jax.Array) -> cfgobject.CFGNamed:
+        """An empty configuration (every member is the same model; only its init key differs).
+
+        Args:
+          key: unused.
+
+        Returns:
+          An empty ``CFGNamed``.
+        """
         del key
         return cfgobject.CFGNamed("ParametricLMTransformer", {})
 
     def task_fn(self, cfg: cfgobject.CFGNamed) -> tasks_base.Task:
+        """The LM on this family's datasets.
+
+        Args:
+          cfg: a configuration drawn by :meth:`sample` (unused: it is empty).
+
+        Returns:
+          The task (a :class:`~learnopt.tasks.fixed.transformer_lm.Transformer` under the
+          library's LM normalizer), named ``<family name>_sample``.
+        """
         shape = lm_rnn.lm_shape(self.datasets)
         vocab = int(self.vocab_size or shape["data_vocab_size"])
         module = transformer_lm.Transformer(
@@ -69,7 +87,15 @@ class ParametricLMTransformer(tasks_base.TaskFamily):
 
 @cfgobject.configurable
 def sample_lm_transformer(key: jax.Array) -> cfgobject.CFGObject:
-    """A random :class:`ParametricLMTransformer` configuration (host side)."""
+    """A random :class:`ParametricLMTransformer` configuration (host side).
+
+    Args:
+      key: a concrete PRNG key.
+
+    Returns:
+      A :class:`~learnopt.tasks.parametric.cfgobject.CFGObject` of a ``ParametricLMTransformer``
+      (``object_from_config`` builds it).
+    """
     keys = iter(jax.random.split(key, 6))
     lf = cfgobject.LogFeature
     per_head = parametric_utils.log_int(next(keys), 8, 128)

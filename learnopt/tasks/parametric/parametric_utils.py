@@ -49,18 +49,48 @@ __all__ = [
 
 
 def choice(key: jax.Array, vals: Sequence[Any]) -> Any:
-    """One of ``vals``, uniformly (host side: returns the element itself)."""
+    """One of ``vals``, uniformly (host side: returns the element itself).
+
+    Args:
+      key: a concrete PRNG key.
+      vals: the choices.
+
+    Returns:
+      The chosen element.
+    """
     return vals[int(jax.random.randint(key, (), 0, len(vals)))]
 
 
 def log_int(key: jax.Array, lower: int, upper: int) -> int:
-    """An integer log-uniform in ``[lower, upper)`` (rounded down)."""
+    """An integer log-uniform in ``[lower, upper)`` (rounded down).
+
+    ``floor(exp(u))``, ``u ~ U[log lower, log upper)``.
+
+    Args:
+      key: a concrete PRNG key.
+      lower: the smallest value (positive).
+      upper: the bound (exclusive).
+
+    Returns:
+      A Python int.
+    """
     val = jax.random.uniform(key, (), minval=math.log(lower), maxval=math.log(upper))
     return int(np.exp(np.asarray(val, np.float64)))
 
 
 def log_float(key: jax.Array, lower: float, upper: float) -> float:
-    """A float log-uniform in ``[lower, upper)``."""
+    """A float log-uniform in ``[lower, upper)``.
+
+    ``exp(u)``, ``u ~ U[log lower, log upper)``.
+
+    Args:
+      key: a concrete PRNG key.
+      lower: the smallest value (positive).
+      upper: the bound (exclusive).
+
+    Returns:
+      A Python float.
+    """
     val = jax.random.uniform(key, (), minval=math.log(lower), maxval=math.log(upper))
     return float(np.exp(np.asarray(val, np.float64)))
 
@@ -106,14 +136,41 @@ class SampleImageDataset:
 
     @classmethod
     def sample(cls, key: jax.Array, names: Sequence[str] | None = None) -> str:
+        """Draws a dataset's configurable name, uniformly among the sorted names.
+
+        Args:
+          key: a concrete PRNG key.
+          names: the candidates (default: :attr:`offline`).
+
+        Returns:
+          The name (e.g. ``"digits8_datasets"``).
+        """
         return choice(key, sorted(names or cls.offline))
 
     @classmethod
     def num_classes(cls, cfg: str) -> int:
+        """The number of classes of a sampled dataset.
+
+        Args:
+          cfg: a name drawn by :meth:`sample`.
+
+        Returns:
+          The number of classes.
+        """
         return cls.dataset_fns[cfg][1]
 
     @classmethod
     def get_dataset(cls, cfg: str, batch_size: int, image_size: Sequence[int]):
+        """Builds the datasets of a sampled name.
+
+        Args:
+          cfg: a name drawn by :meth:`sample`.
+          batch_size: examples per batch.
+          image_size: ``(H, W)`` to resize to.
+
+        Returns:
+          The :class:`~learnopt.tasks.datasets.base.Datasets`.
+        """
         return cls.dataset_fns[cfg][0](batch_size=batch_size, image_size=image_size)
 
 
@@ -140,11 +197,26 @@ class SampleActivation:
 
     @classmethod
     def sample(cls, key: jax.Array) -> dict[str, jax.Array]:
+        """Draws, traced, the index of an activation in :attr:`acts`.
+
+        Args:
+          key: a PRNG key (may be traced).
+
+        Returns:
+          ``{"index": int32 scalar}``.
+        """
         return {"index": jax.random.randint(key, (), 0, len(cls.acts), jnp.int32)}
 
     @classmethod
     def get_dynamic(cls, act: Mapping[str, jax.Array]) -> Callable[[jax.Array], jax.Array]:
-        """The activation as a function of a traced index (``lax.switch``)."""
+        """The activation as a function of a traced index (``lax.switch``).
+
+        Args:
+          act: a sample of :meth:`sample` (its index may be traced).
+
+        Returns:
+          ``x -> acts[index](x)``.
+        """
 
         def fn(x: jax.Array) -> jax.Array:
             return jax.lax.switch(act["index"], cls.acts, x)
@@ -153,6 +225,14 @@ class SampleActivation:
 
     @classmethod
     def get_static(cls, act: Mapping[str, Any]) -> Callable[[jax.Array], jax.Array]:
+        """The activation of a concrete sample.
+
+        Args:
+          act: a sample of :meth:`sample` with a concrete index.
+
+        Returns:
+          The activation function ``acts[index]``.
+        """
         return cls.acts[int(act["index"])]
 
 
@@ -176,6 +256,12 @@ def orthonormalize_columns(a: jax.Array) -> jax.Array:
     its LAPACK kernel fans out over XLA:CPU's intra-op thread pool from a thread of that
     pool and, on a 2-core machine, can deadlock (every inner-run reset of a parametric
     family with orthogonal initialization runs inside the truncation's loop).
+
+    Args:
+      a: ``[m, n]`` with ``m >= n`` and full column rank.
+
+    Returns:
+      ``Q``, ``[m, n]`` with orthonormal columns, in ``a``'s dtype.
     """
     n = a.shape[1]
 
@@ -189,7 +275,24 @@ def orthonormalize_columns(a: jax.Array) -> jax.Array:
 
 
 def orth_init(shape, dtype, key, scale=1.0, axis=-1) -> jax.Array:
-    """A scaled random orthogonal matrix (Saxe et al. 2014), flattened over ``axis``."""
+    """A scaled random orthogonal matrix (Saxe et al. 2014), flattened over ``axis``.
+
+    Saxe, McClelland and Ganguli, "Exact solutions to the nonlinear dynamics of learning
+    in deep linear neural networks", arXiv:1312.6120.
+
+    Args:
+      shape: the shape, of rank >= 2.
+      dtype: the dtype of the result.
+      key: a PRNG key.
+      scale: the factor on the orthogonal matrix.
+      axis: the axis of the matrix's rows (the other axes are flattened into its columns).
+
+    Returns:
+      ``scale * Q`` reshaped to ``shape``.
+
+    Raises:
+      ValueError: ``shape`` of rank below 2.
+    """
     if len(shape) < 2:
         raise ValueError("orth_init needs a shape of rank >= 2")
     n_rows = shape[axis]
@@ -203,7 +306,17 @@ def orth_init(shape, dtype, key, scale=1.0, axis=-1) -> jax.Array:
 
 
 def uniform_scale_init(shape, dtype, key, scale=1.0) -> jax.Array:
-    """Uniform in ``+-scale * sqrt(3 / prod(shape[:-1]))``."""
+    """Uniform in ``+-scale * sqrt(3 / prod(shape[:-1]))``.
+
+    Args:
+      shape: the shape.
+      dtype: the dtype of the result.
+      key: a PRNG key.
+      scale: the factor on the bound.
+
+    Returns:
+      The array.
+    """
     limit = math.sqrt(3.0 / max(1, math.prod(shape[:-1]))) * scale
     return jax.random.uniform(key, shape, jnp.float32, -1.0, 1.0).astype(dtype) * jnp.asarray(
         limit, dtype
@@ -211,13 +324,38 @@ def uniform_scale_init(shape, dtype, key, scale=1.0) -> jax.Array:
 
 
 def truncated_normal_init(shape, dtype, key, stddev, mean=0.0) -> jax.Array:
-    """``mean + stddev * truncated_normal(-2, 2)``."""
+    """``mean + stddev * truncated_normal(-2, 2)``.
+
+    Args:
+      shape: the shape.
+      dtype: the dtype of the result.
+      key: a PRNG key.
+      stddev: the scale of the unit truncated normal.
+      mean: the shift.
+
+    Returns:
+      The array.
+    """
     x = jax.random.truncated_normal(key, -2.0, 2.0, shape, jnp.float32)
     return (stddev * x + mean).astype(dtype)
 
 
 def variance_scale_init(shape, dtype, key, scale, mode="fan_in", distribution="truncated_normal"):
-    """Variance scaling: variance ``scale / fan`` (fan_in, fan_out or their mean)."""
+    """Variance scaling: variance ``scale / fan`` (fan_in, fan_out or their mean).
+
+    Args:
+      shape: the shape (conv kernels ``(..., in, out)``: the fans include the
+        receptive field).
+      dtype: the dtype of the result.
+      key: a PRNG key.
+      scale: the variance times the fan.
+      mode: ``"fan_in"``, ``"fan_out"``, or anything else for their mean.
+      distribution: ``"truncated_normal"`` (rescaled to the variance), ``"normal"``, or
+        anything else for uniform.
+
+    Returns:
+      The array.
+    """
     fan_in, fan_out = _fans(shape)
     fan = {"fan_in": fan_in, "fan_out": fan_out}.get(mode, (fan_in + fan_out) / 2.0)
     variance = scale / max(1.0, fan)
@@ -253,6 +391,14 @@ class SampleInitializer:
 
     @classmethod
     def sample(cls, key: jax.Array) -> dict[str, jax.Array]:
+        """Draws, traced, an initializer index and ``init_scale ~ U[0.5, 2)``.
+
+        Args:
+          key: a PRNG key (may be traced).
+
+        Returns:
+          ``{"index": int32 scalar, "init_scale": float32 scalar}``.
+        """
         k1, k2 = jax.random.split(key)
         return {
             "index": jax.random.randint(k1, (), 0, len(cls.inits), jnp.int32),
@@ -261,7 +407,14 @@ class SampleInitializer:
 
     @classmethod
     def get_dynamic(cls, cfg: Mapping[str, jax.Array]) -> Callable[..., jax.Array]:
-        """A Flax initializer ``(key, shape, dtype) -> array`` switching on ``cfg["index"]``."""
+        """A Flax initializer ``(key, shape, dtype) -> array`` switching on ``cfg["index"]``.
+
+        Args:
+          cfg: a sample of :meth:`sample` (its arrays may be traced).
+
+        Returns:
+          The initializer; it draws in float32 and casts to ``dtype``.
+        """
 
         def init(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32) -> jax.Array:
             shape = tuple(int(s) for s in shape)
@@ -277,6 +430,13 @@ def parametric_normalizer(loss: jax.Array, num_classes: int) -> jax.Array:
 
     Non-finite values become ``log(2 C)``; the loss is clipped to ``[0, log(2 C)]``, then
     mapped by ``(l - log(C / 5)) * 10 / log(C)``.
+
+    Args:
+      loss: a loss.
+      num_classes: ``C``.
+
+    Returns:
+      The normalized loss.
     """
     max_class = math.log(2 * num_classes)
     loss = jnp.nan_to_num(loss, nan=max_class, posinf=max_class, neginf=max_class)
@@ -286,7 +446,15 @@ def parametric_normalizer(loss: jax.Array, num_classes: int) -> jax.Array:
 def task_from_sample_task_family_fn(
     sample_task_family_fn: Callable[[jax.Array], cfgobject.CFGObject], seed: int
 ) -> tasks_base.Task:
-    """One task: a family configuration from ``sample_task_family_fn``, then a member."""
+    """One task: a family configuration from ``sample_task_family_fn``, then a member.
+
+    Args:
+      sample_task_family_fn: ``key -> CFGObject`` of a family (e.g. ``sample_image_mlp``).
+      seed: the seed of both draws.
+
+    Returns:
+      The task.
+    """
     key1, key2 = jax.random.split(jax.random.PRNGKey(seed))
     family = cfgobject.object_from_config(sample_task_family_fn(key1))
     return family.task_fn(family.sample(key2))
