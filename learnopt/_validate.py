@@ -56,7 +56,22 @@ def _is_traced(value: Any) -> bool:
 
 
 def integer(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
-    """``value`` as an ``int`` in ``[minimum, maximum]``; bools and floats are rejected."""
+    """``value`` as an ``int`` in ``[minimum, maximum]``; bools and floats are rejected.
+
+    Args:
+      name: the argument's name, used in the error message.
+      value: the value to check: a Python or numpy integer, or a concrete integer
+        0-d array.
+      minimum: the smallest value accepted, or None for no bound.
+      maximum: the largest value accepted, or None for no bound.
+
+    Returns:
+      ``int(value)``.
+
+    Raises:
+      TypeError: ``value`` is not an integer (a bool, a float, a traced value).
+      ValueError: ``value`` is out of bounds.
+    """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, np.ndarray | jax.Array) and np.ndim(value) == 0:
             if _is_traced(value) or not np.issubdtype(np.asarray(value).dtype, np.integer):
@@ -74,12 +89,28 @@ def integer(name: str, value: Any, minimum: int | None = None, maximum: int | No
 
 
 def positive_int(name: str, value: Any) -> int:
-    """An integer >= 1."""
+    """An integer >= 1.
+
+    Args:
+      name: the argument's name, used in the error message.
+      value: the value to check.
+
+    Returns:
+      ``int(value)``; see :func:`integer` for what raises.
+    """
     return integer(name, value, minimum=1)
 
 
 def non_negative_int(name: str, value: Any) -> int:
-    """An integer >= 0."""
+    """An integer >= 0.
+
+    Args:
+      name: the argument's name, used in the error message.
+      value: the value to check.
+
+    Returns:
+      ``int(value)``; see :func:`integer` for what raises.
+    """
     return integer(name, value, minimum=0)
 
 
@@ -120,6 +151,23 @@ def real(
     """A finite real number (or concrete array of them) in the given interval.
 
     Python and numpy scalars come back as ``float``; arrays and traced values unchanged.
+
+    Args:
+      name: the argument's name, used in the error message.
+      value: a Python or numpy real number or a numpy array of them (checked
+        element-wise); JAX arrays and tracers pass unchecked.
+      low: the lower bound, or None for none.
+      high: the upper bound, or None for none.
+      low_open: whether ``low`` itself is excluded.
+      high_open: whether ``high`` itself is excluded.
+      what: the expectation the message states (default: written from the bounds).
+
+    Returns:
+      ``float(value)`` for a scalar, else ``value`` unchanged.
+
+    Raises:
+      TypeError: ``value`` is not a real number (bool, complex, string, empty array).
+      ValueError: a value is not finite or is out of the interval.
     """
     arr = _concrete(name, value)
     if arr is None:
@@ -149,32 +197,84 @@ def real(
 
 
 def positive_float(name: str, value: Any) -> Any:
-    """A finite number > 0."""
+    """A finite number > 0.
+
+    Args:
+      name: the argument's name, used in the error message.
+      value: the value to check (JAX arrays pass unchecked).
+
+    Returns:
+      What :func:`real` returns (a ``float`` for a scalar).
+    """
     return real(name, value, low=0.0, low_open=True)
 
 
 def non_negative_float(name: str, value: Any) -> Any:
-    """A finite number >= 0."""
+    """A finite number >= 0.
+
+    Args:
+      name: the argument's name, used in the error message.
+      value: the value to check (JAX arrays pass unchecked).
+
+    Returns:
+      What :func:`real` returns (a ``float`` for a scalar).
+    """
     return real(name, value, low=0.0)
 
 
 def unit_interval(name: str, value: Any, *, high_open: bool = True) -> Any:
-    """A number in ``[0, 1)`` (e.g. a decay rate ``beta``), or ``[0, 1]``."""
+    """A number in ``[0, 1)`` (e.g. a decay rate ``beta``), or ``[0, 1]``.
+
+    Args:
+      name: the argument's name, used in the error message.
+      value: the value to check (JAX arrays pass unchecked).
+      high_open: whether 1 is excluded (True: ``[0, 1)``).
+
+    Returns:
+      What :func:`real` returns (a ``float`` for a scalar).
+    """
     return real(name, value, low=0.0, high=1.0, high_open=high_open)
 
 
 def optional_positive_float(name: str, value: Any) -> Any:
-    """None, or a finite number > 0."""
+    """None, or a finite number > 0.
+
+    Args:
+      name: the argument's name, used in the error message.
+      value: the value to check.
+
+    Returns:
+      None for None, else what :func:`positive_float` returns.
+    """
     return None if value is None else positive_float(name, value)
 
 
 def seed(name: str, value: Any) -> int:
-    """A PRNG seed: an integer in ``[0, 2**32)`` (JAX keys of larger seeds collide)."""
+    """A PRNG seed: an integer in ``[0, 2**32)`` (JAX keys of larger seeds collide).
+
+    Args:
+      name: the argument's name, used in the error message.
+      value: the value to check.
+
+    Returns:
+      ``int(value)``; see :func:`integer` for what raises.
+    """
     return integer(name, value, minimum=0, maximum=SEED_LIMIT - 1)
 
 
 def prng_key(name: str, key: Any) -> Any:
-    """A JAX PRNG key: a typed key array, or raw ``uint32[..., 2]`` key data."""
+    """A JAX PRNG key: a typed key array, or raw ``uint32[..., 2]`` key data.
+
+    Args:
+      name: the argument's name, used in the error message.
+      key: the value to check (concrete or traced; only dtype and shape are read).
+
+    Returns:
+      ``key``, unchanged.
+
+    Raises:
+      TypeError: ``key`` is neither a typed key nor ``uint32`` data with last axis 2.
+    """
     if _is_traced(key):
         dtype = key.dtype
         shape = key.shape
@@ -204,6 +304,20 @@ def theta_like(name: str, theta: Any, expected: Any, owner: str = "the learned o
     """``theta`` has the keys and shapes of ``expected`` (e.g. ``jax.eval_shape(lopt.init, k)``).
 
     Raises ``ValueError`` naming the missing, extra or misshapen entries.
+
+    Args:
+      name: the argument's name, used in the error message.
+      theta: the meta-parameters given.
+      expected: a pytree with the structure and shapes ``theta`` must have (arrays or
+        ``jax.ShapeDtypeStruct`` s).
+      owner: what ``theta`` is for, in the message.
+
+    Returns:
+      ``theta``, unchanged.
+
+    Raises:
+      TypeError: ``expected`` is a dict and ``theta`` is not.
+      ValueError: the leaf paths or shapes differ.
     """
     if isinstance(expected, Mapping) and not isinstance(theta, Mapping):
         raise TypeError(
@@ -231,7 +345,19 @@ def theta_like(name: str, theta: Any, expected: Any, owner: str = "the learned o
 
 
 def scalar_loss(name: str, loss: Any) -> Any:
-    """A loss is a real scalar (shape ``()``); checked on shapes, so it works under ``jit``."""
+    """A loss is a real scalar (shape ``()``); checked on shapes, so it works under ``jit``.
+
+    Args:
+      name: the argument's name, used in the error message.
+      loss: the loss value (array, tracer or Python float).
+
+    Returns:
+      ``loss``, unchanged.
+
+    Raises:
+      ValueError: ``loss`` is not 0-d.
+      TypeError: its dtype is not floating.
+    """
     shape = jnp.shape(loss)
     if shape != ():
         raise ValueError(f"{name} must be a scalar (shape ()), got shape {shape}")
@@ -242,7 +368,20 @@ def scalar_loss(name: str, loss: Any) -> Any:
 
 
 def float_images(name: str, images: Any) -> Any:
-    """Images where floats in [0, 1] are expected: integer pixels (uint8) are rejected."""
+    """Images where floats in [0, 1] are expected: integer pixels (uint8) are rejected.
+
+    Only the dtype is checked (the range is not: it would need the values).
+
+    Args:
+      name: the argument's name, used in the error message.
+      images: the image array (concrete or traced).
+
+    Returns:
+      ``images``, unchanged.
+
+    Raises:
+      TypeError: the dtype is not floating.
+    """
     dtype = jnp.result_type(images)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(
@@ -298,7 +437,20 @@ def _path(name: str, value: Any) -> Path:
 
 
 def writable_dir(name: str, value: Any, create: bool = True) -> Path:
-    """A folder that exists (or is created) and can be written: probed with a file."""
+    """A folder that exists (or is created) and can be written: probed with a file.
+
+    Args:
+      name: the argument's name, used in the error message.
+      value: the path (``str`` or ``os.PathLike``; ``~`` is expanded).
+      create: whether to create the folder (with its parents) if it is missing.
+
+    Returns:
+      The folder as a ``pathlib.Path``.
+
+    Raises:
+      TypeError: ``value`` is not a path.
+      ValueError: the path is empty, is a file, or cannot be created or written.
+    """
     path = _path(name, value)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{name}: {path} exists and is not a directory")
@@ -319,7 +471,19 @@ def writable_dir(name: str, value: Any, create: bool = True) -> Path:
 
 
 def readable_dir(name: str, value: Any) -> Path:
-    """A path that is not a file: a readable folder, or one that does not exist yet."""
+    """A path that is not a file: a readable folder, or one that does not exist yet.
+
+    Args:
+      name: the argument's name, used in the error message.
+      value: the path (``str`` or ``os.PathLike``; ``~`` is expanded).
+
+    Returns:
+      The path as a ``pathlib.Path``.
+
+    Raises:
+      TypeError: ``value`` is not a path.
+      ValueError: the path is empty, is a file, or is a folder that cannot be read.
+    """
     path = _path(name, value)
     if path.exists():
         if not path.is_dir():

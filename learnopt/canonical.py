@@ -41,7 +41,16 @@ def _sig(x: Any) -> tuple:
 
 
 def type_signature(tree: PyTree) -> list[tuple]:
-    """``(shape, dtype, weak_type)`` of every array leaf, in tree order."""
+    """``(shape, dtype, weak_type)`` of every array leaf, in tree order.
+
+    Args:
+      tree: a pytree of arrays (concrete, tracers or ``jax.ShapeDtypeStruct`` s).
+
+    Returns:
+      One ``(shape, dtype, weak_type)`` tuple per array leaf, and the leaf's type for
+      a leaf without a dtype; two trees with equal signatures hit the same compiled
+      program.
+    """
     return [_sig(x) if hasattr(x, "dtype") else type(x) for x in jax.tree_util.tree_leaves(tree)]
 
 
@@ -111,6 +120,12 @@ def compute_dtype(tree: PyTree) -> np.dtype:
 
     bfloat16/float16 params get float32 accumulators and updates (then are cast back),
     float64 params (with ``jax_enable_x64``) stay float64.
+
+    Args:
+      tree: a pytree (e.g. the params); leaves without a floating dtype are ignored.
+
+    Returns:
+      ``result_type(float32, *float leaf dtypes)``, as a NumPy dtype.
     """
     dtypes = [_dtype(x) for x in jax.tree_util.tree_leaves(tree) if hasattr(x, "dtype")]
     dtypes = [d for d in dtypes if isinstance(d, np.dtype) and jnp.issubdtype(d, jnp.floating)]
@@ -118,5 +133,12 @@ def compute_dtype(tree: PyTree) -> np.dtype:
 
 
 def leaf_compute_dtype(dtype: Any) -> np.dtype:
-    """Per-leaf version of :func:`compute_dtype`."""
+    """Per-leaf version of :func:`compute_dtype`.
+
+    Args:
+      dtype: the dtype of one leaf.
+
+    Returns:
+      ``dtype`` promoted with float32, as a NumPy dtype (float32 for 16-bit floats).
+    """
     return np.dtype(jnp.promote_types(dtype, jnp.float32))

@@ -1,12 +1,13 @@
 """One meta-training run over many processes and machines, with JAX's own runtime.
 
-learnopt scales meta-training by sharding, not by a home-made RPC layer (``DESIGN.md``,
-principle 6). Within one process, ``SingleMachineGradientLearner(..., mesh=...)`` splits
-every estimator's population of inner runs over the process's devices. Across processes
-and machines the same learner runs under JAX's *multi-controller* runtime: every process
-runs the same program, :func:`initialize` connects them (``jax.distributed``: a
-coordination service on process 0, gloo collectives between CPUs, NCCL between GPUs),
-and the mesh spans the devices of all processes (:func:`population_mesh`)::
+learnopt scales meta-training by sharding, not by a home-made RPC layer
+(``docs/design.md``, "the same result on 1 or N devices"). Within one process,
+``SingleMachineGradientLearner(..., mesh=...)`` splits every estimator's population of
+inner runs over the process's devices. Across processes and machines the same learner
+runs under JAX's *multi-controller* runtime: every process runs the same program,
+:func:`initialize` connects them (``jax.distributed``: a coordination service on process
+0, gloo collectives between CPUs, NCCL between GPUs), and the mesh spans the devices of
+all processes (:func:`population_mesh`)::
 
     from learnopt import distributed, train
 
@@ -100,7 +101,11 @@ def _check_address(address: Any) -> str:
 
 
 def is_initialized() -> bool:
-    """Whether :func:`initialize` (or ``jax.distributed.initialize``) has run."""
+    """Whether :func:`initialize` (or ``jax.distributed.initialize``) has run.
+
+    Returns:
+      True once this process has joined a multi-process run.
+    """
     return jax.distributed.is_initialized()
 
 
@@ -235,17 +240,29 @@ def initialize(
 
 
 def process_index() -> int:
-    """This process's index (0 in a single-process run)."""
+    """This process's index (0 in a single-process run).
+
+    Returns:
+      ``jax.process_index()``, in ``[0, process_count())``.
+    """
     return jax.process_index()
 
 
 def process_count() -> int:
-    """The number of processes of the run (1 in a single-process run)."""
+    """The number of processes of the run (1 in a single-process run).
+
+    Returns:
+      ``jax.process_count()``.
+    """
     return jax.process_count()
 
 
 def is_primary() -> bool:
-    """Whether this process writes the run's output (process 0)."""
+    """Whether this process writes the run's output (process 0).
+
+    Returns:
+      True on process 0 (always, in a single-process run).
+    """
     return jax.process_index() == 0
 
 
@@ -259,6 +276,12 @@ def population_mesh(
         process, ``jax.devices()``, ordered by process so that each process holds a
         contiguous block of rows).
       axis_name: the mesh axis's name.
+
+    Returns:
+      A ``jax.sharding.Mesh`` with one axis ``axis_name`` over ``devices``.
+
+    Raises:
+      ValueError: ``devices`` is empty.
     """
     devices = list(jax.devices() if devices is None else devices)
     if not devices:
@@ -268,7 +291,14 @@ def population_mesh(
 
 
 def spans_processes(mesh: jax.sharding.Mesh | None) -> bool:
-    """Whether ``mesh`` holds devices of other processes (a multi-process run)."""
+    """Whether ``mesh`` holds devices of other processes (a multi-process run).
+
+    Args:
+      mesh: a device mesh, or None (no mesh: one device).
+
+    Returns:
+      True if some device of ``mesh`` belongs to another process.
+    """
     if mesh is None:
         return False
     me = jax.process_index()
@@ -280,6 +310,15 @@ def local_rows(mesh: jax.sharding.Mesh, size: int) -> tuple[int, int]:
 
     Raises ValueError if ``size`` does not split evenly or if this process's devices hold
     a non-contiguous set of rows (build the mesh with :func:`population_mesh`).
+
+    Args:
+      mesh: the population mesh (its first axis splits the rows).
+      size: the length of the split axis (e.g. ``num_tasks``), a multiple of
+        ``mesh.size``.
+
+    Returns:
+      ``(start, stop)`` with ``stop - start == size // mesh.size * (local devices)``:
+      this process holds rows ``start:stop``.
     """
     if size % mesh.size:
         raise ValueError(f"size must be a multiple of the mesh's {mesh.size} devices, got {size}")
@@ -311,6 +350,13 @@ def to_host(tree: Any) -> Any:
     Sharded leaves of a multi-process run are gathered (a collective: every process must
     call this with the same tree; one leaf at a time, so the peak extra device memory is
     one leaf's global size). Typed PRNG keys come back as their raw ``uint32`` data.
+
+    Args:
+      tree: a pytree of JAX arrays (sharded or not) and other leaves.
+
+    Returns:
+      The same tree with every ``jax.Array`` leaf replaced by a numpy array of its
+      global value; other leaves unchanged.
     """
     from jax.experimental import multihost_utils
 
@@ -331,6 +377,18 @@ def put_like(host_tree: Any, target: Any) -> Any:
 
     Each process copies only the slices its devices hold onto them (no collective).
     Leaves of ``target`` that are not arrays are taken from ``host_tree`` as they are.
+
+    Args:
+      host_tree: global values (numpy arrays or array-likes) with the structure of
+        ``target``; typed-key leaves given as their raw ``uint32`` data.
+      target: a pytree of JAX arrays whose shapes, dtypes (weak types included) and
+        shardings the result takes.
+
+    Returns:
+      A tree of JAX arrays like ``target``'s, holding ``host_tree``'s values.
+
+    Raises:
+      ValueError: a leaf's shape differs from its target's.
     """
 
     from learnopt.tree_utils import cast_leaf_like
@@ -354,6 +412,13 @@ def host_zeros_like(tree: Any) -> Any:
     """numpy zeros shaped like ``tree``'s arrays (typed keys: their raw data).
 
     What a process other than 0 passes to :func:`broadcast_from_primary`.
+
+    Args:
+      tree: a pytree of JAX arrays and other leaves.
+
+    Returns:
+      The same tree with each ``jax.Array`` leaf replaced by numpy zeros of its global
+      shape and dtype (``uint32`` key data for typed keys); other leaves unchanged.
     """
 
     def leaf(x: Any) -> Any:
@@ -372,6 +437,12 @@ def broadcast_from_primary(tree: Any) -> Any:
     Every process passes a tree of the same structure, shapes and dtypes (the values of
     the other processes are ignored). One leaf at a time. In a single-process run the
     tree is returned as numpy arrays.
+
+    Args:
+      tree: a pytree of numpy (or host) arrays; process 0's values are the ones sent.
+
+    Returns:
+      The tree with process 0's values, as numpy arrays, on every process.
     """
     from jax.experimental import multihost_utils
 
@@ -388,7 +459,18 @@ def broadcast_from_primary(tree: Any) -> Any:
 
 
 def broadcast_json(value: Any) -> Any:
-    """Process 0's JSON-able ``value`` on every process (others may pass anything)."""
+    """Process 0's JSON-able ``value`` on every process (others may pass anything).
+
+    A collective: every process calls it at the same point.
+
+    Args:
+      value: on process 0, the value to send (``json.dumps`` must accept it); ignored
+        on the others.
+
+    Returns:
+      Process 0's value after a JSON round trip (tuples become lists); ``value``
+      itself in a single-process run.
+    """
     if jax.process_count() == 1:
         return value
     data = json.dumps(value).encode() if jax.process_index() == 0 else b""
@@ -400,7 +482,14 @@ def broadcast_json(value: Any) -> Any:
 
 
 def all_gather_ints(values: Sequence[int]) -> np.ndarray:
-    """``[process_count, len(values)]`` int32: every process's ``values`` (a collective)."""
+    """``[process_count, len(values)]`` int32: every process's ``values`` (a collective).
+
+    Args:
+      values: this process's integers (int32 range); every process passes as many.
+
+    Returns:
+      An int32 array whose row ``i`` holds process ``i``'s values.
+    """
     from jax.experimental import multihost_utils
 
     arr = np.asarray(values, np.int32).reshape(-1)
@@ -424,6 +513,14 @@ def run_on_primary(fn: Any, *args: Any, errors: Sequence[type] = ()) -> Any:
     others one of the same class (looked up in ``errors`` and the built-in ``ValueError``,
     ``TypeError``, ``FileNotFoundError``, ``OSError``; else :class:`DistributedError`)
     with the same message, so all processes exit alike. A collective.
+
+    Args:
+      fn: the function to run on process 0 (e.g. reading a checkpoint's metadata).
+      *args: its arguments.
+      errors: exception classes the other processes may re-raise by name.
+
+    Returns:
+      ``fn(*args)``'s result (JSON round trip on processes other than 0).
     """
     if jax.process_count() == 1:
         return fn(*args)
@@ -450,6 +547,13 @@ def check_everywhere(fn: Any, *args: Any) -> Any:
 
     The failing processes raise their own exception; the others a
     :class:`DistributedError` naming them (instead of waiting for them in a collective).
+
+    Args:
+      fn: the function every process runs (e.g. a check of its own arguments).
+      *args: its arguments.
+
+    Returns:
+      This process's ``fn(*args)``.
     """
     error, result = None, None
     try:
@@ -476,6 +580,13 @@ def check_same(value: Any, what: str) -> None:
 
     Processes that disagree on what to run would wait for each other in different
     collectives forever; this says so instead. A collective.
+
+    Args:
+      value: this process's value (compared by a CRC32 of its sorted JSON).
+      what: what the value is, in the message (plural, e.g. "the meta_train arguments").
+
+    Raises:
+      ValueError: some process's value differs from process 0's.
     """
     if jax.process_count() == 1:
         return

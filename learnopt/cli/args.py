@@ -30,7 +30,11 @@ __all__ = [
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """``--help`` with descriptions kept as written and flags in a wider column."""
+    """``--help`` with descriptions kept as written and flags in a wider column.
+
+    Args:
+      prog: the program name (argparse passes it).
+    """
 
     def __init__(self, prog: str) -> None:
         super().__init__(prog, max_help_position=32)

@@ -106,6 +106,9 @@ class EvaluateConfig:
     (:data:`DEFAULT_SUITE_PREFERENCE`), the baselines of
     :func:`learnopt.evaluation.sweeps.default_baselines`, the grid
     :data:`DEFAULT_LEARNING_RATES`, ``runs/evaluate-<time>``.
+
+    Each field is documented by the help text of its ``setting(...)`` below (what the
+    command's ``--help`` prints).
     """
 
     theta: str | None = setting(
@@ -234,6 +237,9 @@ class PeriodicEvalConfig:
 
     ``learnopt meta-train``'s ``--eval-*`` flags are derived from these fields, and
     :class:`learnopt.evaluation.periodic.PeriodicEval` takes its defaults from them.
+
+    Each field is documented by the help text of its ``setting(...)`` below (what the
+    command's ``--help`` prints).
     """
 
     every: int | None = setting(

@@ -91,7 +91,18 @@ class Curves:
 
 @dataclasses.dataclass
 class TaskResult:
-    """The curves of every sweep on one task, and how they were obtained."""
+    """The curves of every sweep on one task, and how they were obtained.
+
+    Attributes:
+      task: the task's name.
+      curves: sweep name -> its :class:`Curves` (``result[name]`` reads one).
+      num_steps: training steps per run.
+      num_seeds: runs per sweep point.
+      eval_every: steps between valid evaluations.
+      valid_split: the split of the valid loss (e.g. ``"outer_valid"``).
+      valid_batches: the fixed batches each valid loss averages.
+      seconds: wall-clock time the task's runs took.
+    """
 
     task: str
     curves: dict[str, Curves]
@@ -108,7 +119,16 @@ class TaskResult:
 
 @dataclasses.dataclass
 class PointStats:
-    """Seed-mean statistics of one sweep point (NaN if any seed diverged)."""
+    """Seed-mean statistics of one sweep point (NaN if any seed diverged).
+
+    Attributes:
+      label: the sweep point's label (e.g. ``"lr=0.001"``).
+      final_train: mean train loss of the last ``window`` steps, mean over seeds.
+      final_train_std: its standard deviation over seeds.
+      mean_train: mean train loss over the whole run, mean over seeds.
+      final_valid: the valid loss after the last step, mean over seeds.
+      diverged: how many seeds became non-finite.
+    """
 
     label: str
     final_train: float
@@ -145,7 +165,17 @@ class PointStats:
 
 @dataclasses.dataclass
 class TunedBaseline:
-    """A baseline at its best learning rate on one task."""
+    """A baseline at its best learning rate on one task.
+
+    Attributes:
+      name: the baseline sweep's name.
+      index: the chosen sweep point.
+      label: its label (e.g. ``"lr=0.001"``).
+      stats: its :class:`PointStats`.
+      at_edge: whether it is the first or last point of a grid of several (widen the
+        grid).
+      grid: the :class:`PointStats` of every point of the grid.
+    """
 
     name: str
     index: int
@@ -157,7 +187,17 @@ class TunedBaseline:
 
 @dataclasses.dataclass
 class Comparison:
-    """The candidate against one tuned baseline on one task."""
+    """The candidate against one tuned baseline on one task.
+
+    Attributes:
+      baseline: the baseline sweep's name.
+      normalized_loss: ``final_train(candidate) / final_train(baseline)`` (< 1 is
+        better; NaN when undefined).
+      speedup: the step-count speed-up (:func:`~learnopt.evaluation.metrics.speedup`).
+      reaches: whether the candidate reaches the baseline's final train loss.
+      wins: whether the candidate's ``final_train`` is lower.
+      wins_valid: whether the candidate's ``final_valid`` is lower.
+    """
 
     baseline: str
     normalized_loss: float
@@ -169,7 +209,17 @@ class Comparison:
 
 @dataclasses.dataclass
 class TaskSummary:
-    """Per-task figures: the candidate, each tuned baseline and the comparisons."""
+    """Per-task figures: the candidate, each tuned baseline and the comparisons.
+
+    Attributes:
+      task: the task's name.
+      candidate: the candidate sweep's name.
+      candidate_stats: the candidate's :class:`PointStats`.
+      baselines: baseline name -> its :class:`TunedBaseline`.
+      comparisons: baseline name -> the candidate's :class:`Comparison` with it.
+      best_baseline: the name of the tuned baseline with the lowest ``final_train``.
+      select_by: how learning rates were tuned, ``"final"`` or ``"mean"``.
+    """
 
     task: str
     candidate: str
@@ -252,7 +302,17 @@ def summarize_task(
 
 @dataclasses.dataclass
 class SuiteResult:
-    """Every task's curves and summary, and the suite-level figures."""
+    """Every task's curves and summary, and the suite-level figures.
+
+    Attributes:
+      candidate: the candidate sweep's name.
+      baselines: the baseline sweeps' names.
+      tasks: one :class:`TaskResult` per task, in suite order.
+      summaries: one :class:`TaskSummary` per task, in the same order.
+      settings: what the figures need to be read (``num_steps``, ``num_seeds``,
+        ``select_by``, ``eval_every``, ``valid_split``, ``valid_batches``, ``window``,
+        ``learning_rates``).
+    """
 
     candidate: str
     baselines: tuple[str, ...]

@@ -170,9 +170,26 @@ class MLPNomLOpt(adafac.AdafacMLPLOpt):
         self.selfnormalize_blackbox = selfnormalize_blackbox
 
     def init(self, key: jax.Array) -> dict:
+        """A random theta: AdafacMLPLOpt's layout with 4 MLP outputs.
+
+        Args:
+          key: the PRNG key.
+
+        Returns:
+          ``{"momentum_decays", "rms_decays", "adafactor_decays", "nn"}``.
+        """
         return adafac.init_adafac_theta(self, key, num_outputs=4)
 
     def opt_fn(self, theta: dict, is_training: bool = False) -> common.ThetaOptimizer:
+        """The optimizer with meta-parameters ``theta``.
+
+        Args:
+          theta: a theta of this layout (checked; ValueError if it does not match).
+          is_training: unused (the update is the same in meta-training).
+
+        Returns:
+          An optimizer whose ``init``/``update`` run the update of the module docstring.
+        """
         common.check_theta(self, theta)
         return _NomOptimizer(theta, self)
 

@@ -45,20 +45,61 @@ def _check_scalar_theta(lopt: LearnedOptimizer, theta: Any, names: tuple[str, ..
 
 
 class LearnedOptimizer:
-    """Base class: ``init(key) -> theta`` and ``opt_fn(theta, is_training) -> Optimizer``."""
+    """Base class: ``init(key) -> theta`` and ``opt_fn(theta, is_training) -> Optimizer``.
+
+    Subclasses implement :meth:`init` and :meth:`opt_fn` (and usually ``name`` and
+    ``__repr__``); meta-training differentiates (or perturbs) the inner training run
+    with respect to ``theta`` through :meth:`opt_fn`, so ``opt_fn`` must build the
+    optimizer from ``theta`` with JAX operations only. The base class's constructor
+    takes no arguments; a subclass's constructor takes its architecture and the initial
+    values of its hyperparameters.
+    """
 
     def init(self, key: jax.Array) -> MetaParams:
+        """Draws the initial meta-parameters ``theta``.
+
+        Args:
+          key: a ``jax.random`` PRNG key (learned optimizers whose theta is not random,
+            like :class:`LearnableAdam`, ignore it).
+
+        Returns:
+          ``theta``: a pytree (usually a dict) of strongly typed float32 arrays, the
+          same structure and shapes for every key.
+        """
         raise NotImplementedError
 
     def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
+        """The inner optimizer with meta-parameters ``theta``.
+
+        Args:
+          theta: meta-parameters with the structure and shapes :meth:`init` returns
+            (concrete, or traced when meta-training differentiates through them).
+          is_training: True when the optimizer is built for meta-training (the outer
+            trainers pass True), False for evaluation and plain use; learned optimizers
+            whose update is the same in both ignore it.
+
+        Returns:
+          An :class:`~learnopt.optimizers.base.Optimizer` whose ``init``/``update``
+          run the update ``theta`` defines.
+        """
         raise NotImplementedError
 
     @property
     def name(self) -> str:
+        """A short name for logs and file names (the class name here)."""
         return type(self).__name__
 
     def as_optax(self, theta: MetaParams) -> optax.GradientTransformationExtraArgs:
-        """This learned optimizer, with ``theta`` fixed, as an optax transformation."""
+        """This learned optimizer, with ``theta`` fixed, as an optax transformation.
+
+        Args:
+          theta: the meta-parameters to fix (e.g. a trained theta).
+
+        Returns:
+          ``opt_fn(theta).as_optax()``: an ``optax.GradientTransformationExtraArgs``
+          whose updates are ``new_params - params`` (see
+          :meth:`~learnopt.optimizers.base.Optimizer.as_optax`).
+        """
         return self.opt_fn(theta).as_optax()
 
     def __repr__(self) -> str:
@@ -66,22 +107,48 @@ class LearnedOptimizer:
 
 
 class LearnableSGD(LearnedOptimizer):
-    """SGD with a learnable learning rate; ``theta = {"log_lr"}``."""
+    """SGD with a learnable learning rate; ``theta = {"log_lr"}``.
+
+    Args:
+      initial_lr: the learning rate of the initial theta (``log_lr = log(initial_lr)``).
+    """
 
     def __init__(self, initial_lr: float = 1e-3):
         _validate.positive_float("initial_lr", initial_lr)
         self.initial_lr = initial_lr
 
     def init(self, key: jax.Array) -> MetaParams:
+        """The initial theta, ``{"log_lr": log(initial_lr)}``.
+
+        Args:
+          key: unused (the initial theta is not random).
+
+        Returns:
+          ``{"log_lr": float32 scalar}``.
+        """
         return {"log_lr": _f32(np.log(self.initial_lr))}
 
     def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
+        """SGD with learning rate ``exp(theta["log_lr"])``.
+
+        Args:
+          theta: ``{"log_lr": scalar}`` (checked: ValueError if the keys or shapes differ).
+          is_training: unused.
+
+        Returns:
+          A :class:`~learnopt.optimizers.base.SGD`.
+        """
         _check_scalar_theta(self, theta, ("log_lr",))
         return opt_base.SGD(learning_rate=jnp.exp(theta["log_lr"]))
 
 
 class LearnableSGDM(LearnedOptimizer):
-    """SGD with momentum, learnable ``log_lr`` and ``one_minus_momentum = log(1 - mu)``."""
+    """SGD with momentum, learnable ``log_lr`` and ``one_minus_momentum = log(1 - mu)``.
+
+    Args:
+      initial_lr: the learning rate of the initial theta.
+      initial_momentum: the momentum ``mu`` of the initial theta, in ``[0, 1)``.
+    """
 
     def __init__(self, initial_lr: float = 1e-3, initial_momentum: float = 0.9):
         _validate.positive_float("initial_lr", initial_lr)
@@ -90,12 +157,30 @@ class LearnableSGDM(LearnedOptimizer):
         self.initial_momentum = initial_momentum
 
     def init(self, key: jax.Array) -> MetaParams:
+        """The initial theta: ``log(initial_lr)`` and ``log(1 - initial_momentum)``.
+
+        Args:
+          key: unused (the initial theta is not random).
+
+        Returns:
+          ``{"log_lr", "one_minus_momentum"}``, float32 scalars.
+        """
         return {
             "log_lr": _f32(np.log(self.initial_lr)),
             "one_minus_momentum": _f32(np.log(1 - self.initial_momentum)),
         }
 
     def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
+        """SGDM with ``lr = exp(log_lr)`` and ``mu = 1 - exp(one_minus_momentum)``.
+
+        Args:
+          theta: ``{"log_lr", "one_minus_momentum"}`` scalars (checked: ValueError if
+            the keys or shapes differ).
+          is_training: unused.
+
+        Returns:
+          A :class:`~learnopt.optimizers.base.SGDM`.
+        """
         _check_scalar_theta(self, theta, ("log_lr", "one_minus_momentum"))
         return opt_base.SGDM(
             learning_rate=jnp.exp(theta["log_lr"]),
@@ -111,6 +196,12 @@ class LearnableAdam(LearnedOptimizer):
     The Adam it builds takes ``1 - beta = exp(one_minus_beta)`` directly (never
     ``1 - exp(...)``, which rounds to 1 in float32 below about -16.6) and computes the
     bias corrections stably, so every theta that training can reach gives finite updates.
+
+    Args:
+      initial_lr: the learning rate of the initial theta.
+      initial_epsilon: Adam's ``epsilon`` in the initial theta (> 0).
+      initial_beta1: the first-moment decay of the initial theta, in ``[0, 1)``.
+      initial_beta2: the second-moment decay of the initial theta, in ``[0, 1)``.
     """
 
     def __init__(
@@ -130,6 +221,15 @@ class LearnableAdam(LearnedOptimizer):
         self.initial_beta2 = initial_beta2
 
     def init(self, key: jax.Array) -> MetaParams:
+        """The initial theta: the logs of ``initial_epsilon``, ``initial_lr``, ``1 - beta``.
+
+        Args:
+          key: unused (the initial theta is not random).
+
+        Returns:
+          ``{"log_epsilon", "log_lr", "one_minus_beta1", "one_minus_beta2"}``, float32
+          scalars.
+        """
         return {
             "log_epsilon": _f32(np.log(self.initial_epsilon)),
             "log_lr": _f32(np.log(self.initial_lr)),
@@ -138,6 +238,16 @@ class LearnableAdam(LearnedOptimizer):
         }
 
     def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
+        """Adam with ``lr``, ``epsilon`` and ``1 - beta`` the exponentials of ``theta``'s entries.
+
+        Args:
+          theta: ``{"log_epsilon", "log_lr", "one_minus_beta1", "one_minus_beta2"}``
+            scalars (checked: ValueError if the keys or shapes differ).
+          is_training: unused.
+
+        Returns:
+          A :class:`~learnopt.optimizers.base.Adam`.
+        """
         _check_scalar_theta(
             self, theta, ("log_epsilon", "log_lr", "one_minus_beta1", "one_minus_beta2")
         )

@@ -56,7 +56,14 @@ _NS_COEFFS = (3.4445, -4.7750, 2.0315)
 
 @flax.struct.dataclass
 class Celo2State:
-    """State of the Celo2 optimizer."""
+    """State of the Celo2 optimizer.
+
+    Attributes:
+      params, model_state, iteration: as in every learnopt state.
+      mom_rolling: the momentum accumulators, one slice per decay (last axis).
+      rms_rolling: the second-moment accumulators, likewise.
+      fac_rolling: the Adafactor-style factored second moments.
+    """
 
     params: PyTree
     model_state: PyTree

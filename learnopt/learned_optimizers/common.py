@@ -434,7 +434,12 @@ def check_theta(lopt: Any, theta: PyTree) -> None:
 
 
 class ThetaOptimizer(opt_base.Optimizer):
-    """Base of the optimizers that ``opt_fn`` returns: holds ``theta`` and its learned optimizer."""
+    """Base of the optimizers that ``opt_fn`` returns: holds ``theta`` and its learned optimizer.
+
+    Args:
+      theta: the meta-parameters (concrete or traced), read by the subclass's update.
+      lopt: the learned optimizer that built it (its hyperparameters: ``step_mult``...).
+    """
 
     def __init__(self, theta: PyTree, lopt: Any):
         self.theta = theta

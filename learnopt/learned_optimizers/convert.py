@@ -48,7 +48,15 @@ _CHECKPOINT_KEYS = {"params", "gen_id", "step"}
 
 
 def unwrap_checkpoint(state: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The ``theta`` state dict inside a library checkpoint's state dict (see module doc)."""
+    """The ``theta`` state dict inside a library checkpoint's state dict (see module doc).
+
+    Args:
+      state: a restored state dict: a ``ParameterCheckpoint``'s (``{"params", "gen_id",
+        "step"}``), an older tuple checkpoint's (``{"0", "1", "2"}``), or theta's own.
+
+    Returns:
+      ``state["params"]`` or ``state["0"]`` for a wrapped checkpoint, else ``state``.
+    """
     if isinstance(state, Mapping):
         keys = set(state)
         if "params" in keys and keys <= _CHECKPOINT_KEYS:
@@ -107,7 +115,19 @@ def theta_from_library(
 
 
 def load_library_theta(path: str | os.PathLike, lopt: lopt_base.LearnedOptimizer) -> PyTree:
-    """Reads a library checkpoint file; see :func:`theta_from_library`."""
+    """Reads a library checkpoint file; see :func:`theta_from_library`.
+
+    Args:
+      path: the checkpoint file (e.g. the library's ``params`` file).
+      lopt: the learnopt learned optimizer, built with the training run's arguments.
+
+    Returns:
+      ``theta`` in ``lopt``'s structure, float32 leaves.
+
+    Raises:
+      FileNotFoundError: no file at ``path``.
+      ValueError: the checkpoint does not match ``lopt``'s layout.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no learned_optimization checkpoint at {path}")

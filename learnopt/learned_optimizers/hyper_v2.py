@@ -72,7 +72,14 @@ _NUM_LOSS_TIMESCALES = 10
 
 @flax.struct.dataclass
 class LossBufferState:
-    """Running means of the loss at several decays, their running minima, a step count."""
+    """Running means of the loss at several decays, their running minima, a step count.
+
+    Attributes:
+      means: the running means of the loss, one per decay, float32.
+      iteration: the number of losses added, int32.
+      running_min: the running minima of the bias-corrected means, float32.
+      decays: the decays ``exp(-1 / h)`` (:func:`loss_buffer_init`), float32.
+    """
 
     means: jax.Array
     iteration: jax.Array
@@ -82,7 +89,17 @@ class LossBufferState:
 
 @flax.struct.dataclass
 class HyperV2State:
-    """State of the HyperV2 optimizer (field names as in the library's ``State``)."""
+    """State of the HyperV2 optimizer (field names as in the library's ``State``).
+
+    Attributes:
+      params, model_state, iteration: as in every learnopt state.
+      num_steps: the inner-run length given to ``init``, int32.
+      mom_rolling: the momentum accumulators, one slice per decay (last axis).
+      rms_rolling: the second-moment accumulators, likewise.
+      fac_rolling: the Adafactor-style factored second moments.
+      lstm_hidden_state: the per-tensor LSTM state, ``[num_tensors, hidden]`` arrays.
+      loss_buffer: the running loss statistics (:class:`LossBufferState`).
+    """
 
     params: PyTree
     model_state: PyTree

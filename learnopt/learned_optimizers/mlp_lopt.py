@@ -99,6 +99,18 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
     """The optimizer :meth:`MLPLOpt.opt_fn` returns: the MLP update with a fixed ``theta``."""
 
     def init(self, params, model_state=None, num_steps=None, key=None):
+        """Zero momentum accumulators, one per decay, in each leaf's arithmetic dtype.
+
+        Args:
+          params: the parameters to optimize.
+          model_state: the model state to keep.
+          num_steps: unused (the time features count steps, not progress).
+          key: unused.
+
+        Returns:
+          The initial :class:`MLPLOptState` (``rolling_features.m`` leaves shaped
+          ``[*p.shape, 6]``).
+        """
         k = len(MOMENTUM_DECAYS)
         m = jax.tree_util.tree_map(
             lambda p: jnp.zeros((*np.shape(p), k), leaf_compute_dtype(p.dtype)), params
@@ -115,6 +127,19 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        """One step: ``p <- p - step_mult * d * exp(exp_mult * a)`` (module docstring).
+
+        Args:
+          opt_state: the current :class:`MLPLOptState`.
+          grads: the gradients, a tree like the params.
+          loss: unused.
+          model_state: the new model state (None keeps the current one).
+          key: unused.
+          **kwargs: ignored.
+
+        Returns:
+          The next :class:`MLPLOptState`.
+        """
         lopt = self.lopt
         iteration = opt_state.iteration
 
@@ -203,11 +228,27 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
         return NUM_FEATURES
 
     def init(self, key: jax.Array) -> dict[str, dict[str, jax.Array]]:
-        """Haiku MLP parameters: weights ~ truncated normal, std ``1/sqrt(fan_in)``; zero biases."""
+        """Haiku MLP parameters: weights ~ truncated normal, std ``1/sqrt(fan_in)``; zero biases.
+
+        Args:
+          key: the PRNG key the weights are drawn from.
+
+        Returns:
+          The Haiku ``hk.nets.MLP`` parameter dict (layout in the module docstring).
+        """
         sizes = [NUM_FEATURES] + [self.hidden_size] * self.hidden_layers + [2]
         return common.mlp_init(key, sizes)
 
     def opt_fn(self, theta: Any, is_training: bool = False) -> MLPLOptOptimizer:
+        """The optimizer with meta-parameters ``theta``.
+
+        Args:
+          theta: a theta of this layout (checked; ValueError if it does not match).
+          is_training: unused (the update is the same in meta-training).
+
+        Returns:
+          An :class:`MLPLOptOptimizer`.
+        """
         common.check_theta(self, theta)
         return MLPLOptOptimizer(theta, self)
 

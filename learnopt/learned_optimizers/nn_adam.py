@@ -257,7 +257,18 @@ class NNAdam(lopt_base.LearnedOptimizer):
         self.rnn_input_features = _NUM_FEATURES
 
     def init(self, key: jax.Array) -> dict:
-        """Haiku-layout theta: LSTM and zero-weight control layer, initial hyperparameters."""
+        """Haiku-layout theta: LSTM and zero-weight control layer, initial hyperparameters.
+
+        The per-layer hyperparameters are stored as ``0.1 * log(lr)``, ``0.1 *
+        log(epsilon)`` and ``0.1 * log(1 - beta)``.
+
+        Args:
+          key: the PRNG key the LSTM weights are drawn from.
+
+        Returns:
+          ``{"lstm_init_state", "per_layer_beta1", "per_layer_beta2",
+          "per_layer_epsilon", "per_layer_lr", "rnn_params", "rnn_to_controls_params"}``.
+        """
         f32 = lambda x: np.float32(x)  # noqa: E731
         spec = {
             "lstm_init_state": common.lstm_initial_state(_LSTM_HIDDEN),
@@ -273,6 +284,16 @@ class NNAdam(lopt_base.LearnedOptimizer):
         return common.draw(key, spec)
 
     def opt_fn(self, theta: dict, is_training: bool = True) -> common.ThetaOptimizer:
+        """The optimizer with meta-parameters ``theta``.
+
+        Args:
+          theta: a theta of this layout (checked; ValueError if it does not match).
+          is_training: unused (the update is the same in meta-training).
+
+        Returns:
+          An optimizer whose ``init``/``update`` run Adam with LSTM-controlled
+          per-tensor hyperparameters.
+        """
         common.check_theta(self, theta)
         return _NNAdamOptimizer(theta, self)
 

@@ -79,7 +79,22 @@ class DynamicClipState:
 
 @flax.struct.dataclass
 class RNNMLPLOptState:
-    """State of the RNNMLPLOpt optimizer (field names as in the library)."""
+    """State of the RNNMLPLOpt optimizer (field names as in the library).
+
+    Attributes:
+      params, model_state, iteration: as in every learnopt state.
+      mom_rolling: the momenta, one slice per decay (last axis).
+      rms_rolling: the second moments, likewise.
+      lstm_hidden_state: the per-tensor LSTM state, ``[num_tensors, lstm_hidden_size]``
+        arrays.
+      from_mlp: per tensor, the values the MLP sent to the LSTM at the previous step
+        (``[from_mlp_size]``; ``theta["initial_from_mlp"]`` at first).
+      from_lstm: the LSTM outputs averaged over tensors at the previous step
+        (``[from_lstm_size]``; ``theta["initial_from_lstm"]`` at first).
+      train_loss_accum: the training-loss statistics.
+      valid_loss_accum: the validation-loss statistics.
+      dynamic_clip: the gradient clipper's state.
+    """
 
     params: PyTree
     model_state: PyTree
@@ -356,7 +371,14 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
             raise ValueError(f"RNNMLPLOpt needs 5 decays (the library's layout), got {decays}")
 
     def init(self, key: jax.Array) -> dict:
-        """Haiku-layout theta (LSTM, projections, MLP, initial exchange vectors)."""
+        """Haiku-layout theta (LSTM, projections, MLP, initial exchange vectors).
+
+        Args:
+          key: the PRNG key the weights and initial exchange vectors are drawn from.
+
+        Returns:
+          The theta dict (layout in the module docstring).
+        """
 
         def variance_scaling(n):
             # Haiku's VarianceScaling(): truncated normal, std sqrt(1 / fan_in) / 0.8796.
@@ -378,6 +400,16 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
         return common.draw(key, spec)
 
     def opt_fn(self, theta: dict, is_training: bool = False) -> common.ThetaOptimizer:
+        """The optimizer with meta-parameters ``theta``.
+
+        Args:
+          theta: a theta of this layout (checked; ValueError if it does not match).
+          is_training: unused (the update is the same in meta-training).
+
+        Returns:
+          An optimizer whose ``update(state, grads, loss=loss)`` runs the learned
+          update (``is_valid=True`` updates the validation-loss feature instead).
+        """
         common.check_theta(self, theta)
         return _RNNMLPOptimizer(theta, self)
 

@@ -99,6 +99,15 @@ def lopt_config(lopt: lopt_base.LearnedOptimizer) -> dict[str, Any] | None:
     name, so ``type(lopt)(**lopt_config(lopt))`` rebuilds it. Returns ``None`` when an
     argument has no attribute of its name or its value is not JSON-representable (a
     callable, an array, ...): such an optimizer is saved without a config.
+
+    Args:
+      lopt: the learned optimizer.
+
+    Returns:
+      ``{argument name: JSON value}`` for every named constructor argument, or None.
+
+    Raises:
+      TypeError: ``lopt`` is not a :class:`~learnopt.learned_optimizers.base.LearnedOptimizer`.
     """
     if not isinstance(lopt, lopt_base.LearnedOptimizer):
         raise TypeError(f"lopt must be a LearnedOptimizer, got {type(lopt).__name__}")
@@ -120,7 +129,15 @@ def lopt_config(lopt: lopt_base.LearnedOptimizer) -> dict[str, Any] | None:
 
 
 def registered_name(lopt: lopt_base.LearnedOptimizer) -> str | None:
-    """The name under which ``type(lopt)`` is registered in ``LOPTS``, or ``None``."""
+    """The name under which ``type(lopt)`` is registered in ``LOPTS``, or ``None``.
+
+    Args:
+      lopt: the learned optimizer.
+
+    Returns:
+      ``lopt.name`` if that name is registered to ``type(lopt)``, else the first
+      registered name whose constructor is ``type(lopt)``, else None.
+    """
     cls = type(lopt)
     names = lopt_base.LOPTS.names()
     preferred = [lopt.name] if lopt.name in names else []
@@ -131,7 +148,16 @@ def registered_name(lopt: lopt_base.LearnedOptimizer) -> str | None:
 
 
 def build(architecture: str, config: Mapping[str, Any] | None = None):
-    """``LOPTS.get(architecture, **config)``: the learned optimizer a metadata describes."""
+    """``LOPTS.get(architecture, **config)``: the learned optimizer a metadata describes.
+
+    Args:
+      architecture: a registered learned-optimizer name (the metadata's
+        ``architecture``).
+      config: its constructor arguments (the metadata's ``config``); None for none.
+
+    Returns:
+      The learned optimizer.
+    """
     return lopt_base.LOPTS.get(architecture, **dict(config or {}))
 
 
@@ -143,7 +169,18 @@ def make_metadata(
     licence: str | None = None,
     description: str | None = None,
 ) -> dict[str, Any]:
-    """The metadata :func:`save` writes for ``lopt`` (see the module docstring)."""
+    """The metadata :func:`save` writes for ``lopt`` (see the module docstring).
+
+    Args:
+      lopt: the learned optimizer the theta belongs to.
+      theta: its meta-parameters, to count (``num_theta``); None leaves the count out.
+      meta_training: how theta was obtained (JSON-able values), or None.
+      licence: the licence of the theta, or None (not stated).
+      description: free text, or None.
+
+    Returns:
+      The metadata dict (JSON types only), format :data:`FORMAT`.
+    """
     from learnopt import __version__
 
     name = registered_name(lopt)
@@ -187,7 +224,14 @@ class TrainedLOpt:
     path: Path | None = None
 
     def opt_fn(self, is_training: bool = False):
-        """``lopt.opt_fn(theta)``: a learnopt ``Optimizer``."""
+        """``lopt.opt_fn(theta)``: a learnopt ``Optimizer``.
+
+        Args:
+          is_training: passed to ``lopt.opt_fn`` (True when built for meta-training).
+
+        Returns:
+          The :class:`~learnopt.optimizers.base.Optimizer` the trained theta defines.
+        """
         return self.lopt.opt_fn(self.theta, is_training=is_training)
 
     def as_optax(self, num_steps: int | None = None) -> optax.GradientTransformationExtraArgs:
@@ -196,13 +240,28 @@ class TrainedLOpt:
         Pass the loss as ``extra_args={"loss": loss}`` or ``value=loss`` to ``update``
         (learned optimizers that read it use it as a feature). ``num_steps``: the planned
         length of training, for architectures that condition on progress.
+
+        Args:
+          num_steps: the planned number of steps, passed to the optimizer's ``init``;
+            None when unknown.
+
+        Returns:
+          An ``optax.GradientTransformationExtraArgs`` whose updates are
+          ``new_params - params``.
         """
         if num_steps is None:
             return self.lopt.as_optax(self.theta)
         return self.opt_fn().as_optax(num_steps=num_steps)
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Writes the same theta and metadata to ``path`` (the write is atomic)."""
+        """Writes the same theta and metadata to ``path`` (the write is atomic).
+
+        Args:
+          path: the file to write (``.msgpack`` by convention).
+
+        Returns:
+          The path written, as a ``pathlib.Path``.
+        """
         return checkpoints.save_theta(path, self.theta, metadata=self.metadata or None)
 
     def __iter__(self) -> Iterator[Any]:
@@ -229,6 +288,17 @@ def save(
     """Writes ``theta`` with the metadata that rebuilds ``lopt`` (atomically); returns the path.
 
     Raises ``ValueError`` when ``theta`` does not fit ``lopt``.
+
+    Args:
+      path: the file to write (``.msgpack`` by convention).
+      lopt: the learned optimizer ``theta`` belongs to.
+      theta: the meta-parameters, with the structure and shapes of ``lopt.init``.
+      meta_training: how theta was obtained (JSON-able values), or None.
+      licence: the licence of the theta, or None (not stated).
+      description: free text, or None.
+
+    Returns:
+      The path written, as a ``pathlib.Path``.
     """
     _check_fits(lopt, theta, "theta")
     metadata = make_metadata(
@@ -238,7 +308,18 @@ def save(
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, Any] | None:
-    """The metadata of the theta file ``path`` (``None`` if it has none)."""
+    """The metadata of the theta file ``path`` (``None`` if it has none).
+
+    Args:
+      path: a theta file.
+
+    Returns:
+      The metadata dict, or None for a file written without metadata.
+
+    Raises:
+      FileNotFoundError: no file at ``path``.
+      ThetaFileError: the file cannot be read as a theta file.
+    """
     path = Path(path)
     try:
         return checkpoints.load_theta_metadata(path)

@@ -1,4 +1,4 @@
-"""Eager calls of optimizer methods, run as cached jitted programs (DESIGN principle 9).
+"""Eager calls of optimizer methods, run as cached jitted programs (docs/design.md, "eager calls").
 
 The notes call ``theta_opt.update(state, meta_grads, loss)`` from Python, between
 jitted meta-gradient calls. Run op by op, a small Adam update is a few dozen XLA
@@ -78,7 +78,15 @@ _ARRAY = _Array()  # marks a dynamic leaf in a static description
 
 @dataclasses.dataclass
 class EagerCacheInfo:
-    """Counters of :func:`call` since the last :func:`clear_cache`."""
+    """Counters of :func:`call` since the last :func:`clear_cache`.
+
+    Attributes:
+      hits: calls served by an already compiled program.
+      compiles: programs created (one per new key).
+      traces: Python traces of those programs (a new key, or new shapes/dtypes).
+      plain: calls that ran the plain path (tracers, callables, warm-up, ...).
+      failures: keys whose tracing failed and now always run the plain path.
+    """
 
     hits: int = 0  # calls served by an already compiled program
     compiles: int = 0  # programs created (one per new key)
@@ -113,7 +121,11 @@ _sites: dict[Any, _Site] = {}
 
 
 def cache_info() -> EagerCacheInfo:
-    """A copy of the eager-call counters (for tests and benchmarks)."""
+    """A copy of the eager-call counters (for tests and benchmarks).
+
+    Returns:
+      An :class:`EagerCacheInfo` with the counts since the last :func:`clear_cache`.
+    """
     return dataclasses.replace(_info)
 
 

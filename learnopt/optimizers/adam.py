@@ -40,6 +40,17 @@ __all__ = ["Adam", "AdamW", "AdamState", "adam_direction", "adam_direction_from_
 
 @flax.struct.dataclass
 class AdamState(ModelStateAlias):
+    """State of :class:`Adam` and :class:`AdamW`.
+
+    Attributes:
+      params: the parameters, in their own dtypes.
+      model_state: the model state (or None).
+      iteration: the number of updates applied, int32.
+      mu: the first moments, shaped like the params, in their arithmetic dtype
+        (AdamW: in ``mu_dtype`` when it is given).
+      nu: the second moments, likewise.
+    """
+
     params: Params
     model_state: ModelState
     iteration: jax.Array

@@ -29,6 +29,17 @@ __all__ = ["GradientAccumulator", "GradientAccumulatorState"]
 
 @flax.struct.dataclass
 class GradientAccumulatorState(ModelStateAlias):
+    """State of :class:`GradientAccumulator`.
+
+    Attributes:
+      grad_accum: the sum of the gradients since ``opt``'s last step, shaped like the
+        params, in their arithmetic dtype.
+      loss_accum: the sum of the losses since then (a scalar).
+      inner_opt_state: ``opt``'s state (it holds the params).
+      iteration: the number of updates of the wrapper, int32.
+      model_state: the latest model state passed to ``update``.
+    """
+
     grad_accum: PyTree
     loss_accum: jax.Array
     inner_opt_state: PyTree
@@ -52,17 +63,55 @@ class GradientAccumulator(Optimizer):
         self.num_average = num_average
 
     def get_params(self, opt_state):
+        """The params, held by ``opt``'s state.
+
+        Args:
+          opt_state: a :class:`GradientAccumulatorState`.
+
+        Returns:
+          ``opt.get_params(opt_state.inner_opt_state)``.
+        """
         return self.opt.get_params(opt_state.inner_opt_state)
 
     def set_params(self, opt_state, params):
+        """``opt_state`` with new params in ``opt``'s state (the sums are kept).
+
+        Args:
+          opt_state: a :class:`GradientAccumulatorState`.
+          params: the new params, shaped like the current ones.
+
+        Returns:
+          A new :class:`GradientAccumulatorState`.
+        """
         return opt_state.replace(
             inner_opt_state=self.opt.set_params(opt_state.inner_opt_state, params)
         )
 
     def get_state(self, opt_state):
+        """The latest model state passed to ``update`` (or to ``init``).
+
+        Args:
+          opt_state: a :class:`GradientAccumulatorState`.
+
+        Returns:
+          ``opt_state.model_state``.
+        """
         return opt_state.model_state
 
     def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
+        """``opt``'s state for a run of ``num_steps // num_average`` steps, and zero sums.
+
+        Args:
+          params: the initial params.
+          model_state: the model state to carry.
+          num_steps: the planned number of updates of the wrapper (``opt`` is told
+            ``num_steps // num_average``); None when unknown.
+          key: passed to ``opt.init``.
+          **kwargs: passed to ``opt.init``.
+
+        Returns:
+          A :class:`GradientAccumulatorState`.
+        """
         inner_steps = None if num_steps is None else num_steps // self.num_average
         inner = self.opt.init(params, model_state, num_steps=inner_steps, key=key, **kwargs)
         inner = self.opt._settle(inner)  # both branches of the update's cond must agree
@@ -75,6 +124,24 @@ class GradientAccumulator(Optimizer):
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        """Adds ``grads`` and ``loss`` to the sums; every ``num_average``-th call, steps ``opt``.
+
+        On a stepping call ``opt`` gets the means ``sum(g) / num_average`` and
+        ``sum(loss) / num_average`` and the sums are reset to zero; on the other calls
+        the params do not move.
+
+        Args:
+          opt_state: the current :class:`GradientAccumulatorState`.
+          grads: the gradients, shaped like the params.
+          loss: the loss (a scalar), or None (``opt`` then gets None).
+          model_state: the new model state (None keeps the current one); passed to
+            ``opt`` on stepping calls.
+          key: passed to ``opt.update`` on stepping calls.
+          **kwargs: passed to ``opt.update`` on stepping calls.
+
+        Returns:
+          The next :class:`GradientAccumulatorState`.
+        """
         grad_accum = jax.tree_util.tree_map(
             lambda a, g: a + g.astype(a.dtype), opt_state.grad_accum, grads
         )

@@ -200,6 +200,33 @@ class Optimizer:
     Subclasses implement :meth:`init` and :meth:`update`; states are ``flax.struct``
     dataclasses with ``params``, ``model_state`` and ``iteration`` fields (or override
     :meth:`get_params`, :meth:`get_state` and :meth:`set_params`).
+
+    A minimal subclass (plain SGD; :mod:`learnopt.optimizers.sgd` is the full one)::
+
+        @flax.struct.dataclass
+        class State:
+            params: Any
+            model_state: Any
+            iteration: jax.Array
+
+        class MySGD(Optimizer):
+            def __init__(self, learning_rate=0.01):
+                self.learning_rate = learning_rate
+
+            def init(self, params, model_state=None, num_steps=None, key=None):
+                return State(params, model_state, jnp.zeros((), jnp.int32))
+
+            def update(self, opt_state, grads, loss=None, model_state=None, **kwargs):
+                params = jax.tree_util.tree_map(
+                    lambda p, g: p - self.learning_rate * g, opt_state.params, grads
+                )
+                if model_state is None:
+                    model_state = opt_state.model_state
+                return State(params, model_state, opt_state.iteration + 1)
+
+    The base class's constructor takes no arguments; a subclass's constructor takes
+    its hyperparameters (floats, or traced scalars when a learned optimizer builds
+    the optimizer from ``theta``).
     """
 
     #: Eager calls of ``init``/``update`` run as cached jitted programs. Set to False on
@@ -225,16 +252,28 @@ class Optimizer:
     ) -> OptState:
         """Creates the optimizer state for ``params``.
 
+        Called once before training. A subclass's ``init`` builds its accumulators
+        (momentum, second moments, ...) shaped like ``params`` and stores ``params``,
+        ``model_state`` and a step counter (``int32`` zero) in the state it returns.
+        The base class has already converted Python/numpy float leaves of ``params``
+        to arrays and rejected non-float leaves before the subclass's code runs.
+
         Args:
-          params: the initial parameters (a pytree of float arrays).
-          model_state: non-trained model state (e.g. batch-norm statistics), stored in
-            the state and returned by :meth:`get_state`.
-          num_steps: the planned length of training, for optimizers whose update
-            depends on it (learning-rate schedules).
-          key: a PRNG key, for optimizers with random state.
+          params: the initial parameters: a pytree (dict, list, tuple, dataclass...)
+            whose leaves are floating-point arrays of any shape and dtype (float32,
+            bfloat16, float16 or float64); the state keeps each leaf's dtype.
+          model_state: non-trained model state (e.g. batch-norm statistics), any
+            pytree or None; stored in the state and returned by :meth:`get_state`.
+          num_steps: the planned number of :meth:`update` calls, for optimizers whose
+            step depends on it (learning-rate schedules, learned optimizers that see
+            the training progress); None when unknown.
+          key: a ``jax.random`` PRNG key, for optimizers with random state; None
+            otherwise.
 
         Returns:
-          The state; the base class casts it to the dtypes :meth:`update` produces.
+          The state, a pytree (usually a ``flax.struct`` dataclass) that holds the
+          params; the base class casts its leaves to the dtypes one :meth:`update`
+          produces, so a jitted step compiles once.
         """
         raise NotImplementedError
 
@@ -247,31 +286,50 @@ class Optimizer:
         key: jax.Array | None = None,
         **kwargs: Any,
     ) -> OptState:
-        """One optimization step.
+        """One optimization step: the next state from the current one and the gradients.
+
+        Pure: a subclass's ``update`` returns a new state and changes neither its
+        arguments nor ``self`` (the base class may run it under ``jit``, even when it
+        is called eagerly).
 
         Args:
-          opt_state: the current state.
-          grads: gradients with the structure and shapes of the params (already
-            checked and converted to arrays by the base class).
-          loss: the loss at the current params (a scalar in the arithmetic dtype), or
-            None.
-          model_state: the new model state, to store in the next state.
-          key: a PRNG key (passed only if the subclass's ``update`` accepts ``key``).
-          **kwargs: further inputs, e.g. ``value_fn`` for line searches.
+          opt_state: the current state, as returned by :meth:`init` or by the
+            previous ``update``.
+          grads: the gradients of the loss with respect to the params: a pytree with
+            the tree structure and leaf shapes of ``get_params(opt_state)`` (the base
+            class checks this and converts Python/numpy leaves to arrays); grads may
+            have another float dtype than the params (e.g. float32 grads for bfloat16
+            params).
+          loss: the training loss at the current params, a scalar (the base class
+            casts it to the arithmetic dtype of the params, their widest float and at
+            least float32), or None when the caller has none; optimizers that do not
+            look at the loss ignore it.
+          model_state: the model state produced by the forward pass that computed
+            ``grads``, to store in the next state; None keeps the current one.
+          key: a ``jax.random`` PRNG key for a stochastic step (passed on only if the
+            subclass's ``update`` accepts ``key``); None otherwise.
+          **kwargs: further inputs some optimizers take, e.g. ``value_fn`` for line
+            searches.
 
         Returns:
-          The next state; the base class casts it back to ``opt_state``'s dtypes.
+          The next state, with the same tree structure as ``opt_state``; the base class
+          casts its leaves back to ``opt_state``'s dtypes.
         """
         raise NotImplementedError
 
     def get_params(self, opt_state: OptState) -> Params:
         """The params held by ``opt_state``.
 
+        Override this (with :meth:`get_state` and :meth:`set_params`) when the state
+        keeps its params somewhere other than a ``params`` field, e.g. a wrapper whose
+        state holds its inner optimizer's state.
+
         Args:
-          opt_state: a state of this optimizer.
+          opt_state: a state of this optimizer (from :meth:`init` or :meth:`update`).
 
         Returns:
-          ``opt_state.params``.
+          The params pytree, with the structure, shapes and dtypes given to
+          :meth:`init` (``opt_state.params`` here).
         """
         return opt_state.params
 
@@ -279,10 +337,11 @@ class Optimizer:
         """The model state: ``opt_state.model_state`` (or ``.state``, the library's name).
 
         Args:
-          opt_state: a state of this optimizer.
+          opt_state: a state of this optimizer (from :meth:`init` or :meth:`update`).
 
         Returns:
-          The model state stored in ``opt_state`` (None for stateless models).
+          The model state stored in ``opt_state``: what :meth:`init` or the last
+          :meth:`update` that was given one received (None for stateless models).
         """
         return library_compat.model_state_of(opt_state)
 
@@ -300,9 +359,13 @@ class Optimizer:
     def set_params(self, opt_state: OptState, params: Params) -> OptState:
         """``opt_state`` with new params (a dataclass ``replace`` or a namedtuple ``_replace``).
 
+        Used by code that edits the params outside the optimizer (e.g. projecting them
+        or restoring them from a checkpoint); the accumulators are kept as they are.
+
         Args:
-          opt_state: a state of this optimizer.
-          params: the params to put in it.
+          opt_state: a state of this optimizer (from :meth:`init` or :meth:`update`).
+          params: the params to put in it, with the tree structure, shapes and dtypes
+            of ``get_params(opt_state)``.
 
         Returns:
           A new state; ``opt_state`` itself is unchanged.

@@ -45,7 +45,16 @@ class ScalarSchedule:
     _eager_hyperparams = True
 
     def __call__(self, step: Any, max_steps: Any = None) -> jax.Array:
-        """The value at ``step`` (0-based) of a run of ``max_steps`` steps."""
+        """The value at ``step`` (0-based) of a run of ``max_steps`` steps.
+
+        Args:
+          step: the step, 0-based (a Python number or an int/float array, traced or not).
+          max_steps: the planned length of the run, for schedules that depend on it;
+            None when unknown.
+
+        Returns:
+          The learning rate, a float32 scalar (or an array shaped like ``step``).
+        """
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -87,6 +96,18 @@ class CosineLearningRateSchedule(ScalarSchedule):
         self.warmup_fraction = warmup_fraction
 
     def __call__(self, step: Any, max_steps: Any = None) -> jax.Array:
+        """The warmup / constant / cosine value at ``step`` (class docstring).
+
+        Args:
+          step: the step, 0-based; steps past ``max_steps`` get the final value.
+          max_steps: the planned length of the run ``T`` (required).
+
+        Returns:
+          The learning rate, float32.
+
+        Raises:
+          ValueError: ``max_steps`` is None.
+        """
         if max_steps is None:
             raise ValueError(
                 "CosineLearningRateSchedule needs max_steps (pass num_steps= to the "
@@ -128,6 +149,15 @@ class LinearRampupSqrtDecay(ScalarSchedule):
         self.warmup_steps = warmup_steps
 
     def __call__(self, step: Any, max_steps: Any = None) -> jax.Array:
+        """``peak_lr * min(t / warmup_steps, sqrt(warmup_steps / t))``, ``t = max(step, 1)``.
+
+        Args:
+          step: the step, 0-based.
+          max_steps: unused.
+
+        Returns:
+          The learning rate, float32.
+        """
         t = jnp.maximum(_f32(step), 1.0)
         warm = _f32(self.warmup_steps)
         return _f32(self.peak_lr) * jnp.minimum(t / warm, jnp.sqrt(warm / t))
@@ -153,6 +183,15 @@ class PiecewiseLinear(ScalarSchedule):
         self.vals = tuple(float(v) for v in vals)
 
     def __call__(self, step: Any, max_steps: Any = None) -> jax.Array:
+        """The interpolated value at ``step`` (``jnp.interp``).
+
+        Args:
+          step: the step.
+          max_steps: unused.
+
+        Returns:
+          The learning rate, float32.
+        """
         return jnp.interp(_f32(step), _f32(self.times), _f32(self.vals))
 
 
@@ -169,4 +208,13 @@ class ExponentialDecay(ScalarSchedule):
         self.decay_amount = decay_amount
 
     def __call__(self, step: Any, max_steps: Any = None) -> jax.Array:
+        """``base_lr * (1 - decay_amount) ** step``.
+
+        Args:
+          step: the step, 0-based.
+          max_steps: unused.
+
+        Returns:
+          The learning rate, float32.
+        """
         return _f32(self.base_lr) * (1 - _f32(self.decay_amount)) ** _f32(step)

@@ -54,6 +54,17 @@ __all__ = ["NAdamW", "NAdamWState"]
 
 @flax.struct.dataclass
 class NAdamWState(ModelStateAlias):
+    """State of :class:`NAdamW`.
+
+    Attributes:
+      params: the parameters, in their own dtypes.
+      model_state: the model state (or None).
+      iteration: the number of updates applied, int32.
+      grad_acc: the first moments ``m``, in the params' arithmetic dtype.
+      grad_sqr_acc: the second moments ``v``, in the params' arithmetic dtype.
+      num_steps: the planned run length given to ``init``, int32 (-1: not given).
+    """
+
     params: Params
     model_state: ModelState
     iteration: jax.Array
@@ -102,6 +113,21 @@ class NAdamW(Optimizer):
         }
 
     def init(self, params, model_state=None, num_steps=None, key=None):
+        """Zero moments, a zero step count and the planned run length.
+
+        Args:
+          params: the initial params.
+          model_state: the model state to carry.
+          num_steps: the planned number of updates, passed to a learning-rate schedule
+            as ``max_steps``; required when ``learning_rate`` is a schedule.
+          key: unused.
+
+        Returns:
+          An :class:`NAdamWState`.
+
+        Raises:
+          ValueError: ``learning_rate`` is a schedule and ``num_steps`` is None.
+        """
         if num_steps is None and isinstance(self.config["learning_rate"], ScalarSchedule):
             raise ValueError(
                 "NAdamW with a learning-rate schedule needs the run length: "
@@ -123,6 +149,19 @@ class NAdamW(Optimizer):
         return lr
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        """One NAdamW step (the equations of the module docstring).
+
+        Args:
+          opt_state: the current :class:`NAdamWState`.
+          grads: the gradients, shaped like the params.
+          loss: unused.
+          model_state: the new model state (None keeps the current one).
+          key: unused.
+          **kwargs: ignored.
+
+        Returns:
+          The next :class:`NAdamWState`.
+        """
         c = self.config
         lr = self._learning_rate(opt_state)
         t = opt_state.iteration + 1

@@ -60,7 +60,11 @@ def _table() -> dict[str, np.ndarray]:
 
 
 def num_configs() -> int:
-    """The number of entries in the list."""
+    """The number of entries in the list.
+
+    Returns:
+      The length of ``data/opt_list.json``.
+    """
     return len(_table()["learning_rate"])
 
 
@@ -68,6 +72,17 @@ def config(idx: Any) -> dict[str, Any]:
     """Entry ``idx`` as NAdamW's keyword arguments (the schedule built from its fields).
 
     A Python ``idx`` gives Python numbers; a traced one gives arrays.
+
+    Args:
+      idx: the entry's index in ``[0, num_configs())``: a Python/numpy int, or an
+        integer array (traced or not; not range-checked).
+
+    Returns:
+      ``{"learning_rate": CosineLearningRateSchedule(...), "beta1", "beta2",
+      "epsilon", "use_nesterov", "adamw_weight_decay", "l2_weight_decay"}``.
+
+    Raises:
+      IndexError: a Python ``idx`` is out of range.
     """
     table = _table()
     if isinstance(idx, int | np.integer):
@@ -103,11 +118,39 @@ class OptList(Optimizer):
         return NAdamW(**config(self.idx))
 
     def init(self, params, model_state=None, num_steps=None, key=None) -> NAdamWState:
+        """NAdamW's state for a run of ``num_steps`` steps.
+
+        Args:
+          params: the initial params.
+          model_state: the model state to carry.
+          num_steps: the planned number of updates (required: the cosine schedule is
+            relative to it).
+          key: unused.
+
+        Returns:
+          An :class:`~learnopt.optimizers.nadamw.NAdamWState`.
+
+        Raises:
+          ValueError: ``num_steps`` is None.
+        """
         if num_steps is None:
             raise ValueError("OptList needs the run length: init(params, num_steps=N)")
         return self._nadamw().init(params, model_state, num_steps=num_steps)
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        """One NAdamW step with entry ``idx``'s hyperparameters.
+
+        Args:
+          opt_state: the current :class:`~learnopt.optimizers.nadamw.NAdamWState`.
+          grads: the gradients, shaped like the params.
+          loss: unused (passed on to NAdamW, which ignores it).
+          model_state: the new model state (None keeps the current one).
+          key: unused.
+          **kwargs: passed to NAdamW's update.
+
+        Returns:
+          The next :class:`~learnopt.optimizers.nadamw.NAdamWState`.
+        """
         return self._nadamw().update(opt_state, grads, loss, model_state=model_state, **kwargs)
 
     @property

@@ -27,6 +27,16 @@ __all__ = ["OptaxOptimizer", "OptaxState", "OptaxDtypeError"]
 
 @flax.struct.dataclass
 class OptaxState(ModelStateAlias, OptaxStateAlias):
+    """State of :class:`OptaxOptimizer`.
+
+    Attributes:
+      params: the parameters, in their own dtypes.
+      model_state: the model state (or None).
+      iteration: the number of updates applied, int32.
+      optax_state: the wrapped transformation's state (``.optax_opt_state``, the
+        library's name, reads it too).
+    """
+
     params: Params
     model_state: ModelState
     iteration: jax.Array

@@ -84,7 +84,15 @@ class OptaxWrapper(OptaxOptimizer):
 
 
 class AdaBelief(OptaxOptimizer):
-    """AdaBelief (Zhuang et al., 2020, arXiv:2010.07468): ``optax.adabelief``."""
+    """AdaBelief (Zhuang et al., 2020, arXiv:2010.07468): ``optax.adabelief``.
+
+    Args:
+      learning_rate: step size.
+      b1: decay of the gradient average.
+      b2: decay of the average of ``(g - m)^2``, the "belief".
+      eps: added to the denominator's square root.
+      eps_root: added inside the square root.
+    """
 
     def __init__(
         self,
@@ -101,7 +109,13 @@ class AdaBelief(OptaxOptimizer):
 
 
 class AdaGrad(OptaxOptimizer):
-    """AdaGrad (Duchi et al., 2011): ``optax.adagrad``."""
+    """AdaGrad (Duchi et al., 2011): ``optax.adagrad``.
+
+    Args:
+      learning_rate: step size.
+      initial_accumulator_value: the starting value of the sum of squared gradients.
+      eps: added to the denominator's square root.
+    """
 
     def __init__(
         self, learning_rate: float, initial_accumulator_value: float = 0.1, eps: float = 1e-7
@@ -115,7 +129,24 @@ class AdaGrad(OptaxOptimizer):
 
 
 class Adafactor(OptaxOptimizer):
-    """Adafactor (Shazeer & Stern, 2018, arXiv:1804.04235): ``optax.adafactor``."""
+    """Adafactor (Shazeer & Stern, 2018, arXiv:1804.04235): ``optax.adafactor``.
+
+    Args (as ``optax.adafactor``'s):
+      learning_rate: step size.
+      min_dim_size_to_factor: only params whose two largest dimensions are at least
+        this size get factored second moments.
+      decay_rate: exponent of the second-moment decay schedule.
+      decay_offset: step offset of that schedule.
+      multiply_by_parameter_scale: scale the step by the params' root mean square.
+      clipping_threshold: threshold of the update clipping (None: no clipping).
+      momentum: first-moment decay (None: no first moment).
+      dtype_momentum: dtype of the first moment.
+      weight_decay_rate: decoupled weight decay (None: none).
+      eps: added to the squared gradients.
+      factored: whether second moments are factored at all.
+      weight_decay_mask: which params get weight decay (a tree of bools or a
+        callable), None for all.
+    """
 
     def __init__(
         self,
@@ -152,14 +183,29 @@ class Adafactor(OptaxOptimizer):
 
 
 class Fromage(OptaxOptimizer):
-    """Fromage (Bernstein et al., 2020, arXiv:2002.03432): ``optax.fromage``."""
+    """Fromage (Bernstein et al., 2020, arXiv:2002.03432): ``optax.fromage``.
+
+    Args:
+      learning_rate: step size (relative to each layer's norm).
+      min_norm: the smallest norm used in the per-layer scaling (avoids dividing by 0).
+    """
 
     def __init__(self, learning_rate: float, min_norm: float = 1e-6):
         super().__init__(optax.fromage(learning_rate, min_norm), name="fromage")
 
 
 class Lamb(OptaxOptimizer):
-    """LAMB (You et al., 2019, arXiv:1904.00962): ``optax.lamb``."""
+    """LAMB (You et al., 2019, arXiv:1904.00962): ``optax.lamb``.
+
+    Args:
+      learning_rate: step size.
+      b1: decay of the gradient average.
+      b2: decay of the squared-gradient average.
+      eps: added to the denominator's square root.
+      eps_root: added inside the square root.
+      weight_decay: decoupled weight decay, applied before the trust ratio.
+      mask: which params get weight decay (a tree of bools or a callable), None for all.
+    """
 
     def __init__(
         self,
@@ -190,6 +236,17 @@ class Lars(OptaxOptimizer):
 
     ``min_norm`` is accepted for the library's signature; like the library, it is not
     used (``optax.lars`` has no such argument).
+
+    Args:
+      learning_rate: step size.
+      weight_decay: weight decay, added to the gradient before the trust ratio.
+      weight_decay_mask: which params get weight decay (True: all).
+      trust_coefficient: multiplier of the layer-wise trust ratio.
+      eps: added to the trust ratio's denominator.
+      trust_ratio_mask: which params get the trust ratio (True: all).
+      momentum: momentum decay.
+      nesterov: use Nesterov momentum.
+      min_norm: unused (see above).
     """
 
     def __init__(
@@ -221,7 +278,17 @@ class Lars(OptaxOptimizer):
 
 
 class RAdam(OptaxOptimizer):
-    """Rectified Adam (Liu et al., 2020, arXiv:1908.03265): ``optax.radam``."""
+    """Rectified Adam (Liu et al., 2020, arXiv:1908.03265): ``optax.radam``.
+
+    Args:
+      learning_rate: step size.
+      b1: decay of the gradient average.
+      b2: decay of the squared-gradient average.
+      eps: added to the denominator's square root.
+      eps_root: added inside the square root.
+      threshold: the length of the approximated simple moving average at or below
+        which the step is the bias-corrected momentum (no adaptive scaling).
+    """
 
     def __init__(
         self,
@@ -241,7 +308,14 @@ class RAdam(OptaxOptimizer):
 
 
 class Yogi(OptaxOptimizer):
-    """Yogi (Zaheer et al., 2018): ``optax.yogi``."""
+    """Yogi (Zaheer et al., 2018): ``optax.yogi``.
+
+    Args:
+      learning_rate: step size.
+      b1: decay of the gradient average.
+      b2: decay rate of the second-moment estimate (Yogi's additive update).
+      eps: added to the denominator's square root.
+    """
 
     def __init__(self, learning_rate: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-3):
         super().__init__(optax.yogi(learning_rate, b1=b1, b2=b2, eps=eps), name="yogi")
@@ -271,7 +345,15 @@ class SM3(OptaxOptimizer):
 
 
 def piecewise_linear(times: Sequence[float], vals: Sequence[float]) -> PiecewiseLinear:
-    """The schedule interpolating ``vals`` linearly between ``times`` (constant outside)."""
+    """The schedule interpolating ``vals`` linearly between ``times`` (constant outside).
+
+    Args:
+      times: increasing steps.
+      vals: the values at ``times`` (same length).
+
+    Returns:
+      ``PiecewiseLinear(times, vals)``.
+    """
     return PiecewiseLinear(times, vals)
 
 

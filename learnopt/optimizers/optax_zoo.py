@@ -128,17 +128,35 @@ OPTAX_ZOO: dict[str, Callable[[], optax.GradientTransformation]] = {
 
 
 def optax_zoo() -> dict[str, Callable[[], optax.GradientTransformation]]:
-    """A copy of the registry: name -> zero-argument constructor of an optax transform."""
+    """A copy of the registry: name -> zero-argument constructor of an optax transform.
+
+    Returns:
+      A new dict (changing it leaves :data:`OPTAX_ZOO` as it is).
+    """
     return dict(OPTAX_ZOO)
 
 
 def optax_names() -> list[str]:
-    """Names of the zoo entries, in registry order."""
+    """Names of the zoo entries, in registry order.
+
+    Returns:
+      The names, as a list.
+    """
     return list(OPTAX_ZOO)
 
 
 def get_optax(name: str) -> optax.GradientTransformation:
-    """Builds the zoo entry ``name``."""
+    """Builds the zoo entry ``name``.
+
+    Args:
+      name: an entry of :data:`OPTAX_ZOO` (see :func:`optax_names`).
+
+    Returns:
+      A fresh optax ``GradientTransformation``.
+
+    Raises:
+      KeyError: ``name`` is not in the zoo (the message lists the names).
+    """
     if name not in OPTAX_ZOO:
         raise KeyError(f"Unknown optax zoo entry {name!r}; known: {', '.join(OPTAX_ZOO)}")
     return OPTAX_ZOO[name]()

@@ -31,6 +31,17 @@ __all__ = ["RMSProp", "RMSPropState"]
 
 @flax.struct.dataclass
 class RMSPropState(ModelStateAlias):
+    """State of :class:`RMSProp`.
+
+    Attributes:
+      params: the parameters, in their own dtypes.
+      model_state: the model state (or None).
+      iteration: the number of updates applied, int32.
+      nu: the squared-gradient averages ``v``, shaped like the params, in their
+        arithmetic dtype.
+      momentums: the momentums ``m``, likewise.
+    """
+
     params: Params
     model_state: ModelState
     iteration: jax.Array

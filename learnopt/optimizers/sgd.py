@@ -31,6 +31,14 @@ __all__ = ["SGD", "SGDState", "SGDM", "SGDMState"]
 
 @flax.struct.dataclass
 class SGDState(ModelStateAlias):
+    """State of :class:`SGD`.
+
+    Attributes:
+      params: the parameters, in their own dtypes.
+      model_state: the model state (or None).
+      iteration: the number of updates applied, int32.
+    """
+
     params: Params
     model_state: ModelState
     iteration: jax.Array
@@ -98,6 +106,16 @@ class SGD(Optimizer):
 
 @flax.struct.dataclass
 class SGDMState(ModelStateAlias):
+    """State of :class:`SGDM`.
+
+    Attributes:
+      params: the parameters, in their own dtypes.
+      model_state: the model state (or None).
+      iteration: the number of updates applied, int32.
+      momentums: the momentums ``m``, shaped like the params, in their arithmetic
+        dtype.
+    """
+
     params: Params
     model_state: ModelState
     iteration: jax.Array

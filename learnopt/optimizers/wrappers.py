@@ -126,6 +126,16 @@ class GradientClipOptimizer(Optimizer):
 
 @flax.struct.dataclass
 class GraftedOptimizerState(ModelStateAlias):
+    """State of :class:`GraftedOptimizer`.
+
+    Attributes:
+      params: the parameters, in their own dtypes.
+      model_state: the model state (or None).
+      iteration: the number of updates applied, int32.
+      mag_opt_state: ``magnitude_opt``'s state.
+      dir_opt_state: ``direction_opt``'s state.
+    """
+
     params: Params
     model_state: ModelState
     iteration: jax.Array

@@ -45,7 +45,13 @@ class GradientLearnerState:
 
 @flax.struct.dataclass
 class OptCheckpoint:
-    """The learner's state written to disk for continuing outer training (library layout)."""
+    """The learner's state written to disk for continuing outer training (library layout).
+
+    Attributes:
+      gradient_learner_state: the :class:`GradientLearnerState`.
+      elapsed_time: seconds of outer training so far (the library's field).
+      total_inner_steps: inner steps taken so far (the library's field).
+    """
 
     gradient_learner_state: Any
     elapsed_time: Any

@@ -316,6 +316,13 @@ class FullHorizon:
     library), so the batches of ``max_length`` steps are fetched.
     ``steps_per_jit`` rounds lengths down to a multiple of it (at least one multiple),
     as the library does.
+
+    Args:
+      who: the estimator's name, for error messages.
+      truncated_step: the estimator's truncated step.
+      truncation_schedule: the length of each run (its ``max_length`` must be static),
+        or None to use the truncated step's own schedule.
+      steps_per_jit: the multiple lengths are rounded down to, or None.
     """
 
     def __init__(

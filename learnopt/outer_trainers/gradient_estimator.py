@@ -76,7 +76,14 @@ class UnrollInfo:
 
 @flax.struct.dataclass
 class GradientEstimatorOut:
-    """One estimate: the mean meta-loss, the gradient, the next state, unroll details."""
+    """One estimate: the mean meta-loss, the gradient, the next state, unroll details.
+
+    Attributes:
+      mean_loss: the meta-loss averaged over the population, a scalar.
+      grad: the meta-gradient estimate, shaped like ``theta``.
+      unroll_state: the estimator's next state.
+      unroll_info: the positive unroll's losses and steps, or None.
+    """
 
     mean_loss: jax.Array
     grad: MetaParams

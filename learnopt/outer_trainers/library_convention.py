@@ -82,7 +82,14 @@ __all__ = [
 
 @flax.struct.dataclass
 class WorkerComputeOut:
-    """What :func:`gradient_worker_compute` returns."""
+    """What :func:`gradient_worker_compute` returns.
+
+    Attributes:
+      to_put: the averaged estimate for :meth:`GradientLearner.update`.
+      unroll_states: the estimators' next states, which stay with the worker.
+      metrics: the estimators' metrics (empty unless asked for).
+      event_info: the library's per-event details (always empty here).
+    """
 
     to_put: AggregatedGradient
     unroll_states: Any
@@ -92,7 +99,13 @@ class WorkerComputeOut:
 
 @flax.struct.dataclass
 class ParameterCheckpoint:
-    """A ``theta`` written to disk for using the learned optimizer (library layout)."""
+    """A ``theta`` written to disk for using the learned optimizer (library layout).
+
+    Attributes:
+      params: the meta-parameters ``theta``.
+      gen_id: the library's identifier of the theta's generation.
+      step: the outer step the theta was taken at.
+    """
 
     params: MetaParams
     gen_id: str

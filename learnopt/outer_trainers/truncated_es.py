@@ -26,6 +26,16 @@ class TruncatedES(common.TruncatedAntitheticEstimator):
     Arguments as :class:`~learnopt.outer_trainers.common.TruncatedAntitheticEstimator`,
     in the library's order (it names ``trunc_length`` ``unroll_length``; both are
     accepted). Default 20 steps per estimate, as the library's.
+
+    Args:
+      truncated_step: its ``num_tasks`` is the number of antithetic pairs.
+      trunc_length: inner steps per estimate (default 20).
+      steps_per_jit: the library's chunking of a truncation; accepted and validated
+        (``trunc_length`` must be a multiple of it).
+      std: perturbation standard deviation.
+      stack_antithetic_samples, sign_delta_loss_scalar, clip_loss_diff: see
+        :class:`~learnopt.outer_trainers.common.AntitheticEstimator`.
+      unroll_length: the library's name for ``trunc_length`` (both given must agree).
     """
 
     default_trunc_length = 20

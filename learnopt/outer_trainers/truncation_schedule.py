@@ -135,7 +135,11 @@ class TruncationSchedule:
 
 
 class ConstantTruncationSchedule(TruncationSchedule):
-    """Every inner run lasts ``total_length`` steps."""
+    """Every inner run lasts ``total_length`` steps.
+
+    Args:
+      total_length: the length of every inner run (>= 1).
+    """
 
     def __init__(self, total_length: int):
         _validate.positive_int("total_length", total_length)
@@ -167,6 +171,10 @@ class LogUniformLengthSchedule(TruncationSchedule):
 
     Either bound may be a schedule of the outer iteration (a callable ``f(step)``, as the
     library's ``ScalarSchedule``); then :attr:`max_length` is None (no static bound).
+
+    Args:
+      min_length: the shortest length (>= 1), or a schedule ``f(outer_iteration)``.
+      max_length: the longest length (>= ``min_length``), or a schedule.
     """
 
     def __init__(self, min_length: int | LengthSchedule, max_length: int | LengthSchedule):

@@ -51,7 +51,15 @@ class WorkerWeights:
 
 @flax.struct.dataclass
 class AggregatedGradient:
-    """A worker's averaged estimate, sent to the learner."""
+    """A worker's averaged estimate, sent to the learner.
+
+    Attributes:
+      theta_grads: the meta-gradient averaged over the worker's estimators, shaped
+        like ``theta``.
+      theta_model_state: the model state of ``theta``, as the :class:`WorkerWeights`
+        gave it.
+      mean_loss: the meta-loss averaged over the estimators, a scalar.
+    """
 
     theta_grads: MetaParams
     theta_model_state: PyTree

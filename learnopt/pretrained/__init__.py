@@ -45,12 +45,27 @@ def _folder() -> Path:
 
 
 def names() -> list[str]:
-    """The names of the shipped thetas."""
+    """The names of the shipped thetas.
+
+    Returns:
+      The entry names, sorted.
+    """
     return sorted(p.stem for p in _folder().glob("*.msgpack"))
 
 
 def path(name: str = DEFAULT) -> Path:
-    """The theta file of entry ``name`` (raises ``KeyError`` listing the entries)."""
+    """The theta file of entry ``name`` (raises ``KeyError`` listing the entries).
+
+    Args:
+      name: the entry (see :func:`names`; default :data:`DEFAULT`).
+
+    Returns:
+      The path of its ``.msgpack`` file inside the installed package.
+
+    Raises:
+      TypeError: ``name`` is not a string.
+      KeyError: no such entry (:class:`~learnopt.registry.UnknownNameError`).
+    """
     from learnopt.registry import UnknownNameError
 
     if not isinstance(name, str):
@@ -68,6 +83,12 @@ def load(name: str = DEFAULT) -> Any:
 
     ``lopt, theta = pretrained.load(name)`` unpacks it; ``.as_optax()`` is the optax
     transformation.
+
+    Args:
+      name: the entry (see :func:`names`; default :data:`DEFAULT`).
+
+    Returns:
+      The learned optimizer, rebuilt from the file's metadata, with its theta.
     """
     from learnopt.learned_optimizers import theta_files
 
@@ -75,13 +96,27 @@ def load(name: str = DEFAULT) -> Any:
 
 
 def metadata(name: str = DEFAULT) -> dict[str, Any]:
-    """The metadata of entry ``name`` (architecture, config, how it was meta-trained)."""
+    """The metadata of entry ``name`` (architecture, config, how it was meta-trained).
+
+    Args:
+      name: the entry (see :func:`names`; default :data:`DEFAULT`).
+
+    Returns:
+      The metadata dict (see :mod:`~learnopt.learned_optimizers.theta_files`).
+    """
     from learnopt.learned_optimizers import theta_files
 
     return theta_files.read_metadata(path(name)) or {}
 
 
 def describe(name: str = DEFAULT) -> str:
-    """The provenance and evaluation of entry ``name`` (its ``<name>.md``)."""
+    """The provenance and evaluation of entry ``name`` (its ``<name>.md``).
+
+    Args:
+      name: the entry (see :func:`names`; default :data:`DEFAULT`).
+
+    Returns:
+      The text of ``<name>.md``, or "" if the entry has none.
+    """
     doc = path(name).with_suffix(".md")
     return doc.read_text() if doc.is_file() else ""

@@ -82,6 +82,9 @@ class RunConfig:
     The first group defines the run: a resumed run keeps them (:data:`RUN_SETTINGS`); the
     second (:data:`RUN_OPTIONS`) a resumed run may change (e.g. ``steps`` to extend it).
     ``None`` means "the default" (or, resuming, the run's own value).
+
+    Each field is documented by the help text of its ``setting(...)`` below (what the
+    command's ``--help`` prints).
     """
 
     task: str | None = setting(
@@ -327,7 +330,11 @@ def lengths(
 
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
-    """How ``learnopt meta-train`` starts a run: where it writes, and on which devices."""
+    """How ``learnopt meta-train`` starts a run: where it writes, and on which devices.
+
+    Each field is documented by the help text of its ``setting(...)`` below (what the
+    command's ``--help`` prints).
+    """
 
     out: str | None = setting(
         None,

@@ -20,7 +20,13 @@ __all__ = ["Signals", "Health"]
 
 
 class Signals:
-    """SIGINT/SIGTERM: the first asks the loop to stop after its step; a second acts at once."""
+    """SIGINT/SIGTERM: the first asks the loop to stop after its step; a second acts at once.
+
+    A context manager: the handlers are installed on entry and restored on exit.
+
+    Args:
+      enabled: whether to install the handlers (only done in the main thread).
+    """
 
     def __init__(self, enabled: bool):
         self.enabled = enabled and threading.current_thread() is threading.main_thread()

@@ -41,7 +41,12 @@ BASE_COLUMNS = (
 
 
 class MetricsFile:
-    """metrics.csv: rows appended every flush, fsynced before each checkpoint."""
+    """metrics.csv: rows appended every flush, fsynced before each checkpoint.
+
+    Args:
+      path: the CSV file.
+      columns: the header's column names, in order.
+    """
 
     def __init__(self, path: Path, columns: list[str]):
         self.path = path

@@ -20,7 +20,17 @@ class DataUnavailableError(RuntimeError):
 
 @dataclasses.dataclass
 class StepInfo:
-    """What callbacks receive after each metrics flush (every ``log_every`` steps)."""
+    """What callbacks receive after each metrics flush (every ``log_every`` steps).
+
+    Attributes:
+      step: the number of meta-steps done so far.
+      num_steps: the number of meta-steps the run is to do.
+      state: the learner's state after ``step`` meta-steps (``.theta`` reads theta).
+      learner: the gradient learner.
+      rows: the metrics rows written by this flush, one dict per meta-step, with
+        ``"step"`` and the metrics.csv columns.
+      out_dir: the run folder, or None when the run writes none.
+    """
 
     step: int
     num_steps: int
@@ -31,6 +41,7 @@ class StepInfo:
 
     @property
     def theta(self) -> Any:
+        """The current theta: ``learner.get_theta(state)``."""
         return self.learner.get_theta(self.state)
 
 

@@ -507,7 +507,16 @@ def _version() -> str:
 
 
 def check_data(learner: Any) -> None:
-    """Fails before any compilation if a task's data cannot be had."""
+    """Fails before any compilation if a task's data cannot be had.
+
+    Args:
+      learner: the gradient learner; every dataset of its estimators' tasks that has
+        ``check_available`` is checked.
+
+    Raises:
+      DataUnavailableError: a dataset is not available (the message names the tasks
+        and says how to set the data dir).
+    """
     names = ", ".join(e.task_name() for e in learner.gradient_estimators)
     for ds in learner.datasets():
         if hasattr(ds, "check_available"):

@@ -1,7 +1,7 @@
 """Testing helpers: count how often a function is traced (compiled) by ``jax.jit``.
 
 A jitted step that compiles twice usually means a state leaf changed dtype or weak
-type between calls (see ``DESIGN.md``, principle 1). These helpers make that a
+type between calls (see ``docs/design.md``, "compiles once"). These helpers make that a
 one-line assertion::
 
     step = jax.jit(counter.wrap(step_fn))
@@ -91,6 +91,9 @@ def count_compiles() -> Iterator[list[str]]:
     Uses JAX's compile logging (``jax_log_compiles``); a cache hit logs nothing, so
     ``len(names)`` is the number of compilations. Eager ``jnp`` calls on new shapes
     compile tiny programs too: filter by name when counting one step function.
+
+    Yields:
+      The list of compiled function names, filled while the ``with`` block runs.
     """
     handler = _CompileLogHandler()
     # With jax_log_compiles these loggers print at WARNING; keep them quiet here.
@@ -122,6 +125,12 @@ def assert_max_compiles(n: int, name: str | None = None) -> Iterator[list[str]]:
     Args:
       n: the largest number of compilations allowed.
       name: if given, only compilations of functions with this ``__name__`` count.
+
+    Yields:
+      The list of compiled function names, as :func:`count_compiles` fills it.
+
+    Raises:
+      AssertionError: after the block, if more than ``n`` compilations counted.
     """
     with count_compiles() as names:
         yield names

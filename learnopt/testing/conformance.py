@@ -138,7 +138,16 @@ def tiny_problem(
 
 @dataclasses.dataclass
 class ConformanceResult:
-    """What :func:`check_conformance` measured for one optimizer in one dtype case."""
+    """What :func:`check_conformance` measured for one optimizer in one dtype case.
+
+    Attributes:
+      step_traces: traces of the jitted step over ``num_calls`` calls (want 1).
+      scan_traces: traces of a jitted ``lax.scan`` of steps over two calls (want 1).
+      params_dtype_ok: whether the params kept their dtype (after the calls and the scan).
+      finite: whether every float leaf of the final states and every loss is finite.
+      first_loss: the loss of the first jitted step's call.
+      last_loss: the loss of the last one.
+    """
 
     step_traces: int  # traces of the jitted step over ``num_calls`` calls (want 1)
     scan_traces: int  # traces of a jitted lax.scan of steps over two calls (want 1)
