@@ -24,6 +24,7 @@ import pytest
 from conftest import PES_QUADRATIC
 
 from learnopt import checkpoints, train
+from learnopt.checkpoints import durable
 from learnopt.testing import assert_same_theta
 
 STEPS = 240
@@ -39,18 +40,19 @@ SETTINGS = dict(
 SCRIPT = textwrap.dedent(
     """
     import json, signal, sys, time
-    from learnopt import checkpoints, train
+    from learnopt import train
+    from learnopt.checkpoints import durable
 
     out, resume, delay, fsize = sys.argv[1], sys.argv[2] == "1", float(sys.argv[3]), sys.argv[4]
     settings = json.loads(sys.argv[5])
     if delay:  # widen the window in which a checkpoint is being written (before its rename)
-        fsync_tree = checkpoints.fsync_tree
+        fsync_tree = durable.fsync_tree
 
         def slow(root):
             time.sleep(delay)
             fsync_tree(root)
 
-        checkpoints.fsync_tree = slow
+        durable.fsync_tree = slow
     callbacks = []
     if fsize != "-":  # from step 40 on, no file may grow beyond this size (a full disk)
         import resource
@@ -185,7 +187,7 @@ def test_full_disk_during_a_checkpoint_write(tmp_path, monkeypatch, capsys):
     # ENOSPC raised where a full disk surfaces for buffered writes: the fsync before the
     # rename. The checkpoint is abandoned (its temporary folder removed), the run stops.
     calls = []
-    fsync_tree = checkpoints.fsync_tree
+    fsync_tree = durable.fsync_tree
 
     def full_after_first_checkpoint(root):
         calls.append(root)
@@ -193,7 +195,7 @@ def test_full_disk_during_a_checkpoint_write(tmp_path, monkeypatch, capsys):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(root))
         fsync_tree(root)
 
-    monkeypatch.setattr(checkpoints, "fsync_tree", full_after_first_checkpoint)
+    monkeypatch.setattr(durable, "fsync_tree", full_after_first_checkpoint)
     out = tmp_path / "run"
     result = train.meta_train(
         task="QuadraticTask",

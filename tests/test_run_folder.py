@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from learnopt import checkpoints, train
+from learnopt.checkpoints import durable
 from learnopt.run import folder
 
 QUAD = dict(task="QuadraticTask", progress=False, plots=False)
@@ -117,19 +118,22 @@ def test_a_full_disk_at_the_end_keeps_the_trained_theta(tmp_path, monkeypatch):
     # written, and stays full for every other write until the reserved space is freed.
     out = tmp_path / "run"
     reserve = out / folder.RESERVE_FILE
-    write_atomic = checkpoints.write_atomic
+    write_atomic = durable.write_atomic
     save = checkpoints.RunCheckpointer.save
 
     def full_disk(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
+    refused = []
+
     def writes_if_space(path, data):
         if reserve.exists() and path.name.startswith("theta"):
+            refused.append(path)
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         return write_atomic(path, data)
 
     monkeypatch.setattr(checkpoints.RunCheckpointer, "save", full_disk)
-    monkeypatch.setattr(checkpoints, "write_atomic", writes_if_space)
+    monkeypatch.setattr(durable, "write_atomic", writes_if_space)
     result = train.meta_train(steps=5, checkpoint_every=0, out_dir=out, **QUAD)
     assert result.status == "failed" and result.exit_code == 1
     assert "cannot write the final checkpoint at step 5" in result.message
@@ -138,6 +142,7 @@ def test_a_full_disk_at_the_end_keeps_the_trained_theta(tmp_path, monkeypatch):
     for name, value in result.theta.items():
         np.testing.assert_array_equal(saved[name], value)
     assert not reserve.exists()  # given back
+    assert refused == [out / "theta.msgpack"]  # the first write failed, the retry succeeded
     monkeypatch.setattr(checkpoints.RunCheckpointer, "save", save)
 
 
