@@ -145,7 +145,19 @@ def _split_metadata(raw: Any, where: str = "the theta bytes") -> tuple[Any, dict
 
 
 def theta_from_bytes(data: bytes, target: PyTree | None = None) -> PyTree:
-    """Inverse of :func:`theta_to_bytes` (metadata dropped); see :func:`load_theta`."""
+    """Inverse of :func:`theta_to_bytes` (metadata dropped); see :func:`load_theta`.
+
+    Args:
+      data: bytes from :func:`theta_to_bytes` (or a theta file's content).
+      target: a pytree of theta's structure to restore into, or ``None``.
+
+    Returns:
+      without ``target``, the state dict (nested dicts of jnp arrays, floating leaves
+      float32); with it, the values in ``target``'s structure and dtypes.
+
+    Raises:
+      ValueError: the metadata is broken, or a leaf's shape differs from ``target``'s.
+    """
     state = flax.serialization.msgpack_restore(data)
     state, _ = _split_metadata(state)
     state = jax.tree_util.tree_map(_to_jax, state)
@@ -210,6 +222,13 @@ def save_state(path: str | os.PathLike, state: PyTree) -> Path:
     Array leaves are stored as numpy arrays (bfloat16 included); Python scalars and
     strings (e.g. ``ParameterCheckpoint.gen_id``) as themselves. Parent folders are
     created; the write is atomic. Returns the path. Read it back with :func:`load_state`.
+
+    Args:
+      path: the file to write.
+      state: any pytree (dicts, lists, flax dataclasses) of arrays, numbers, strings.
+
+    Returns:
+      ``path`` as a ``Path``.
     """
     state_dict = flax.serialization.to_state_dict(state)
     state_dict = jax.tree_util.tree_map(
@@ -226,6 +245,17 @@ def load_state(path: str | os.PathLike, state: T) -> T:
     weak type, so a restored state does not recompile the step that produced the target;
     a shape that differs from the target's raises ``ValueError``. Non-array leaves
     (strings, Python numbers) come back as stored.
+
+    Args:
+      path: a file written by :func:`save_state`.
+      state: the target pytree, of the saved structure.
+
+    Returns:
+      the saved values in ``state``'s structure.
+
+    Raises:
+      FileNotFoundError: nothing at ``path``.
+      ValueError: the file is not a msgpack checkpoint, or does not fit ``state``.
     """
     path = Path(path)
     if not path.is_file():

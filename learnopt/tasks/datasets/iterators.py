@@ -56,6 +56,13 @@ class SplitIterator:
     Images are ``float32 [B, H, W, C]`` in ``[0, 1]``, labels ``int32 [B]``. The stream
     is deterministic given ``seed`` and the split name, reshuffled every epoch; see the
     module docstring. Data is loaded on the first batch.
+
+    Args:
+      data: the dataset's splits, loaded on first use (``_LazyArrays``; the functions of
+        :mod:`learnopt.tasks.datasets.base` make one).
+      split: the split drawn (a key of the loaded splits, e.g. ``"train"``).
+      batch_size: examples per batch, ``B`` (>= 1).
+      seed: the stream's seed (with the split name, it fixes every epoch's order).
     """
 
     def __init__(self, data: _LazyArrays, split: str, batch_size: int, seed: int = 0):
@@ -110,7 +117,11 @@ class SplitIterator:
         return self._epoch * self._n + self._offset
 
     def get_state(self) -> dict[str, int]:
-        """The stream's position as a JSON-able dict; :meth:`set_state` continues from it."""
+        """The stream's position as a JSON-able dict; :meth:`set_state` continues from it.
+
+        Returns:
+          ``{"position": examples drawn so far, "seed": ..., "batch_size": ...}``.
+        """
         return {"position": self.position, "seed": self.seed, "batch_size": self.batch_size}
 
     def set_state(self, state: Mapping[str, int]) -> None:
@@ -118,6 +129,10 @@ class SplitIterator:
 
         The next batches are the ones the saved iterator would have drawn (batches are a
         pure function of the seed and the position). Does not load the data.
+
+        Args:
+          state: a :meth:`get_state` result; its ``seed`` and ``batch_size``, when
+            present, must be this stream's (``ValueError`` otherwise).
         """
         for name in ("seed", "batch_size"):
             if name in state and int(state[name]) != getattr(self, name):
@@ -168,6 +183,12 @@ class SplitIterator:
 
         ``take(4)`` equals ``np.stack`` of four ``next`` calls (and advances the stream
         as much); ``take(4, 8)`` has images ``[4, 8, B, H, W, C]``, row-major.
+
+        Args:
+          *shape: the leading shape of the result (positive sizes).
+
+        Returns:
+          ``{"image": float32 [*shape, B, H, W, C], "label": int32 [*shape, B]}``.
         """
         count = math.prod(shape)
         if count < 1 or any(s < 1 for s in shape):
@@ -183,6 +204,16 @@ class SplitIterator:
         The stream advances as much as ``take(*shape)`` does, so a process of a
         multi-process run that draws the rows of its own tasks sees exactly those rows
         of the single-process batch, and all processes stay at the same position.
+
+        Args:
+          shape: the leading shape of the whole ``take(*shape)``.
+          axis: the axis of ``shape`` that is sliced.
+          start: the first index kept along ``axis``.
+          stop: one past the last index kept (``0 <= start < stop <= shape[axis]``).
+
+        Returns:
+          the batches of ``take(*shape)[..., start:stop, ...]`` (along ``axis``), drawn
+          alone.
         """
         shape, count = _check_slice(shape, axis, start, stop)
         if self._images is None:
@@ -227,6 +258,17 @@ def take_slice(iterator: Any, shape: Sequence[int], axis: int, start: int, stop:
     Iterators with their own ``take_slice`` (:class:`SplitIterator`) draw only the slice;
     others draw everything and slice it. Either way the stream advances as much as
     ``take(*shape)``. Multi-process meta-training draws each process's task rows this way.
+
+    Args:
+      iterator: an iterator with ``take(*shape)`` (a :class:`SplitIterator`, a split of a
+        ``Datasets``).
+      shape: the leading shape of the whole ``take(*shape)``.
+      axis: the axis of ``shape`` that is sliced.
+      start: the first index kept along ``axis``.
+      stop: one past the last index kept (``0 <= start < stop <= shape[axis]``).
+
+    Returns:
+      every leaf of ``iterator.take(*shape)`` sliced ``[start:stop]`` along ``axis``.
     """
     if hasattr(iterator, "take_slice"):
         return iterator.take_slice(shape, axis, start, stop)

