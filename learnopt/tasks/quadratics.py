@@ -29,22 +29,22 @@ regression batches).
 Data, where a task has it, is a :class:`~learnopt.tasks.datasets.base.Datasets` of numpy
 iterators with ``abstract_batch`` and ``take(*shape)`` (batches stacked on leading
 axes), seeded per split so runs are reproducible (the library drew them from numpy's
-global generator). Losses are computed in at least float32 (float64 for float64
-params).
+global generator); it is made in :mod:`learnopt.tasks.quadratics_data`, whose
+``batch_datasets`` and ``noise_datasets`` are re-exported here. Losses are computed in
+at least float32 (float64 for float64 params).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks.datasets import base as datasets_base
+from learnopt.tasks.quadratics_data import batch_datasets, noise_datasets, regression_datasets
 
 __all__ = [
     "QuadraticTask",
@@ -69,85 +69,6 @@ def _f32_or_wider(x: jax.Array) -> jax.Array:
 
 def _sum_squares(x: jax.Array) -> jax.Array:
     return jnp.sum(jnp.square(_f32_or_wider(x)))
-
-
-# ------------------------------------------------------------------------------ data
-
-
-class _SyntheticSplit:
-    """Endless iterator of batches ``draw(rng, leading_shape)``; also ``take(*shape)``.
-
-    ``draw`` returns the batch (a pytree of numpy arrays) with ``leading_shape`` in front
-    of every leaf; ``take(4)`` is four batches stacked, drawn in one call.
-    """
-
-    def __init__(self, draw: Callable[[np.random.Generator, tuple[int, ...]], Any], seed: int):
-        self._draw = draw
-        self._rng = np.random.default_rng(seed)
-
-    def get_state(self) -> dict[str, Any]:
-        """The generator's state as a JSON-able dict; :meth:`set_state` continues from it."""
-        return {"bit_generator": self._rng.bit_generator.state}
-
-    def set_state(self, state: Any) -> None:
-        """Continues the stream from ``state`` (a :meth:`get_state` of the same stream)."""
-        self._rng.bit_generator.state = state["bit_generator"]
-
-    def __iter__(self) -> _SyntheticSplit:
-        return self
-
-    def __next__(self) -> Any:
-        return self._draw(self._rng, ())
-
-    def take(self, *shape: int) -> Any:
-        """The next ``prod(shape)`` batches stacked as ``[*shape, ...]``."""
-        if not shape or any(int(s) < 1 for s in shape):
-            raise ValueError(f"take() needs positive sizes, got {shape}")
-        return self._draw(self._rng, tuple(int(s) for s in shape))
-
-
-def _synthetic_datasets(
-    draw: Callable[[np.random.Generator, tuple[int, ...]], Any],
-    abstract_batch: Any,
-    extra_info: dict[str, Any],
-    seed: int,
-) -> datasets_base.Datasets:
-    splits = [_SyntheticSplit(draw, seed * 4 + i) for i in range(len(datasets_base.SPLITS))]
-    return datasets_base.Datasets(*splits, extra_info=extra_info, abstract_batch=abstract_batch)
-
-
-def batch_datasets(seed: int = 0) -> datasets_base.Datasets:
-    """Standard normal noise batches ``float32 [4, 2]`` (:class:`BatchQuadraticTask`'s).
-
-    Args:
-      seed: seed of the batches (split ``i`` of ``SPLITS`` draws from ``4 * seed + i``).
-
-    Returns:
-      A :class:`~learnopt.tasks.datasets.base.Datasets` of endless numpy iterators.
-    """
-
-    def draw(rng: np.random.Generator, lead: tuple[int, ...]) -> np.ndarray:
-        return rng.standard_normal((*lead, 4, 2), dtype=np.float32)
-
-    abstract = jax.ShapeDtypeStruct((4, 2), np.float32)
-    return _synthetic_datasets(draw, abstract, {"name": "normal_noise"}, seed)
-
-
-def noise_datasets(seed: int = 0) -> datasets_base.Datasets:
-    """Scalar standard normal noise batches ``float32 []`` (for FixedDimQuadraticFamilyData).
-
-    Args:
-      seed: seed of the batches (split ``i`` of ``SPLITS`` draws from ``4 * seed + i``).
-
-    Returns:
-      A :class:`~learnopt.tasks.datasets.base.Datasets` of endless numpy iterators.
-    """
-
-    def draw(rng: np.random.Generator, lead: tuple[int, ...]) -> np.ndarray:
-        return np.asarray(rng.standard_normal(lead, dtype=np.float32))
-
-    abstract = jax.ShapeDtypeStruct((), np.float32)
-    return _synthetic_datasets(draw, abstract, {"name": "scalar_normal_noise"}, seed)
 
 
 # ------------------------------------------------------------------------ fixed tasks
@@ -600,21 +521,6 @@ class CurvatureQuadraticFamily(tasks_base.TaskFamily):
         return _CurvatureQuadratic(cfg, self.dim)
 
 
-class _RegressionSplit(_SyntheticSplit):
-    """``{"x": [B, dim], "y": [B]}`` with ``y = x @ w_true + noise * eps``."""
-
-    def __init__(self, w_true: np.ndarray, batch_size: int, noise: float, seed: int):
-        self.w_true = w_true
-        dim = w_true.shape[0]
-
-        def draw(rng: np.random.Generator, lead: tuple[int, ...]) -> dict[str, np.ndarray]:
-            x = rng.standard_normal((*lead, batch_size, dim), dtype=np.float32)
-            eps = rng.standard_normal((*lead, batch_size), dtype=np.float32)
-            return {"x": x, "y": (x @ w_true + noise * eps).astype(np.float32)}
-
-        super().__init__(draw, seed)
-
-
 class LeastSquaresRegressionTask(tasks_base.Task):
     """Linear least squares on batches: ``loss(w) = mean((x @ w - y)^2)``.
 
@@ -633,19 +539,7 @@ class LeastSquaresRegressionTask(tasks_base.Task):
 
     def __init__(self, dim: int = 10, batch_size: int = 32, noise: float = 0.1, seed: int = 0):
         self.dim = int(dim)
-        w_true = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
-        splits = [
-            _RegressionSplit(w_true, batch_size, noise, seed + 1 + i)
-            for i in range(len(datasets_base.SPLITS))
-        ]
-        self.datasets = datasets_base.Datasets(
-            *splits,
-            extra_info={"name": "linear_regression", "dim": self.dim, "batch_size": batch_size},
-            abstract_batch={
-                "x": jax.ShapeDtypeStruct((batch_size, self.dim), np.float32),
-                "y": jax.ShapeDtypeStruct((batch_size,), np.float32),
-            },
-        )
+        self.datasets = regression_datasets(self.dim, batch_size, noise, seed)
 
     def init(self, key: jax.Array) -> jax.Array:
         """Initial weights ``w ~ N(0, I_dim)``.
