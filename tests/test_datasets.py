@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from learnopt.tasks.datasets import _sources
+from learnopt.tasks.datasets import _readers, _sources
 from learnopt.tasks.datasets import base as datasets_base
 
 B = 128
@@ -353,12 +353,12 @@ def test_read_idx_rejects_garbage(tmp_path):
     with gzip.open(bad, "wb") as f:
         f.write(b"\x00\x00\x0d\x01\x00\x00\x00\x02ab")
     with pytest.raises(ValueError, match="magic"):
-        _sources.read_idx(bad)
+        _readers.read_idx(bad)
     short = tmp_path / "short-idx.gz"
     with gzip.open(short, "wb") as f:
         f.write(b"\x00\x00\x08\x01\x00\x00\x00\x05ab")
     with pytest.raises(ValueError, match="holds 2 bytes"):
-        _sources.read_idx(short)
+        _readers.read_idx(short)
 
 
 def _fake_cifar_archive(path, per_batch=4):

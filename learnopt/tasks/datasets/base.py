@@ -47,8 +47,10 @@ The code, one concept per module; this module, the notes' library's path
 * this module: :class:`Datasets` (the four splits and their static facts) and the
   functions that make one (:func:`image_classification_datasets`,
   :func:`datasets_from_arrays`, :func:`digits8_datasets`, ...);
-* :mod:`~learnopt.tasks.datasets._sources`: the datasets' specifications and the readers
-  of their original files; :mod:`~learnopt.tasks.datasets._builders`: their TFDS builders.
+* :mod:`~learnopt.tasks.datasets._sources`: the datasets' specifications, checksums and
+  errors; :mod:`~learnopt.tasks.datasets._readers`: the readers of their original files;
+  :mod:`~learnopt.tasks.datasets._builders`: their TFDS builders
+  (:mod:`~learnopt.tasks.datasets.language` and ``_pystdlib``: the text corpus).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Language-modelling datasets: byte-level batches of real text, offline.
 
 The corpus is ``pystdlib``: the source files of 120 pure-Python standard-library modules
-of the running interpreter (:data:`~learnopt.tasks.datasets._sources.PYSTDLIB_MODULES`),
+of the running interpreter (:data:`~learnopt.tasks.datasets._pystdlib.PYSTDLIB_MODULES`),
 so it is on every machine that runs learnopt. It is stored through learnopt's own TFDS
 builder (``learnopt_pystdlib``, config ``py311`` etc. for the Python version: the text
 differs between versions), prepared in well under a second into the data dir and read
@@ -34,7 +34,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from learnopt.tasks.datasets import _sources
+from learnopt.tasks.datasets import _pystdlib, _sources
 from learnopt.tasks.datasets import base as datasets_base
 
 __all__ = [
@@ -115,7 +115,7 @@ def text_prepared_dir(name: str, data_dir: PathLike | None = None) -> Path:
     """
     builder_name = TEXT_DATASETS[_check_name(name)]
     data_dir = _sources.resolve_data_dir(data_dir)
-    return data_dir / builder_name / _sources.pystdlib_config_name() / _sources.BUILDER_VERSION
+    return data_dir / builder_name / _pystdlib.pystdlib_config_name() / _sources.BUILDER_VERSION
 
 
 def _is_prepared(path: Path) -> bool:
@@ -128,7 +128,7 @@ def _builder(name: str, data_dir: Path):
     del name  # one corpus so far
     return _builders.LearnoptPyStdlib(
         data_dir=os.fspath(data_dir),
-        config=_sources.pystdlib_config_name(),
+        config=_pystdlib.pystdlib_config_name(),
         file_format="array_record",
     )
 
@@ -191,7 +191,7 @@ def load_token_streams(
         prepare_text_dataset(name, data_dir)
         sources = _builder(name, data_dir).as_data_source()
         out = {}
-        for split in _sources.TEXT_SPLITS:
+        for split in _pystdlib.TEXT_SPLITS:
             source = sources[split]
             docs = source.__getitems__(list(range(len(source))))
             docs.sort(key=lambda ex: ex["name"])  # on-disk order is a hash shuffle
