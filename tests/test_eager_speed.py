@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import _eager
@@ -39,6 +40,14 @@ def _bits(tree):
 
 
 WARMUP = _eager.UPDATE_WARMUP
+
+
+@pytest.fixture(autouse=True)
+def _fresh_eager_cache():
+    """Each test starts with an empty program cache: the cache is per process, and a test
+    that ran earlier in the same worker may have compiled the same configuration."""
+    opt_base.clear_eager_cache()
+    yield
 
 
 def test_eager_update_is_bit_identical_to_jitted_update_and_compiles_once():
