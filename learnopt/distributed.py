@@ -148,36 +148,11 @@ def initialize(
       DistributedError: no cluster environment was found and no address given, the
         runtime was already initialized differently, or JAX's backends already started.
     """
-    given = (coordinator_address, num_processes, process_id)
-    if any(v is not None for v in given) and any(v is None for v in given):
-        raise ValueError(
-            "coordinator_address, num_processes and process_id go together: pass all three "
-            "(or none, to take them from the cluster's environment)"
-        )
-    if coordinator_address is not None:
-        from learnopt import _validate
-
-        _check_address(coordinator_address)
-        num_processes = _validate.positive_int("num_processes", num_processes)
-        process_id = _validate.integer("process_id", process_id, 0, num_processes - 1)
-    from learnopt import _validate
-
-    init_timeout = _validate.positive_int("init_timeout", init_timeout)
-    peer_timeout = _validate.positive_int("peer_timeout", peer_timeout)
-    if num_cpu_devices is not None:
-        num_cpu_devices = _validate.positive_int("num_cpu_devices", num_cpu_devices)
-    if is_initialized():
-        state = jax._src.distributed.global_state  # the address JAX was initialized with
-        same = coordinator_address in (None, state.coordinator_address) and process_id in (
-            None,
-            state.process_id,
-        )
-        if same:
-            return
-        raise DistributedError(
-            f"jax.distributed is already initialized (process {state.process_id} at "
-            f"{state.coordinator_address}); initialize once per process"
-        )
+    num_processes, process_id, init_timeout, peer_timeout, num_cpu_devices = _check_join(
+        coordinator_address, num_processes, process_id, init_timeout, peer_timeout, num_cpu_devices
+    )
+    if _already_joined(coordinator_address, process_id):
+        return
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     if num_cpu_devices is not None:
         jax.config.update("jax_num_cpu_devices", num_cpu_devices)
@@ -190,23 +165,7 @@ def initialize(
             file=sys.stderr,
             flush=True,
         )
-    joined = threading.Event()
-
-    def watchdog() -> None:
-        # JAX aborts the process with a bare DEADLINE_EXCEEDED when peers are missing;
-        # say what happened first, and exit with status 1.
-        if not joined.wait(init_timeout):
-            print(
-                f"learnopt: {who}: not every process joined the run at {where} within "
-                f"{init_timeout} s. Start all {num_processes or 'N'} processes with the same "
-                "coordinator address and number of processes and process ids 0..N-1, and "
-                "check that process 0's host and port are reachable from this machine.",
-                file=sys.stderr,
-                flush=True,
-            )
-            os._exit(1)
-
-    threading.Thread(target=watchdog, name="learnopt-join-watchdog", daemon=True).start()
+    joined = _start_join_watchdog(who, where, num_processes, init_timeout)
     try:
         jax.distributed.initialize(
             coordinator_address,
@@ -219,14 +178,7 @@ def initialize(
         )
         jax.devices()  # exchanges the global topology: every process is there
     except (ValueError, RuntimeError) as e:
-        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if "coordinator_address should be defined" in text:
-            text = (
-                "no cluster environment detected (SLURM, Open MPI, ...): pass "
-                "coordinator_address, num_processes and process_id "
-                "(--coordinator HOST:PORT --num-processes N --process-id I)"
-            )
-        raise DistributedError(f"cannot join the multi-process run: {text}") from None
+        raise DistributedError(f"cannot join the multi-process run: {_join_error(e)}") from None
     finally:
         joined.set()
     if verbose:
@@ -237,6 +189,84 @@ def initialize(
             file=sys.stderr,
             flush=True,
         )
+
+
+def _check_join(coordinator_address, num_processes, process_id, init_timeout, peer_timeout,
+                num_cpu_devices):  # fmt: skip
+    """:func:`initialize`'s arguments, checked (each error names its argument)."""
+    from learnopt import _validate
+
+    given = (coordinator_address, num_processes, process_id)
+    if any(v is not None for v in given) and any(v is None for v in given):
+        raise ValueError(
+            "coordinator_address, num_processes and process_id go together: pass all three "
+            "(or none, to take them from the cluster's environment)"
+        )
+    if coordinator_address is not None:
+        _check_address(coordinator_address)
+        num_processes = _validate.positive_int("num_processes", num_processes)
+        process_id = _validate.integer("process_id", process_id, 0, num_processes - 1)
+    init_timeout = _validate.positive_int("init_timeout", init_timeout)
+    peer_timeout = _validate.positive_int("peer_timeout", peer_timeout)
+    if num_cpu_devices is not None:
+        num_cpu_devices = _validate.positive_int("num_cpu_devices", num_cpu_devices)
+    return num_processes, process_id, init_timeout, peer_timeout, num_cpu_devices
+
+
+def _already_joined(coordinator_address: str | None, process_id: int | None) -> bool:
+    """True if this process already joined the same run; raises if it joined another."""
+    if not is_initialized():
+        return False
+    state = jax._src.distributed.global_state  # the address JAX was initialized with
+    same = coordinator_address in (None, state.coordinator_address) and process_id in (
+        None,
+        state.process_id,
+    )
+    if same:
+        return True
+    raise DistributedError(
+        f"jax.distributed is already initialized (process {state.process_id} at "
+        f"{state.coordinator_address}); initialize once per process"
+    )
+
+
+def _start_join_watchdog(
+    who: str, where: str, num_processes: int | None, init_timeout: int
+) -> threading.Event:
+    """A thread that exits the process with a clear message if joining takes too long.
+
+    JAX aborts the process with a bare DEADLINE_EXCEEDED when peers are missing; the
+    watchdog says what happened first, and exits with status 1. Set the returned event
+    once joined.
+    """
+    joined = threading.Event()
+
+    def watchdog() -> None:
+        if not joined.wait(init_timeout):
+            print(
+                f"learnopt: {who}: not every process joined the run at {where} within "
+                f"{init_timeout} s. Start all {num_processes or 'N'} processes with the same "
+                "coordinator address and number of processes and process ids 0..N-1, and "
+                "check that process 0's host and port are reachable from this machine.",
+                file=sys.stderr,
+                flush=True,
+            )
+            os._exit(1)
+
+    threading.Thread(target=watchdog, name="learnopt-join-watchdog", daemon=True).start()
+    return joined
+
+
+def _join_error(error: Exception) -> str:
+    """The first line of JAX's error, or what to do when no cluster was detected."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if "coordinator_address should be defined" in text:
+        text = (
+            "no cluster environment detected (SLURM, Open MPI, ...): pass "
+            "coordinator_address, num_processes and process_id "
+            "(--coordinator HOST:PORT --num-processes N --process-id I)"
+        )
+    return text
 
 
 def process_index() -> int:
