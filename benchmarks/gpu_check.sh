@@ -31,6 +31,8 @@ Checks learnopt on an NVIDIA GPU and writes benchmarks/results/gpu_check_<date>.
   5. benchmarks/bench_estimators.py (ms per outer step, compile time)
   6. benchmarks/bench_eval.py (learning-rate sweep vs one run)
   7. benchmarks/gpu_figures.py (compile s, ms/step, peak device memory per estimator)
+  8. benchmarks/bench_lopt_cost.py (the learned optimizers' roofline: ms/step vs
+     optax.adam, FLOPs and bytes per parameter, the GPU's measured peaks)
 
 options:
   --dry-run      print every step's exact command and exit 0; installs and runs nothing
@@ -129,6 +131,7 @@ add_step pytest 360 "XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_DEFAULT_MATMUL_PREC
 add_step bench-estimators 240 "$PY benchmarks/bench_estimators.py --steps 100 --trials 2"
 add_step bench-eval 150 "$PY benchmarks/bench_eval.py --steps 300 --lrs 7 --seeds 3 --trials 2"
 add_step gpu-figures 240 "$PY benchmarks/gpu_figures.py --out $REPORT --steps 50 --population 256 4096"
+add_step lopt-roofline 300 "$PY benchmarks/bench_lopt_cost.py --trials 3 --min-seconds 0.3 --csv ${REPORT}_roofline.csv"
 
 if ((DRY_RUN)); then
   echo "gpu_check --dry-run: steps it would run in $ROOT (nothing is installed or run)"
@@ -251,6 +254,10 @@ fi
       echo "| $est | $n | $cs | $ms | $(mib "$xla") | $(mib "$peak") |"
     done
   fi
+  echo
+  echo "## Learned-optimizer updates vs optax.adam, and their roofline (bench_lopt_cost.py)"
+  echo
+  grep -E "^(MLP |measured peaks|optax.adam|\|)" "$WORK/lopt-roofline.log" || true
 } >"$REPORT.md"
 echo "gpu_check: report written to $REPORT.md (figures: $REPORT.csv); status $STATUS"
 exit "$STATUS"

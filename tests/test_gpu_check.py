@@ -36,6 +36,10 @@ case "$*" in
     head=estimator,num_tasks,backend,device,compile_s,ms_per_step,xla_bytes,peak_bytes
     echo "$head" > "$out.csv"
     echo "pes,4096,gpu,NVIDIA H200,2.5,1.25,1048576,3145728" >> "$out.csv" ;;
+  *bench_lopt_cost.py*)
+    echo "measured peaks: 50000.0 GFLOP/s (matmul), 4000.0 GB/s (read + write)"
+    echo "| learned optimizer | ms/step | ratio to adam |"
+    echo "| \\`MLPLOpt\\` | 0.9 | 3.0 |" ;;
   *) echo "stub python: unexpected $*" >&2; exit 9 ;;
 esac
 """
@@ -87,6 +91,7 @@ def test_dry_run_names_every_step_and_runs_nothing(checkout, tmp_path):
     assert "pip install -q -e '.[cuda,test]'" in out
     assert "-m pytest" in out and "--ignore=tests/test_distributed.py" in out
     assert "benchmarks/bench_estimators.py" in out and "benchmarks/bench_eval.py" in out
+    assert "benchmarks/bench_lopt_cost.py" in out and "_roofline.csv" in out
     assert "benchmarks/results/gpu_check_" in out and ".md" in out
     assert sorted(p.name for p in checkout.rglob("*")) == [  # nothing created
         "benchmarks",
@@ -137,11 +142,13 @@ def test_report_gathers_every_step_and_keeps_the_cpu_figures(checkout, tmp_path)
     results = checkout / "benchmarks" / "results"
     (report,) = results.glob("gpu_check_*.md")
     text = report.read_text()
-    for step in ("jax-devices", "pytest", "bench-estimators", "bench-eval", "gpu-figures"):
+    steps = ("jax-devices", "pytest", "bench-estimators", "bench-eval", "gpu-figures")
+    for step in (*steps, "lopt-roofline"):
         assert f"| {step} | 0 |" in text, step
     assert "NVIDIA H200, 143771 MiB" in text and "5 passed" in text
     assert "pes            8        0.500" in text and "sweep 0.200 s" in text
     assert "| pes | 4096 | 2.5 | 1.25 | 1.0 | 3.0 |" in text
+    assert "50000.0 GFLOP/s" in text and "| `MLPLOpt` | 0.9 | 3.0 |" in text
     assert (results / "estimators.csv").read_text() == "cpu figures\n"  # CPU table kept
     (gpu_table,) = results.glob("gpu_check_*_estimators.csv")
     assert gpu_table.read_text().startswith("estimator,num_tasks")

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from learnopt.learned_optimizers import accumulators, common
+from learnopt.learned_optimizers import accumulators, common, per_element
 from learnopt.learned_optimizers import base as lopt_base
 
 PyTree = Any
@@ -206,8 +206,9 @@ def adafac_update(
 
     def step(p, g, m, v, fac_g, fac):
         cd = m.dtype
-        groups = adafac_features(p.astype(cd), g, m, v, fac_g, fac, lopt.mom_eps)
-        return tensor_step(p.astype(cd), groups, time.astype(cd))
+        features = lambda *a: adafac_features(*a, lopt.mom_eps)  # noqa: E731
+        groups, stat_groups = per_element.twice(features, p.astype(cd), g, m, v, fac_g, fac)
+        return tensor_step(p.astype(cd), groups, time.astype(cd), stat_groups)
 
     params, mom, rms, fac = accumulators.update_tree(
         step,
@@ -229,29 +230,40 @@ def adafac_update(
     )
 
 
-def mlp_forward(nn: dict, groups: list[jax.Array], time: jax.Array, p_shape: tuple) -> jax.Array:
-    """Concatenate, normalize over the tensor, append time features, run ``nn["~"]``.
+def mlp_forward(
+    nn: dict,
+    groups: list[jax.Array],
+    time: jax.Array,
+    p_shape: tuple,
+    form: str = "auto",
+    stat_groups: list[jax.Array] | None = None,
+) -> list[jax.Array]:
+    """Normalize each feature over the tensor, append the time features, run ``nn["~"]``.
 
     Args:
       nn: the MLP ``{"~": {"w0", "b0", ...}}``.
       groups: the feature groups of :func:`adafac_features`.
-      time: the time features ``[11]``.
+      time: the time features ``[11]`` (per-tensor inputs, the same for every element).
       p_shape: the parameter's shape.
+      form: how the MLP is evaluated (:data:`per_element.FORMS`; the same function).
+      stat_groups: the groups again, for the normalization statistics
+        (:func:`per_element.twice`).
 
     Returns:
-      The MLP's outputs, ``(p_shape or (1,)) + (num_outputs,)``.
+      The MLP's outputs, one array of shape ``p_shape or (1,)`` each.
     """
     shape = p_shape or (1,)
-    x = jnp.concatenate(groups, axis=-1)
-    x = common.second_moment_normalizer(x, axis=tuple(range(len(shape))))
-    x = jnp.concatenate([x, jnp.broadcast_to(time, (*shape, time.shape[0]))], axis=-1)
     layers = nn["~"]
-    n = len(layers) // 2
-    for i in range(n):
-        x = x @ layers[f"w{i}"].astype(x.dtype) + layers[f"b{i}"].astype(x.dtype)
-        if i < n - 1:
-            x = jax.nn.relu(x)
-    return x
+    pairs = [(layers[f"w{i}"], layers[f"b{i}"]) for i in range(len(layers) // 2)]
+    return per_element.mlp(
+        pairs,
+        groups,
+        shape,
+        tensor_inputs=time,
+        stat_groups=stat_groups,
+        norm_axes=tuple(range(len(shape))),
+        form=form,
+    )
 
 
 def init_adafac_theta(lopt: Any, key: jax.Array, num_outputs: int) -> dict:
@@ -313,9 +325,9 @@ class _AdafacOptimizer(common.ThetaOptimizer):
         """
         lopt = self.lopt
 
-        def tensor_step(p, groups, time):
-            out = mlp_forward(self.theta["nn"], groups, time, p.shape)
-            direction, magnitude = out[..., 0], out[..., 1]
+        def tensor_step(p, groups, time, stat_groups):
+            out = mlp_forward(self.theta["nn"], groups, time, p.shape, lopt.mlp_form, stat_groups)
+            direction, magnitude = out[0], out[1]
             step = direction * jnp.exp(magnitude * lopt.exp_mult) * lopt.step_mult
             return p - step.reshape(p.shape)
 
@@ -343,6 +355,9 @@ class AdafacMLPLOpt(lopt_base.LearnedOptimizer):
       split_weights: a variant of the scalar-math path; same function.
     """
 
+    #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
+    #: in every form). Not a constructor argument: the library's constructor is kept.
+    mlp_form = "auto"
     # Non-factored m / sqrt(v + mom_eps): learned_optimization's adafac_mlp_lopt computes
     # m * v**-0.5, here 0 floors v at 1e-20 instead (accumulators.floored_rsqrt);
     # MLPNomLOpt sets 1e-6, as its reference does.

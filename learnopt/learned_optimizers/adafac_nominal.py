@@ -39,6 +39,16 @@ __all__ = ["MLPNomLOpt", "NOMINAL_GRAD_ESTIMATORS"]
 NOMINAL_GRAD_ESTIMATORS = ("SGD", "SGDM", "AggMo", "Adam", "AdamAggMo")
 
 
+def _mean_last(x: jax.Array) -> jax.Array:
+    """``mean(x, axis=-1)`` over a few decays, written as a sum of slices: elementwise, so
+    XLA keeps the whole update (the per-element MLP included) in one fused loop, where a
+    reduction would split it into several."""
+    total = x[..., 0]
+    for k in range(1, x.shape[-1]):
+        total = total + x[..., k]
+    return total / x.shape[-1]
+
+
 class _NomOptimizer(common.ThetaOptimizer):
     """The optimizer :meth:`MLPNomLOpt.opt_fn` returns."""
 
@@ -48,14 +58,16 @@ class _NomOptimizer(common.ThetaOptimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         lopt = self.lopt
 
-        def tensor_step(p, groups, time):
+        def tensor_step(p, groups, time, stat_groups):
             g, m, rms = groups[0][..., 0], groups[2], groups[3]
             adam_feats = groups[4]
-            out = adafac.mlp_forward(self.theta["nn"], groups, time, p.shape)
-            direction, magnitude = out[..., 0], out[..., 1]
+            out = adafac.mlp_forward(
+                self.theta["nn"], groups, time, p.shape, lopt.mlp_form, stat_groups
+            )
+            direction, magnitude = out[0], out[1]
             ones, zeros = jnp.ones_like(direction), jnp.zeros_like(direction)
-            nom_mag = out[..., 2] if lopt.nominal_controller else ones
-            reg_mag = out[..., 3] if lopt.regularization_controller else zeros
+            nom_mag = out[2] if lopt.nominal_controller else ones
+            reg_mag = out[3] if lopt.regularization_controller else zeros
             if lopt.aggregate_magnitude:
                 magnitude = jnp.mean(magnitude)
             if lopt.aggregate_nom_magnitude:
@@ -75,11 +87,11 @@ class _NomOptimizer(common.ThetaOptimizer):
             elif estimator == "SGDM":
                 g_est = m[..., -1]
             elif estimator == "AggMo":
-                g_est = jnp.mean(m, axis=-1)
+                g_est = _mean_last(m)
             elif estimator == "Adam":
                 g_est = adam_feats[..., -1]
             else:
-                g_est = jnp.mean(adam_feats, axis=-1)
+                g_est = _mean_last(adam_feats)
             nom_step = lopt.nominal_stepsize * jnp.exp(nom_mag * e1) * g_est
             shape = p.shape or (1,)
             new_p = (

@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from learnopt.learned_optimizers import accumulators, common
+from learnopt.learned_optimizers import accumulators, common, per_element
 from learnopt.learned_optimizers import base as lopt_base
 
 PyTree = Any
@@ -225,6 +225,10 @@ class Celo2(lopt_base.LearnedOptimizer):
       ns_coeffs, ns_iters, ns_eps: the Newton-Schulz iteration.
     """
 
+    #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
+    #: in every form). Not a constructor argument.
+    mlp_form = "auto"
+
     def __init__(
         self,
         ff_hidden_size: int = 8,
@@ -299,37 +303,41 @@ class Celo2(lopt_base.LearnedOptimizer):
         original = p.shape
         shape = p.shape or (1,)
         p, g, m, rms, fac_g, acc = accumulators.lift_scalar(p, g, m, rms, fac_g, acc)
+
         # rms_eps 1e-8: the authors' Celo2 release, rsqrt(rms + 1e-8) (learned_optimization's
         # adafac_mlp_lopt and hyper_v2 use 1e-6).
-        f = accumulators.element_features(p, g, m, rms, fac_g, rms_eps=1e-8)
-        groups = [
-            f.g,
-            f.clipped_g,
-            f.p,
-            f.m,
-            f.rms,
-            f.m_rsqrt_rms,
-            f.rsqrt_rms,
-            f.fac_g,
-            f.g_rsqrt_rms,
-        ]
-        # Celo2's release has no factored groups for tensors of rank < 2 (hence no mom_eps).
-        if accumulators.factored_dims(shape) is not None:
-            groups += accumulators.factored_features(acc, m, shape)
+        def features(p, g, m, rms, fac_g, acc):
+            f = accumulators.element_features(p, g, m, rms, fac_g, rms_eps=1e-8)
+            groups = [f.g, f.clipped_g, f.p, f.m, f.rms, f.m_rsqrt_rms, f.rsqrt_rms]
+            groups += [f.fac_g, f.g_rsqrt_rms]
+            # Celo2's release has no factored groups for tensors of rank < 2 (hence no
+            # mom_eps).
+            if accumulators.factored_dims(shape) is not None:
+                groups += accumulators.factored_features(acc, m, shape)
+            return groups
+
+        groups, stat_groups = per_element.twice(features, p, g, m, rms, fac_g, acc)
         axes = tuple(range(len(shape)))[-2:]
-        # Normalizing each feature column over the tensor is the same for one group or
-        # for the concatenation, and one matmul with the stacked w0__i costs less.
-        x = jnp.concatenate(groups, axis=-1)
-        # eps 1e-5 (the default): learned_optimization's normalizer; the authors' Celo2
-        # release uses 1e-9 here and for the output normalization below.
-        if self.normalize_input:
-            x = common.second_moment_normalizer(x, axis=axes, eps=1e-5)
+        # Each feature column normalized over the tensor's last two axes; the first
+        # layer's w0__i stacked in the groups' order. eps 1e-5 (the default):
+        # learned_optimization's normalizer; the authors' Celo2 release uses 1e-9 here
+        # and for the output normalization below.
         w0 = jnp.concatenate([weights[f"w0__{i}"] for i in range(len(groups))], axis=0)
+        layers = [(w0, weights["b0"])]
+        layers += [
+            (weights[f"w{i}"], weights[f"b{i}"]) for i in range(1, self.ff_hidden_layers + 1)
+        ]
         act = jax.nn.relu if self.mlp_activation == "relu" else jnp.tanh
-        x = x @ w0 + weights["b0"]
-        for i in range(1, self.ff_hidden_layers + 1):
-            x = act(x) @ weights[f"w{i}"] + weights[f"b{i}"]
-        direction, magnitude = x[..., 0], x[..., 1]
+        direction, magnitude = per_element.mlp(
+            layers,
+            groups,
+            shape,
+            stat_groups=stat_groups,
+            norm_axes=axes if self.normalize_input else None,
+            norm_eps=1e-5,
+            activation=act,
+            form=self.mlp_form,
+        )[:2]
         if self.aggregate_mag:
             magnitude = jnp.mean(magnitude)
         step = direction * jnp.exp(magnitude * self.exp_mult)

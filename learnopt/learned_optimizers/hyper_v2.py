@@ -59,7 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
-from learnopt.learned_optimizers import accumulators, common
+from learnopt.learned_optimizers import accumulators, common, per_element
 from learnopt.learned_optimizers import base as lopt_base
 
 PyTree = Any
@@ -355,6 +355,10 @@ class HyperV2(lopt_base.LearnedOptimizer):
         ``num_steps`` (it sets the fraction-of-training features).
     """
 
+    #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
+    #: in every form). Not a constructor argument: the library's constructor is kept.
+    mlp_form = "auto"
+
     def __init__(
         self,
         lstm_hidden_size: int = 128,
@@ -515,18 +519,23 @@ class HyperV2(lopt_base.LearnedOptimizer):
         Returns:
           The new parameter, shape ``p.shape``, in the compute dtype.
         """
-        groups = self._groups(p, g, m, rms, fac_g, acc)
+        groups, stat_groups = per_element.twice(self._groups, p, g, m, rms, fac_g, acc)
         shape = p.shape or (1,)
-        # Each feature column is normalized over the tensor, so normalizing the
-        # concatenation equals normalizing every group; one matmul with the stacked w0__i.
-        x = jnp.concatenate(groups, axis=-1)
-        x = common.second_moment_normalizer(x, axis=tuple(range(len(shape))))
+        # Each feature column is normalized over the tensor; the first layer's w0__i are
+        # stacked in the groups' order.
         w0 = jnp.concatenate([weights[f"w0__{i}"] for i in range(len(groups))], axis=0)
-        n = self.ff_hidden_layers + 1
-        x = x @ w0 + weights["b0"]
-        for i in range(1, n):
-            x = jax.nn.relu(x) @ weights[f"w{i}"] + weights[f"b{i}"]
-        direction, magnitude = x[..., 0], x[..., 1]
+        layers = [(w0, weights["b0"])]
+        layers += [
+            (weights[f"w{i}"], weights[f"b{i}"]) for i in range(1, self.ff_hidden_layers + 1)
+        ]
+        direction, magnitude = per_element.mlp(
+            layers,
+            groups,
+            shape,
+            stat_groups=stat_groups,
+            norm_axes=tuple(range(len(shape))),
+            form=self.mlp_form,
+        )[:2]
         pe = p.reshape(shape)
         mag = jnp.exp(magnitude * self.exp_mult)
         if self.param_scale_mult:

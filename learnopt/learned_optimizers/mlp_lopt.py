@@ -49,7 +49,7 @@ import numpy as np
 
 from learnopt.canonical import leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers import common, per_element
 from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any
@@ -142,6 +142,10 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
         """
         lopt = self.lopt
         iteration = opt_state.iteration
+        layers = [
+            (self.theta[f"mlp/~/linear_{i}"]["w"], self.theta[f"mlp/~/linear_{i}"]["b"])
+            for i in range(lopt.hidden_layers + 1)
+        ]
 
         def step(p, g, m):
             cd = m.dtype
@@ -150,14 +154,17 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
             pc = p.astype(cd)
             # Scalars are handled as [1] tensors (as in the library).
             shape = p.shape or (1,)
-            feats = jnp.concatenate(
-                [g.reshape(*shape, 1), pc.reshape(*shape, 1), m.reshape(*shape, -1)], axis=-1
+            groups = [g.reshape(*shape, 1), pc.reshape(*shape, 1), m.reshape(*shape, -1)]
+            # Each feature normalized over the tensor; the time features (the same for
+            # every element) go in as per-tensor inputs.
+            direction, magnitude = per_element.mlp(
+                layers,
+                groups,
+                shape,
+                tensor_inputs=common.tanh_embedding(iteration, cd),
+                norm_axes=tuple(range(len(shape))),
+                form=lopt.mlp_form,
             )
-            feats = common.second_moment_normalizer(feats, axis=tuple(range(len(shape))))
-            time = common.tanh_embedding(iteration, cd)
-            inp = jnp.concatenate([feats, jnp.broadcast_to(time, (*shape, time.shape[0]))], -1)
-            out = common.mlp_apply(self.theta, inp)
-            direction, magnitude = out[..., 0], out[..., 1]
             delta = direction * jnp.exp(magnitude * lopt.exp_mult) * lopt.step_mult
             new_p = (pc - delta.reshape(p.shape)).astype(p.dtype)
             stats = ()
@@ -198,6 +205,10 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
       hidden_layers: number of hidden (ReLU) layers.
       compute_summary: if true, states carry step statistics in ``state.summary``.
     """
+
+    #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
+    #: in every form). Not a constructor argument: the library's constructor is kept.
+    mlp_form = "auto"
 
     def __init__(
         self,

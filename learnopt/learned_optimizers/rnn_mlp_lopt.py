@@ -48,7 +48,7 @@ import numpy as np
 
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers import common, per_element
 
 PyTree = Any
 
@@ -244,14 +244,28 @@ class _RNNMLPOptimizer(common.ThetaOptimizer):
         new_params, new_from_mlp = [], []
         for i, (m, v, g, p) in enumerate(zip(*flat[:4], strict=True)):
             cd = m.dtype
-            feats = self._mlp_features(
+            groups, tensor_inputs = self._mlp_features(
                 m, v, g.astype(cd), p.astype(cd), ff_inputs[i].astype(cd), s.iteration, num_tensors
             )
-            out = common.mlp_apply(common.cast_tree(theta["ffmod_params"], cd), feats)
-            direction, magnitude = out[:, 0], out[:, 1]
+            mlp = theta["ffmod_params"]
+            layers = [
+                (mlp[f"mlp/~/linear_{j}"]["w"], mlp[f"mlp/~/linear_{j}"]["b"])
+                for j in range(len(mlp))
+            ]
+            n = groups[0].shape[0]
+            out = per_element.mlp(
+                layers,
+                groups,
+                (n,),
+                tensor_inputs=tensor_inputs,
+                norm_axes=(0,),
+                mean_outputs_from=2,
+                form=lopt.mlp_form,
+            )
+            direction, magnitude = out[0], out[1]
             step = direction * jnp.exp(magnitude * lopt.magnitude_rate) * lopt.step_multiplier
             new_params.append((p.astype(cd) - step.reshape(p.shape)).astype(p.dtype))
-            new_from_mlp.append(jnp.mean(out[:, 2:], axis=0))
+            new_from_mlp.append(out[2])
 
         return RNNMLPLOptState(
             params=treedef.unflatten(new_params),
@@ -300,32 +314,28 @@ class _RNNMLPOptimizer(common.ThetaOptimizer):
 
     @staticmethod
     def _mlp_features(m, rms, g, v, ff_inputs, iteration, num_tensors):
-        """The 54 MLP inputs per element ``[N, 54]``, in the library's order."""
+        """The MLP's inputs, in the library's order: per-element groups ``[N, w]`` (each
+        normalized over the tensor by the MLP) and the per-tensor inputs (54 in all)."""
         cd = m.dtype
         k = m.shape[-1]
         m, rms = m.reshape(-1, k), rms.reshape(-1, k)
         flat_g, flat_v = g.reshape(-1, 1), v.reshape(-1, 1)
         rsqrt = jax.lax.rsqrt(rms + jnp.asarray(1e-6, cd))
-        normalized = jnp.concatenate(
-            [flat_g, flat_v, jnp.log(jnp.abs(flat_v) + 1e-8), m, rms, m * rsqrt, rsqrt], axis=1
-        )
-        normalized = common.second_moment_normalizer(normalized, axis=0)
+        groups = [flat_g, flat_v, jnp.log(jnp.abs(flat_v) + 1e-8), m, rms, m * rsqrt, rsqrt]
         n = flat_g.shape[0]
-
-        def column(x):
-            return jnp.broadcast_to(jnp.reshape(jnp.asarray(x, cd), (1, -1)), (n, np.size(x)))
-
-        return jnp.concatenate(
+        tensor_inputs = jnp.concatenate(
             [
-                normalized,
-                column(_sin_embedding(iteration, cd)),
-                column(np.log(float(num_tensors)) - 1.0),
-                column(jnp.log(common.safe_norm(flat_v) + 1e-8)),
-                column(np.log(float(n))),
-                column(ff_inputs),
-            ],
-            axis=1,
+                jnp.reshape(jnp.asarray(x, cd), (-1,))
+                for x in (
+                    _sin_embedding(iteration, cd),
+                    np.log(float(num_tensors)) - 1.0,
+                    jnp.log(common.safe_norm(flat_v) + 1e-8),
+                    np.log(float(n)),
+                    ff_inputs,
+                )
+            ]
         )
+        return groups, tensor_inputs
 
 
 class RNNMLPLOpt(lopt_base.LearnedOptimizer):
@@ -344,6 +354,10 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
       lstm_hidden_size: width of the LSTM.
       decays: decays of the momentum and second-moment accumulators.
     """
+
+    #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
+    #: in every form). Not a constructor argument: the library's constructor is kept.
+    mlp_form = "auto"
 
     def __init__(
         self,

@@ -1,0 +1,307 @@
+"""A small MLP applied to every parameter element, in the form that runs fastest.
+
+Every per-parameter learned optimizer (MLPLOpt, AdafacMLPLOpt, MLPNomLOpt, Celo2, the
+MLPs HyperV2 generates, RNNMLPLOpt) computes, for each element of a tensor, a few dozen
+features, normalizes each feature by its root mean square over the tensor, appends
+per-tensor inputs (time features, an LSTM's output) and runs a small MLP. Written the
+obvious way (features concatenated into ``[*shape, F]``, then ``x @ w``) the feature
+matrix and every hidden layer are materialized in memory, and XLA:CPU runs the skinny
+products at a few GFLOP/s: 50-200x the cost of an Adam step on a 932k-parameter model.
+
+:func:`mlp` computes the same function in one of three forms:
+
+* ``"reference"``: that obvious form, kept as the reference the others are tested
+  against (``tests/test_per_element.py``);
+* ``"elementwise"``: the layers unrolled into multiply-adds over the feature columns
+  (each a tensor-shaped array), so XLA fuses the whole MLP into one loop over the
+  elements and nothing per-hidden-unit reaches memory. The normalizers are per-feature
+  scales applied to the columns; per-tensor inputs are folded into the first layer's
+  bias (``b0 + t @ w0[F:]``, computed once per tensor). Its derivative is taken through
+  the stacked matrix-product form (a custom JVP: the same function, and a compact
+  derivative where the unrolled one made XLA:CPU's compiler run out of memory). Wins on
+  large tensors for narrow MLPs; its program grows with ``width**2``;
+* ``"blocked"``: the scaled columns stacked ``[N, F]`` and the MLP run as matrix
+  products on blocks of :data:`BLOCK` rows (``lax.map``), so each block's hidden
+  layers stay in cache instead of going to memory.
+
+``form="auto"`` picks by :func:`choose_form` (measured, see ``docs/benchmarks.md``:
+``benchmarks/bench_lopt_cost.py`` for deployment, ``benchmarks/bench_pes_forms.py`` for
+meta-training). All forms agree to float32 rounding (summation order differs).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+__all__ = [
+    "mlp",
+    "twice",
+    "choose_form",
+    "FORMS",
+    "BLOCK",
+    "ELEMENTWISE_MAX_WIDTH",
+    "ELEMENTWISE_MIN_SIZE",
+]
+
+FORMS = ("auto", "reference", "elementwise", "blocked")
+#: Rows per block of the ``"blocked"`` form (16k rows of 32 floats: 2 MB per layer).
+BLOCK = 16384
+#: The widest hidden layer the ``"elementwise"`` form is chosen for (``"auto"``).
+ELEMENTWISE_MAX_WIDTH = 16
+#: The smallest tensor the ``"elementwise"`` form is chosen for (``"auto"``).
+ELEMENTWISE_MIN_SIZE = BLOCK
+
+Layer = tuple[jax.Array, jax.Array]
+
+
+def choose_form(widths: Sequence[int], size: int) -> str:
+    """The form ``"auto"`` takes for an MLP with these hidden widths on ``size`` elements.
+
+    Measured on XLA:CPU (``benchmarks/bench_lopt_cost.py``, ``bench_pes_forms.py``):
+    unrolled multiply-adds win on large tensors up to width 16 (fused, nothing
+    materialized); wider layers compile slowly unrolled and run fastest as blocked
+    matrix products, and so do small tensors (meta-training's tasks, where the unrolled
+    form's many small kernels made PES 1.6x slower).
+
+    Args:
+      widths: the hidden layers' widths.
+      size: the number of elements (of one tensor, as the update sees it: under ``vmap``
+        the unbatched size).
+
+    Returns:
+      ``"elementwise"`` or ``"blocked"``.
+    """
+    narrow = max(widths, default=0) <= ELEMENTWISE_MAX_WIDTH
+    return "elementwise" if narrow and size >= ELEMENTWISE_MIN_SIZE else "blocked"
+
+
+def mlp(
+    layers: Sequence[Layer],
+    groups: Sequence[jax.Array],
+    shape: tuple[int, ...],
+    *,
+    tensor_inputs: jax.Array | None = None,
+    stat_groups: Sequence[jax.Array] | None = None,
+    norm_axes: Sequence[int] | None = None,
+    norm_eps: float = 1e-5,
+    activation: Callable[[jax.Array], jax.Array] = jax.nn.relu,
+    mean_outputs_from: int | None = None,
+    form: str = "auto",
+) -> list[jax.Array]:
+    """``MLP([normalize(concat(groups)), tensor_inputs])`` for every element of a tensor.
+
+    With ``x_f`` the feature columns of ``groups`` (in order) and ``t`` the per-tensor
+    inputs: ``x_f <- x_f / sqrt(norm_eps + mean(x_f^2))`` (mean over ``norm_axes``, if
+    given), ``h_1 = act([x, t] @ w_0 + b_0)``, ..., ``out = h_L @ w_L + b_L``.
+
+    Args:
+      layers: ``[(w_0, b_0), ..., (w_L, b_L)]``; ``w_0`` has one row per feature column,
+        then one per entry of ``tensor_inputs``.
+      groups: feature groups, each ``[*shape, width]``, in the compute dtype.
+      shape: the element shape (the tensor's shape; ``(1,)`` for scalars).
+      tensor_inputs: per-tensor inputs ``[T]`` (the same for every element), or None.
+      stat_groups: the same groups computed a second time, for the normalization
+        statistics only (see :func:`twice`); default ``groups``.
+      norm_axes: the axes of ``shape`` to normalize each feature over (None: no
+        normalization).
+      norm_eps: added to the mean square.
+      activation: between layers, not after the last.
+      mean_outputs_from: outputs from this index on are only needed averaged over the
+        elements (RNNMLPLOpt's messages to its LSTM): they are computed as the mean of the
+        last hidden layer times their weights (the same, by linearity), not per element.
+      form: one of :data:`FORMS`.
+
+    Returns:
+      One array of shape ``shape`` per output unit; with ``mean_outputs_from=k``, the
+      first ``k`` of them and then one vector of the other outputs' element means.
+    """
+    if form not in FORMS:
+        raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+    dtype = groups[0].dtype
+    layers = [(w.astype(dtype), b.astype(dtype)) for w, b in layers]
+    if form == "auto":
+        form = choose_form([int(w.shape[1]) for w, _ in layers[:-1]], math.prod(shape))
+    if form == "reference":
+        outs = _reference(layers, groups, shape, tensor_inputs, norm_axes, norm_eps, activation)
+        if mean_outputs_from is None:
+            return outs
+        k = mean_outputs_from
+        return [*outs[:k], jnp.stack([jnp.mean(o) for o in outs[k:]])]
+    eps = jnp.asarray(norm_eps, dtype)
+    nf = sum(int(g.shape[-1]) for g in groups)
+    w0, b0 = layers[0]
+    if tensor_inputs is not None:
+        b0 = b0 + tensor_inputs.astype(dtype) @ w0[nf:]
+    w0 = w0[:nf]
+    stats = groups if stat_groups is None else stat_groups
+    whole = norm_axes is not None and sorted(norm_axes) == list(range(len(shape)))
+    if form == "blocked" and whole:
+        # One scale per feature column: folded into the first layer's rows, so the
+        # stacked features need no normalized copy.
+        w0 = w0 * _scales(stats, tuple(norm_axes), eps)[:, None]
+        x = jnp.concatenate(list(groups), axis=-1).reshape(-1, nf)
+        return _blocked([(w0, b0), *layers[1:]], x, shape, activation, mean_outputs_from)
+    columns = _columns(groups)
+    if norm_axes is not None:
+        columns = _normalized(columns, _columns(stats), tuple(norm_axes), eps)
+    layers = [(w0, b0), *layers[1:]]
+    if form == "elementwise":
+        return _elementwise_differentiable(activation, mean_outputs_from, layers, columns)
+    x = jnp.stack([jnp.reshape(c, (-1,)) for c in columns], axis=-1)
+    return _blocked(layers, x, shape, activation, mean_outputs_from)
+
+
+def twice(features: Callable[..., list[jax.Array]], *inputs: Any) -> tuple[list, list]:
+    """``features(*inputs)`` for the MLP, and again for its normalization statistics.
+
+    The second copy reads its inputs through ``lax.optimization_barrier``, so XLA cannot
+    merge the two: the statistics' pass recomputes the features from the accumulators
+    (fused into its reductions) and so does the MLP's pass, instead of the features being
+    written to memory between the two passes (measured: several times fewer bytes).
+
+    Args:
+      features: ``inputs -> feature groups``.
+      *inputs: its arguments (arrays or pytrees of arrays).
+
+    Returns:
+      ``(groups, stat_groups)`` for :func:`mlp`.
+    """
+    return features(*inputs), features(*jax.lax.optimization_barrier(inputs))
+
+
+def _columns(groups: Sequence[jax.Array]) -> list[jax.Array]:
+    return [g[..., j] for g in groups for j in range(g.shape[-1])]
+
+
+def _scales(groups: Sequence[jax.Array], axes: tuple[int, ...], eps: jax.Array) -> jax.Array:
+    """``rsqrt(eps + mean(x^2))`` of every feature column over the whole tensor, ``[F]``."""
+    ms = [jnp.mean(jnp.square(g), axis=axes).reshape(-1) for g in groups]
+    return jax.lax.rsqrt(jnp.concatenate(ms) + eps)
+
+
+def _normalized(columns: list, stats: list, axes: tuple[int, ...], eps: jax.Array) -> list:
+    """Each column times ``rsqrt(eps + mean(stat^2))`` (mean over ``axes``).
+
+    One reduction per column: XLA fuses sibling reductions over the same inputs into one
+    pass (measured: stacking the squares and reducing once materializes ``[N, F]`` and
+    costs 5x more).
+    """
+    return [
+        c * jax.lax.rsqrt(jnp.mean(s * s, axis=axes, keepdims=True) + eps)
+        for c, s in zip(columns, stats, strict=True)
+    ]
+
+
+def _reference(layers, groups, shape, tensor_inputs, norm_axes, norm_eps, activation):
+    x = jnp.concatenate(list(groups), axis=-1)
+    if norm_axes is not None:
+        mean_sq = jnp.mean(jnp.square(x), axis=tuple(norm_axes), keepdims=True)
+        x = x * jax.lax.rsqrt(mean_sq + jnp.asarray(norm_eps, x.dtype))
+    if tensor_inputs is not None:
+        t = tensor_inputs.astype(x.dtype)
+        x = jnp.concatenate([x, jnp.broadcast_to(t, (*shape, t.shape[0]))], axis=-1)
+    for i, (w, b) in enumerate(layers):
+        x = x @ w + b
+        if i < len(layers) - 1:
+            x = activation(x)
+    return [x[..., j] for j in range(x.shape[-1])]
+
+
+def _elementwise(layers, columns: list[jax.Array], activation, mean_from) -> list[jax.Array]:
+    """Each layer as multiply-adds over columns: ``h_j = sum_i x_i w[i, j] + b[j]``."""
+
+    def layer(xs, w, b, units):
+        outs = []
+        for j in units:
+            acc = xs[0] * w[0, j]
+            for k in range(1, len(xs)):
+                acc = acc + xs[k] * w[k, j]
+            outs.append(acc + b[j])
+        return outs
+
+    xs = columns
+    for w, b in layers[:-1]:
+        xs = [activation(h) for h in layer(xs, w, b, range(w.shape[1]))]
+    w, b = layers[-1]
+    if mean_from is None:
+        return layer(xs, w, b, range(w.shape[1]))
+    mean_h = jnp.stack([jnp.mean(h) for h in xs])
+    return [*layer(xs, w, b, range(mean_from)), mean_h @ w[:, mean_from:] + b[mean_from:]]
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _elementwise_differentiable(activation, mean_from, layers, columns):
+    """:func:`_elementwise`, differentiated as the stacked matrix-product form.
+
+    Unrolled multiply-adds are the fastest forward pass, but their derivative is a graph
+    of ``width**2`` small fused kernels per layer that XLA:CPU compiles slowly and, for
+    the meta-gradient of an unroll, with many GB of memory. The same function's
+    derivative through the stacked ``[N, F] @ [F, H]`` form is compact; the values agree
+    to float32 rounding, and so do the derivatives (``tests/test_per_element.py``).
+    """
+    return _elementwise(layers, columns, activation, mean_from)
+
+
+@_elementwise_differentiable.defjvp
+def _elementwise_jvp(activation, mean_from, primals, tangents):
+    layers, columns = primals
+    out = _elementwise(layers, columns, activation, mean_from)
+    _, out_tangent = jax.jvp(
+        lambda ls, cs: _stacked(ls, cs, activation, mean_from), primals, tangents
+    )
+    return out, out_tangent
+
+
+def _stacked(layers, columns: list[jax.Array], activation, mean_from) -> list[jax.Array]:
+    """:func:`_elementwise`'s outputs, computed as matrix products on ``[N, F]``."""
+    shape = columns[0].shape
+    x = jnp.stack([jnp.reshape(c, (-1,)) for c in columns], axis=-1)
+    h = _matmuls(layers[:-1], x, activation, last=False)
+    w, b = layers[-1]
+    k = w.shape[1] if mean_from is None else mean_from
+    out = h @ w[:, :k] + b[:k]
+    outs = [out[:, j].reshape(shape) for j in range(k)]
+    if mean_from is None:
+        return outs
+    return [*outs, jnp.mean(h, axis=0) @ w[:, mean_from:] + b[mean_from:]]
+
+
+def _blocked(layers, x: jax.Array, shape, activation, mean_from=None) -> list[jax.Array]:
+    """The MLP on the rows of ``x`` ``[N, F]``, in blocks of :data:`BLOCK` rows."""
+    n = x.shape[0]
+    w_last, b_last = layers[-1]
+    k = w_last.shape[1] if mean_from is None else mean_from
+
+    def block(xb, valid):
+        h = _matmuls(layers[:-1], xb, activation, last=False)
+        out = h @ w_last[:, :k] + b_last[:k]
+        return out, jnp.sum(jnp.where(valid[:, None], h, 0), axis=0)
+
+    if n <= BLOCK:
+        out, h_sum = block(x, jnp.ones((n,), bool))
+    else:
+        blocks = -(-n // BLOCK)
+        x = jnp.pad(x, ((0, blocks * BLOCK - n), (0, 0))).reshape(blocks, BLOCK, -1)
+        valid = (jnp.arange(blocks * BLOCK) < n).reshape(blocks, BLOCK)
+        out, h_sums = jax.lax.map(lambda a: block(*a), (x, valid))
+        out, h_sum = out.reshape(blocks * BLOCK, -1)[:n], jnp.sum(h_sums, axis=0)
+    outs = [out[:, j].reshape(shape) for j in range(k)]
+    if mean_from is None:
+        return outs
+    return [*outs, (h_sum / n) @ w_last[:, mean_from:] + b_last[mean_from:]]
+
+
+def _matmuls(layers: list[Layer], x: jax.Array, activation, last: bool = True) -> jax.Array:
+    """``x`` through ``layers``, the activation between them (and after the last one
+    unless ``last``)."""
+    for i, (w, b) in enumerate(layers):
+        x = x @ w + b
+        if i < len(layers) - 1 or not last:
+            x = activation(x)
+    return x
