@@ -42,7 +42,7 @@ def main(steps: int = 1000, batch_size: int = 128, seed: int = 0, name: str | No
     params = model.init(jax.random.PRNGKey(seed), images[:1])["params"]
 
     trained = pretrained.load(name or pretrained.DEFAULT)  # the learned optimizer and theta
-    tx = optax.chain(trained.as_optax(num_steps=steps), optax.add_decayed_weights(1e-4))
+    tx = trained.as_optax(num_steps=steps, weight_decay=1e-4)
     opt_state = tx.init(params)
 
     def loss_fn(params, x, y):

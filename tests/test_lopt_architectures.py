@@ -138,6 +138,23 @@ def test_adafac_learned_decay_offsets_move_the_accumulators():
     np.testing.assert_allclose(np.asarray(state.mom_rolling.m["w"]), expected, rtol=1e-4)
 
 
+def test_adafac_non_factored_momentum_feature_matches_the_library():
+    """learned_optimization's adafac_mlp_lopt (commit 08d79a53b24889e62b4c9c9eded936ee133cfa54,
+    since its "Minor bugfix to adafac_mlp_lopt" of 2022-04-11): for tensors of rank < 2
+    the last feature group is ``m * (v + 1e-6) ** -0.5``; at ``v = 0`` that is ``1000 m``
+    (a floor at 1e-20 instead gave 1e10 m)."""
+    from learnopt.learned_optimizers import accumulators
+
+    lopt = adafac_mlp_lopt.AdafacMLPLOpt()
+    m = jnp.asarray([[0.5, -1.0, 2.0], [0.1, 0.0, -0.3]], jnp.float32)
+    v = jnp.asarray([[0.0, 0.0, 0.0], [4.0, 1e-4, 0.25]], jnp.float32)
+    acc = accumulators.FactoredAccum(v_row=jnp.zeros((0,)), v_col=jnp.zeros((0,)), v_diag=v)
+    p = g = jnp.ones((2,), jnp.float32)
+    groups = adafac_mlp_lopt.adafac_features(p, g, m, v[..., :1], v, acc, lopt.mom_eps)
+    expected = np.float64(m) * (np.float64(v) + 1e-6) ** -0.5
+    np.testing.assert_allclose(np.asarray(groups[-1]), expected, rtol=1e-5)
+
+
 def test_celo2_steps_have_rms_step_mult_per_tensor():
     lopt = celo2.Celo2(step_mult=0.01)
     theta = lopt.init(jax.random.PRNGKey(0))

@@ -14,7 +14,7 @@ arguments of ``SMALL`` (unknown names use their defaults):
   the ``Learnable*`` ones, NNAdam = Adam at lr 1e-4) decrease the loss at every step;
 * theta round-trips through a theta file (``checkpoints.save_theta`` / ``load_theta``
   with and without a target) and the loaded theta gives the same update;
-* ``lopt.as_optax(theta)`` works inside ``optax.chain(..., optax.add_decayed_weights)``
+* ``lopt.as_optax(theta, weight_decay=wd)`` is the learned step minus ``wd * params``
   with the loss passed as ``value``, and matches ``opt.update`` plus the decay;
 * truncated PES meta-training (a few dozen outer steps on a family of random quadratics)
   lowers the meta-loss, evaluated on fixed held-out tasks. The estimator sees theta as
@@ -272,11 +272,11 @@ def test_theta_round_trips_through_a_theta_file(case, tmp_path):
     assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(state)
 
 
-def test_as_optax_in_an_optax_chain_with_weight_decay(case):
+def test_as_optax_with_weight_decay_decays(case):
     wd = 0.1
     theta = case.theta
     opt = case.lopt.opt_fn(theta)
-    tx = optax.chain(case.lopt.as_optax(theta), optax.add_decayed_weights(wd))
+    tx = case.lopt.as_optax(theta, weight_decay=wd)
     task = FAMILY.task_fn(jax.tree_util.tree_map(lambda x: x[0], case.cfgs))
     params = task.init(jax.random.PRNGKey(3))
 
@@ -284,10 +284,10 @@ def test_as_optax_in_an_optax_chain_with_weight_decay(case):
     def step(params, tx_state, ref_state):
         loss, grads = jax.value_and_grad(task.loss)(params, None, None)
         updates, tx_state = tx.update(grads, tx_state, params, value=loss)
-        # What the chain should give: the learned step, then + wd * params.
+        # Decoupled decay: the learned step, then - wd * params.
         ref_state = opt.update(ref_state.replace(params=params), grads, loss=loss)
         expected = jax.tree_util.tree_map(
-            lambda n, p: n - p + wd * p, opt.get_params(ref_state), params
+            lambda n, p: n - p - wd * p, opt.get_params(ref_state), params
         )
         return optax.apply_updates(params, updates), tx_state, ref_state, updates, expected
 

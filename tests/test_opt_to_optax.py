@@ -4,7 +4,8 @@ Pins the library's expectations (an Adam and a learned optimizer run through
 ``opt_to_optax_opt``; ``extra_args={"loss": ..., "key": ...}``) and what learnopt adds:
 the loss and key actually reach the optimizer (also through ``optax.chain`` and
 ``LearnedOptimizer.as_optax``), and the result composes with ``optax.chain``,
-schedules and ``optax.add_decayed_weights``.
+schedules and ``optax.add_decayed_weights`` (before the optimizer, as L2
+regularization), and ``as_optax(weight_decay=...)`` decays the weights (decoupled).
 """
 
 from __future__ import annotations
@@ -154,6 +155,42 @@ def test_composes_with_add_decayed_weights_as_l2_regularization():
     for _ in range(3):
         expected = expected - lr * (grads_fn(None)["w"] + wd * expected)
     np.testing.assert_allclose(got["w"], expected, rtol=1e-6)
+
+
+def test_weight_decay_option_decays_the_weights_after_the_signed_step(quadratic):
+    """``as_optax(weight_decay=wd)``: ``p <- p + step - wd * p``; with zero gradients
+    (SGD's step is then zero) the params shrink by ``(1 - wd)`` a step, where chaining
+    ``add_decayed_weights(wd)`` after the signed step would grow them by ``(1 + wd)``."""
+    wd = 0.1
+    params = {"w": jnp.asarray([1.0, -2.0, 0.5])}
+    zero = lambda p: {"w": jnp.zeros(3)}  # noqa: E731
+    got, _ = _run(opt_base.SGD(0.1).as_optax(weight_decay=wd), params, zero)
+    np.testing.assert_allclose(got["w"], params["w"] * (1 - wd) ** 3, rtol=1e-6)
+    wrong = optax.chain(opt_base.SGD(0.1).as_optax(), optax.add_decayed_weights(wd))
+    grown, _ = _run(wrong, params, zero)
+    np.testing.assert_allclose(grown["w"], params["w"] * (1 + wd) ** 3, rtol=1e-6)
+    # With gradients: the step, then the decay of the params the step started from.
+    grads_fn = lambda p: {"w": jnp.asarray([0.2, 0.1, -0.4])}  # noqa: E731
+    got, _ = _run(opt_base.SGD(0.1).as_optax(weight_decay=wd), params, grads_fn)
+    expected = params["w"]
+    for _ in range(3):
+        expected = expected - 0.1 * grads_fn(None)["w"] - wd * expected
+    np.testing.assert_allclose(got["w"], expected, rtol=1e-6)
+    # A mask leaves the other params alone; a learned optimizer takes the same option.
+    both = {"w": jnp.ones(2), "b": jnp.ones(2)}
+    tx = opt_base.SGD(0.1).as_optax(weight_decay=wd, weight_decay_mask={"w": True, "b": False})
+    got, _ = _run(tx, both, lambda p: jax.tree_util.tree_map(jnp.zeros_like, p), steps=1)
+    np.testing.assert_allclose(got["w"], 0.9, rtol=1e-6)
+    np.testing.assert_allclose(got["b"], 1.0, rtol=1e-6)
+    lopt = lopt_base.LearnableSGD()
+    got, _ = _run(lopt.as_optax(lopt.init(None), weight_decay=wd), params, zero, steps=2)
+    np.testing.assert_allclose(got["w"], params["w"] * (1 - wd) ** 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.0, float("nan"), True, "0.1"])
+def test_weight_decay_outside_zero_one_is_refused(bad):
+    with pytest.raises(ValueError, match=r"weight_decay must be a number in \[0, 1\)"):
+        opt_base.SGD(0.1).as_optax(weight_decay=bad)
 
 
 def test_composes_with_a_schedule_scaling_the_steps():

@@ -65,8 +65,7 @@ def test_unknown_names_list_the_entries():
 def test_as_optax_composes_with_chain_schedules_and_weight_decay():
     trained = pretrained.load()
     tx = optax.chain(
-        trained.as_optax(num_steps=60),
-        optax.add_decayed_weights(1e-4),
+        trained.as_optax(num_steps=60, weight_decay=1e-4),
         optax.scale_by_schedule(optax.linear_schedule(1.0, 0.5, 60)),
     )
     target = jnp.linspace(-1.0, 1.0, 12).reshape(3, 4)

@@ -82,9 +82,7 @@ def test_the_loaded_optimizer_composes_with_optax(small, tmp_path):
     lopt, theta = small
     trained = theta_files.load(theta_files.save(tmp_path / "t.msgpack", lopt, theta))
     schedule = optax.linear_schedule(1.0, 0.5, 4)
-    tx = optax.chain(
-        trained.as_optax(), optax.add_decayed_weights(1e-2), optax.scale_by_schedule(schedule)
-    )
+    tx = optax.chain(trained.as_optax(weight_decay=1e-2), optax.scale_by_schedule(schedule))
     params = {"w": jnp.ones((3, 2)), "b": jnp.zeros((2,))}
     state = tx.init(params)
     for _ in range(3):

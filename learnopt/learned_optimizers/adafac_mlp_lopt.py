@@ -25,10 +25,11 @@ fed to an MLP (ReLU) with outputs ``(d, a)``:
 is ``1 - (1 - b0) * exp(10 * theta_decay)`` (``theta_decay`` starts at 0).
 
 learnopt differences: ``num_steps`` at ``init`` is optional (the library raises
-without it; it is stored but unused); the non-factored ``m / sqrt(v)`` floors ``v`` at
-1e-20 so meta-gradients stay finite for exactly-zero gradients; arithmetic in
-float32 (float64 for float64 params); the scalar-math code path
-(``concat_weights=False``) computes the same function with matmuls.
+without it; it is stored but unused); arithmetic in float32 (float64 for float64
+params); the scalar-math code path (``concat_weights=False``) computes the same function
+in the fastest form (:mod:`~learnopt.learned_optimizers.per_element`). The non-factored
+``m / sqrt(v + 1e-6)`` is the library's since its 2022-04-11 fix (learnopt used a 1e-20
+floor instead until 2026-12-01).
 """
 
 from __future__ import annotations
@@ -359,9 +360,9 @@ class AdafacMLPLOpt(lopt_base.LearnedOptimizer):
     #: in every form). Not a constructor argument: the library's constructor is kept.
     mlp_form = "auto"
     # Non-factored m / sqrt(v + mom_eps): learned_optimization's adafac_mlp_lopt computes
-    # m * v**-0.5, here 0 floors v at 1e-20 instead (accumulators.floored_rsqrt);
-    # MLPNomLOpt sets 1e-6, as its reference does.
-    mom_eps = 0.0
+    # m * (v + 1e-6)**-0.5 (since its commit "Minor bugfix to adafac_mlp_lopt",
+    # 2022-04-11; checked at 08d79a53b24889e62b4c9c9eded936ee133cfa54). MLPNomLOpt too.
+    mom_eps = 1e-6
 
     def __init__(
         self,

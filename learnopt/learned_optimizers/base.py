@@ -89,18 +89,30 @@ class LearnedOptimizer:
         """A short name for logs and file names (the class name here)."""
         return type(self).__name__
 
-    def as_optax(self, theta: MetaParams) -> optax.GradientTransformationExtraArgs:
+    def as_optax(
+        self,
+        theta: MetaParams,
+        weight_decay: float = 0.0,
+        weight_decay_mask: Any = None,
+    ) -> optax.GradientTransformationExtraArgs:
         """This learned optimizer, with ``theta`` fixed, as an optax transformation.
 
         Args:
           theta: the meta-parameters to fix (e.g. a trained theta).
+          weight_decay: decoupled weight decay per step (``p <- p + step -
+            weight_decay * p``), in [0, 1); use this rather than chaining
+            ``optax.add_decayed_weights``, which would make the weights grow (see
+            :meth:`~learnopt.optimizers.base.Optimizer.as_optax`).
+          weight_decay_mask: which parameters decay (None: all).
 
         Returns:
-          ``opt_fn(theta).as_optax()``: an ``optax.GradientTransformationExtraArgs``
+          ``opt_fn(theta).as_optax(...)``: an ``optax.GradientTransformationExtraArgs``
           whose updates are ``new_params - params`` (see
           :meth:`~learnopt.optimizers.base.Optimizer.as_optax`).
         """
-        return self.opt_fn(theta).as_optax()
+        return self.opt_fn(theta).as_optax(
+            weight_decay=weight_decay, weight_decay_mask=weight_decay_mask
+        )
 
     def __repr__(self) -> str:
         return f"{self.name}()"

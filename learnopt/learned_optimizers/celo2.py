@@ -25,7 +25,8 @@ Accumulators: momenta (0.9, 0.99, 0.999), second moment (0.95), factored second 
 (0.9, 0.99, 0.999); gradients are clipped to [-1000, 1000]. The update ignores the
 loss and the step count, so it is cheap (no LSTM, no per-tensor reductions beyond the
 normalizations) and drops into optax chains with a learning-rate schedule:
-``optax.chain(lopt.as_optax(theta), optax.add_decayed_weights(wd), ...)``.
+``optax.chain(lopt.as_optax(theta, weight_decay=wd), optax.scale_by_schedule(...))``
+(decoupled decay; ``add_decayed_weights(wd)`` after the signed step would grow weights).
 
 ``theta = {"ff_mod_stack": {"~": {"w0__0", ..., "w0__13", "b0", "w1", "b1", "w2",
 "b2"}}}``: one input matrix per feature group (``w0__i: [width_i, 8]``), hidden layers

@@ -9,7 +9,7 @@ optimizer::
 
     theta_files.save("my_lopt.msgpack", lopt, theta, licence="Apache-2.0")
     trained = theta_files.load("my_lopt.msgpack")     # no architecture to declare
-    tx = optax.chain(trained.as_optax(), optax.add_decayed_weights(1e-4))
+    tx = trained.as_optax(weight_decay=1e-4)
     lopt, theta = trained                              # it also unpacks
 
 ``learnopt meta-train`` (:func:`learnopt.train.meta_train`) writes its ``theta.msgpack``
@@ -234,7 +234,12 @@ class TrainedLOpt:
         """
         return self.lopt.opt_fn(self.theta, is_training=is_training)
 
-    def as_optax(self, num_steps: int | None = None) -> optax.GradientTransformationExtraArgs:
+    def as_optax(
+        self,
+        num_steps: int | None = None,
+        weight_decay: float = 0.0,
+        weight_decay_mask: Any = None,
+    ) -> optax.GradientTransformationExtraArgs:
         """The optimizer as an optax transformation (composes with ``optax.chain``).
 
         Pass the loss as ``extra_args={"loss": loss}`` or ``value=loss`` to ``update``
@@ -244,14 +249,19 @@ class TrainedLOpt:
         Args:
           num_steps: the planned number of steps, passed to the optimizer's ``init``;
             None when unknown.
+          weight_decay: decoupled weight decay per step (``p <- p + step -
+            weight_decay * p``), in [0, 1); use this rather than chaining
+            ``optax.add_decayed_weights``, which would make the weights grow.
+          weight_decay_mask: which parameters decay (None: all).
 
         Returns:
           An ``optax.GradientTransformationExtraArgs`` whose updates are
           ``new_params - params``.
         """
+        decay = {"weight_decay": weight_decay, "weight_decay_mask": weight_decay_mask}
         if num_steps is None:
-            return self.lopt.as_optax(self.theta)
-        return self.opt_fn().as_optax(num_steps=num_steps)
+            return self.lopt.as_optax(self.theta, **decay)
+        return self.opt_fn().as_optax(num_steps=num_steps, **decay)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Writes the same theta and metadata to ``path`` (the write is atomic).

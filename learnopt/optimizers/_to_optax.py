@@ -9,7 +9,8 @@ which checks its argument is an ``Optimizer``) calls it. See
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -17,7 +18,7 @@ import optax
 
 from learnopt.canonical import leaf_compute_dtype
 
-__all__ = ["transformation"]
+__all__ = ["transformation", "with_weight_decay"]
 
 _LOSS_NAMES = ("loss", "value")
 
@@ -67,3 +68,41 @@ def transformation(opt: Any, num_steps: int | None = None) -> optax.GradientTran
 def _delta(new: Any, old: Any) -> Any:
     cd = leaf_compute_dtype(old.dtype)
     return (new.astype(cd) - old.astype(cd)).astype(old.dtype)
+
+
+def with_weight_decay(
+    tx: optax.GradientTransformationExtraArgs,
+    weight_decay: float,
+    mask: Any | Callable[[Any], Any] | None = None,
+) -> optax.GradientTransformationExtraArgs:
+    """``tx`` followed by decoupled weight decay: ``p <- p + update - weight_decay * p``.
+
+    ``tx``'s updates are already the signed step (``new_params - params``), so the decay
+    is subtracted after it (``optax.add_decayed_weights(-weight_decay)``), not added as
+    before a ``scale(-lr)``: chaining ``add_decayed_weights(wd)`` after a learned
+    optimizer makes the weights grow. This is AdamW's decoupled decay with
+    ``weight_decay`` in the role of ``learning_rate * weight_decay`` (Loshchilov and
+    Hutter, 2019, arXiv:1711.05101).
+
+    Args:
+      tx: the transformation whose updates are the step itself.
+      weight_decay: the fraction of each parameter removed per step, in [0, 1).
+      mask: as in ``optax.add_decayed_weights``: a tree of booleans (or a function of
+        the params returning one), True where to decay; None decays every parameter.
+
+    Returns:
+      ``tx`` itself for ``weight_decay == 0``, else ``optax.chain(tx, decay)``.
+    """
+    if (
+        isinstance(weight_decay, bool)
+        or not isinstance(weight_decay, int | float)
+        or not math.isfinite(weight_decay)
+        or not 0.0 <= weight_decay < 1.0
+    ):
+        raise ValueError(
+            "weight_decay must be a number in [0, 1) (the fraction of each parameter "
+            f"removed per step), got {weight_decay!r}"
+        )
+    if weight_decay == 0.0:
+        return tx
+    return optax.chain(tx, optax.add_decayed_weights(-float(weight_decay), mask=mask))

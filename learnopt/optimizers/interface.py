@@ -397,20 +397,34 @@ class Optimizer:
 
         return settle_dtypes(step, state, what=f"{type(self).__name__} state")
 
-    def as_optax(self, num_steps: int | None = None) -> optax.GradientTransformationExtraArgs:
+    def as_optax(
+        self,
+        num_steps: int | None = None,
+        weight_decay: float = 0.0,
+        weight_decay_mask: Any = None,
+    ) -> optax.GradientTransformationExtraArgs:
         """This optimizer as an optax transformation (see :mod:`~learnopt.optimizers.opt_to_optax`).
 
         ``update(grads, state, params, extra_args={"loss": ..., "key": ...})`` (or
         ``value=loss``, optax's name) runs :meth:`update` and returns
-        ``new_params - params``; it composes with ``optax.chain``.
+        ``new_params - params``; it composes with ``optax.chain``. Those updates are
+        the signed step: decay weights with ``weight_decay=`` here, not by chaining
+        ``optax.add_decayed_weights(wd)`` after it (that adds ``+wd * params`` to the
+        step and makes the weights grow).
 
         Args:
           num_steps: the planned number of steps, passed to :meth:`init`.
+          weight_decay: decoupled weight decay, the fraction of each parameter removed
+            per step (``p <- p + step - weight_decay * p``; AdamW's ``lr * wd``), in
+            [0, 1). 0: none.
+          weight_decay_mask: which parameters decay (``optax.add_decayed_weights``'s
+            ``mask``: a tree of booleans or a function of the params); None: all.
 
         Returns:
           An ``optax.GradientTransformationExtraArgs``.
         """
-        return _to_optax.transformation(self, num_steps=num_steps)
+        tx = _to_optax.transformation(self, num_steps=num_steps)
+        return _to_optax.with_weight_decay(tx, weight_decay, weight_decay_mask)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -2,11 +2,10 @@
 
 ::
 
-    import optax
     from learnopt import pretrained
 
     trained = pretrained.load()                      # the default entry, a TrainedLOpt
-    tx = optax.chain(trained.as_optax(), optax.add_decayed_weights(1e-4))
+    tx = trained.as_optax(weight_decay=1e-4)
     # updates, state = tx.update(grads, state, params, value=loss)
 
 Each entry is a theta file with metadata (:mod:`learnopt.learned_optimizers.theta_files`)
