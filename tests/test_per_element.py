@@ -62,7 +62,7 @@ RTOL = 1e-4
 
 def _params(dtype) -> dict[str, jax.Array]:
     rng = np.random.default_rng(0)
-    shapes = {"w": (40, 30), "c": (2, 3, 4)}
+    shapes = {"w": (40, 30)}  # one tensor: compiles dominate; shapes: the direct test
     return {k: jnp.asarray(0.1 * rng.standard_normal(s), dtype) for k, s in shapes.items()}
 
 
@@ -151,8 +151,9 @@ def test_fast_forms_updates_and_meta_gradients_equal_the_reference(small_blocks,
         _assert_close(grad, ref_grad, RTOL, f"{name} {form} meta-gradient")
 
 
-# One architecture per feature path (plain; Adafactor features and last-two-axes norm).
-@pytest.mark.parametrize("name", ["MLPLOpt", "Celo2"])
+# The params' dtype reaches the MLP only through the compute dtype (float32 for
+# bfloat16 params), the same in every architecture: one of them is checked.
+@pytest.mark.parametrize("name", ["MLPLOpt"])
 def test_fast_forms_on_bfloat16_params_equal_the_reference(small_blocks, name):
     lopt = ARCHITECTURES[name]()
     theta = _perturbed_theta(lopt)
