@@ -259,17 +259,9 @@ def _elementwise_jvp(activation, mean_from, primals, tangents):
 
 
 def _stacked(layers, columns: list[jax.Array], activation, mean_from) -> list[jax.Array]:
-    """:func:`_elementwise`'s outputs, computed as matrix products on ``[N, F]``."""
-    shape = columns[0].shape
+    """:func:`_elementwise`'s outputs, computed as :func:`_blocked` matrix products."""
     x = jnp.stack([jnp.reshape(c, (-1,)) for c in columns], axis=-1)
-    h = _matmuls(layers[:-1], x, activation, last=False)
-    w, b = layers[-1]
-    k = w.shape[1] if mean_from is None else mean_from
-    out = h @ w[:, :k] + b[:k]
-    outs = [out[:, j].reshape(shape) for j in range(k)]
-    if mean_from is None:
-        return outs
-    return [*outs, jnp.mean(h, axis=0) @ w[:, mean_from:] + b[mean_from:]]
+    return _blocked(layers, x, columns[0].shape, activation, mean_from)
 
 
 def _blocked(layers, x: jax.Array, shape, activation, mean_from=None) -> list[jax.Array]:
