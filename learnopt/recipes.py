@@ -14,7 +14,7 @@ are not told from here (pure data: importing this module imports no JAX):
   walkthrough.
 
 The task families of a run are expanded by :func:`learnopt.run.build.expand_families`;
-the periodic held-out evaluation is :class:`learnopt.evaluation.periodic.PeriodicEval`.
+the periodic meta-validation is :class:`learnopt.evaluation.periodic.PeriodicEval`.
 """
 
 from __future__ import annotations

@@ -440,6 +440,162 @@ def test_baseline_cache_reuses_curves_and_runs_only_the_candidate(tmp_path):
     assert run()[1] == 3
 
 
+def _linear_curves(name, finals, valids, values, steps=100):
+    """One seed per point: train falls linearly from 2 to ``final``; valid 2 -> ``valid``."""
+    train = np.stack([np.linspace(2.0, f, steps) for f in finals]).astype(np.float32)[:, None]
+    valid = np.asarray([[[2.0, v]] for v in valids], np.float32)
+    return evaluation.Curves(
+        name=name,
+        labels=tuple(f"p{i}" for i in range(len(finals))),
+        values=values,
+        train_loss=train,
+        valid_steps=np.asarray([0, steps]),
+        valid_loss=valid,
+    )
+
+
+def _four_baseline_task(task, cand, adam, cosine, opt_list, reference):
+    """A task's curves: ``(final train, final valid)`` pairs for the candidate and each point."""
+
+    def curves(name, points, values):
+        return _linear_curves(name, [p[0] for p in points], [p[1] for p in points], values)
+
+    lrs = {"learning_rate": (1e-3, 1e-2, 1e-1)}
+    return evaluation.TaskResult(
+        task=task,
+        curves={
+            "cand": curves("cand", [cand], {}),
+            "Adam": curves("Adam", adam, lrs),
+            "AdamWarmupCosine": curves("AdamWarmupCosine", cosine, lrs),
+            "OptList": curves("OptList", opt_list, {"config": (0.0, 1.0)}),
+            "Reference": curves("Reference", [reference], {"learning_rate": (1e-2,)}),
+        },
+        num_steps=100,
+        num_seeds=1,
+        eval_every=100,
+        valid_split="outer_valid",
+        valid_batches=1,
+        seconds=0.0,
+    )
+
+
+def test_the_summary_against_each_baseline_on_train_and_valid_is_what_hand_arithmetic_gives():
+    # (final train, final valid) of the candidate and of every point of every baseline.
+    tasks = [
+        _four_baseline_task(
+            "a", (0.2, 0.9), adam=[(0.5, 1.0), (0.4, 0.8), (0.6, 0.7)],
+            cosine=[(0.3, 0.6), (0.25, 1.2), (0.35, 0.5)], opt_list=[(0.1, 1.5), (0.2, 0.4)],
+            reference=(0.8, 0.3),
+        ),
+        _four_baseline_task(
+            "b", (1e-4, 0.5), adam=[(1e-3, 0.5), (2e-3, 0.4), (3e-3, 0.3)],
+            cosine=[(5e-5, 1.0), (1e-4, 1.0), (2e-4, 1.0)], opt_list=[(4e-4, 0.5), (3e-4, 0.6)],
+            reference=(1e-3, 0.25),
+        ),
+    ]  # fmt: skip
+    names = ("Adam", "AdamWarmupCosine", "OptList", "Reference")
+    summaries = [evaluation.summarize_task(t, "cand", names) for t in tasks]
+
+    # By hand: each tuned baseline is its lowest final train point; window = 10 steps of a
+    # linear curve, so final_train = final + 4.5 * slope (slope = (2 - final) / 99).
+    def ft(final):
+        return final + 4.5 * (2.0 - final) / 99
+
+    chosen = {
+        "a": {"Adam": (1, 0.4, 0.8), "AdamWarmupCosine": (1, 0.25, 1.2),
+              "OptList": (0, 0.1, 1.5), "Reference": (0, 0.8, 0.3)},
+        "b": {"Adam": (0, 1e-3, 0.5), "AdamWarmupCosine": (0, 5e-5, 1.0),
+              "OptList": (1, 3e-4, 0.6), "Reference": (0, 1e-3, 0.25)},
+    }  # fmt: skip
+    cand = {"a": (0.2, 0.9), "b": (1e-4, 0.5)}
+    expected = {n: {"log": [], "logv": [], "wins": 0, "wins_valid": 0} for n in names}
+    for s in summaries:
+        c_train, c_valid = ft(cand[s.task][0]), cand[s.task][1]
+        assert s.candidate_stats.final_train == pytest.approx(c_train)
+        for name in names:
+            index, final, valid = chosen[s.task][name]
+            b, comp = s.baselines[name], s.comparisons[name]
+            assert b.index == index, (s.task, name)
+            assert b.stats.final_train == pytest.approx(ft(final))
+            assert comp.normalized_loss == pytest.approx(c_train / ft(final))
+            # The curves are float32: absolute tolerance on the (possibly near-zero) logs.
+            log_diff = math.log(c_train) - math.log(ft(final))
+            assert comp.log_loss_diff == pytest.approx(log_diff, abs=1e-5)
+            assert comp.normalized_valid == pytest.approx(c_valid / valid)
+            assert comp.log_valid_diff == pytest.approx(math.log(c_valid / valid), abs=1e-5)
+            assert comp.wins == (c_train < ft(final)) and comp.wins_valid == (c_valid < valid)
+            expected[name]["log"].append(math.log(c_train / ft(final)))
+            expected[name]["logv"].append(math.log(c_valid / valid))
+            expected[name]["wins"] += c_train < ft(final)
+            expected[name]["wins_valid"] += c_valid < valid
+    # Only a learning-rate grid has edges: OptList's last entry is not "at the edge".
+    assert summaries[0].baselines["AdamWarmupCosine"].at_edge is False
+    assert summaries[1].baselines["Adam"].at_edge is True
+    assert summaries[1].baselines["OptList"].at_edge is False
+
+    result = evaluation.SuiteResult("cand", names, tasks, summaries, {
+        "num_steps": 100, "num_seeds": 1, "select_by": "final", "window": 10,
+        "valid_split": "outer_valid", "valid_batches": 1,
+    })  # fmt: skip
+    agg = result.aggregate()
+    for name in names:
+        e, a = expected[name], agg[name]
+        assert (a["wins"], a["wins_valid"]) == (e["wins"], e["wins_valid"]), name
+        assert a["mean_log_loss_diff"] == pytest.approx(np.mean(e["log"]), abs=1e-5)
+        assert a["mean_log_valid_diff"] == pytest.approx(np.mean(e["logv"]), abs=1e-5)
+        assert a["geomean_normalized_loss"] == pytest.approx(math.exp(np.mean(e["log"])))
+        assert a["geomean_normalized_valid"] == pytest.approx(math.exp(np.mean(e["logv"])))
+    text = result.markdown()
+    a = agg["Adam"]
+    assert (
+        f"| tuned Adam | {a['wins']}/2 | {a['wins_valid']}/2 | {a['reaches']}/2 | "
+        f"{a['geomean_normalized_loss']:.3g} | {a['geomean_normalized_valid']:.3g} | "
+        f"{a['mean_log_loss_diff']:+.3f} | {a['mean_log_valid_diff']:+.3f} |"
+    ) in text
+    assert "| Reference (untuned, p0) |" in text
+    log_a = summaries[0].comparisons["OptList"]
+    assert f"{log_a.log_loss_diff:+.3f} / {log_a.log_valid_diff:+.3f}" in text
+    rows = evaluation.summary_rows(result)
+    row = next(r for r in rows if r["task"] == "b" and r["optimizer"] == "OptList")
+    assert row["log_valid_diff"] == pytest.approx(
+        summaries[1].comparisons["OptList"].log_valid_diff
+    )
+
+
+def test_the_default_baselines_are_tuned_adam_tuned_warmup_cosine_opt_list_and_the_reference():
+    assert evaluation.default_baselines() == ("Adam", "AdamWarmupCosine", "OptList", "Reference")
+    ref_lr = evaluation.REFERENCE_SCHEDULE_LR
+    lopt = lopt_base.LearnableSGD(initial_lr=0.05)
+    candidate = evaluation.learned_sweep(lopt, lopt.init(jax.random.PRNGKey(0)))
+    baselines = evaluation.baseline_sweeps(None, (ref_lr, 0.1))
+    assert [b.name for b in baselines] == list(evaluation.default_baselines())
+    assert baselines[2].size == evaluation.OPT_LIST_TRIALS and baselines[3].size == 1
+    result = evaluation.evaluate_suite(
+        ["QuadraticTask"], candidate, baselines, num_steps=10, num_seeds=1
+    )
+    curves = result.tasks[0].curves
+    # The reference is the warmup + cosine schedule at one rate: the same runs.
+    np.testing.assert_array_equal(
+        curves["Reference"].train_loss[0], curves["AdamWarmupCosine"].train_loss[0]
+    )
+    # Warmup: the schedule's first step is at rate 0, so the loss is unchanged by it.
+    assert (
+        curves["AdamWarmupCosine"].train_loss[0, 0, 1]
+        == curves["AdamWarmupCosine"].train_loss[0, 0, 0]
+    )
+    assert curves["Adam"].train_loss[0, 0, 1] < curves["Adam"].train_loss[0, 0, 0]
+    # OptList's entries differ from each other.
+    assert len({float(x) for x in curves["OptList"].train_loss[:, 0, -1]}) > 1
+    assert set(result.summaries[0].comparisons) == set(evaluation.default_baselines())
+    assert evaluation.baseline_sweep("OptList3").size == 3
+    with pytest.raises(ValueError, match="OptList"):
+        evaluation.baseline_sweep("OptListX")
+    with pytest.raises(ValueError, match="trials"):
+        evaluation.opt_list_sweep(0)
+    with pytest.raises(ValueError, match="repeat"):
+        evaluation.baseline_sweeps(["Adam", "Adam"])
+
+
 # ---------------------------------------------------------------- the package's faces
 
 #: Every public name of the old ``learnopt.eval`` module (its ``__all__`` and the

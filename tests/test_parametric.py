@@ -231,3 +231,35 @@ def test_heldout_suite_is_disjoint_and_covers_three_kinds():
     assert set(suites.suite_names()) >= {"heldout", "meta-train"}
     with pytest.raises(KeyError):
         suites.get_suite("nope")
+
+
+def test_meta_valid_suite_shares_no_task_or_configuration_with_meta_train_or_heldout():
+    """Every pair of members across the three sets differs in name and in configuration.
+
+    A configuration is the model's input shape and its sorted parameter shapes (so the
+    same model on another dataset or batch size counts as the same configuration).
+    """
+    meta_valid = suites.get_suite("meta-valid")
+    assert len(meta_valid) == len(set(meta_valid)) >= 5
+    kinds = {n.split("_")[0] for n in meta_valid}
+    assert {"ImageMLP", "Conv", "RNNLM", "TransformerLM"} <= kinds
+
+    def signature(task, batch):
+        shapes = sorted(tuple(x.shape) for x in jax.tree.leaves(jax.eval_shape(task.init, KEY)))
+        return (tuple(jax.tree.leaves(batch)[0].shape[1:]), tuple(shapes))
+
+    members = {}  # name -> (set, signature)
+    for fam in suites.meta_train_families():
+        members[fam.name] = (
+            "meta-train",
+            signature(fam.task_fn(fam.sample(KEY)), fam.datasets.abstract_batch),
+        )
+    for set_name in ("meta-train", "heldout", "meta-valid"):
+        for name in suites.get_suite(set_name):
+            task = tasks_base.get_task(name)
+            assert name not in members, (name, set_name, members.get(name))
+            members[name] = (set_name, signature(task, task.datasets.abstract_batch))
+    for a, (set_a, sig_a) in members.items():
+        for b, (set_b, sig_b) in members.items():
+            if set_a != set_b and "meta-valid" in (set_a, set_b):
+                assert sig_a != sig_b, f"{a} ({set_a}) has the configuration of {b} ({set_b})"

@@ -1,4 +1,5 @@
-"""The periodic held-out evaluation (learnopt.evaluation.periodic): ``eval.csv``, ``eval.png``.
+"""The periodic meta-validation (learnopt.evaluation.periodic): ``eval.csv``, ``eval.png``,
+``theta_best.msgpack``.
 
 ``PeriodicEval`` is driven here as ``meta_train`` drives it, with the information of each
 metrics flush (every 2 meta-steps of a 4-step run, then a resumed run to step 6);
@@ -90,6 +91,52 @@ def test_defaults_come_from_the_configuration():
     assert callback.learning_rates == config.EVAL_LEARNING_RATES
     with pytest.raises(ValueError, match="tasks"):
         periodic.PeriodicEval(10, "QuadraticTask")
+
+
+def test_the_default_tasks_are_the_meta_valid_suite():
+    from learnopt.tasks import suites
+
+    assert config.EVAL_TASKS == suites.get_suite("meta-valid") == suites.META_VALID
+    assert not set(config.EVAL_TASKS) & set(suites.get_suite("heldout"))
+
+
+def test_eval_score_is_the_geometric_mean_and_a_diverged_task_is_never_best():
+    rows = [
+        {"normalized_loss": 0.5, "final_train": 1.0, "adam_final_train": 2.0},
+        {"normalized_loss": 8.0, "final_train": 4.0, "adam_final_train": 0.5},
+    ]
+    assert periodic.eval_score(rows) == pytest.approx(2.0)  # sqrt(0.5 * 8)
+    diverged = [rows[0], {**rows[1], "normalized_loss": math.nan, "final_train": math.nan}]
+    assert periodic.eval_score(diverged) == math.inf
+    no_baseline = [{**r, "normalized_loss": math.nan, "adam_final_train": math.nan} for r in rows]
+    assert periodic.eval_score(no_baseline) == pytest.approx(2.0)  # sqrt(1 * 4)
+    assert periodic.eval_score([]) == math.inf
+
+
+def test_the_best_theta_is_kept_and_a_resumed_run_keeps_its_best(tmp_path):
+    from learnopt.learned_optimizers import theta_files
+
+    lopt = lopt_base.LearnableSGD()
+    slow, good, bad = ({"log_lr": jnp.float32(np.log(lr))} for lr in (1e-3, 0.1, 1e-4))
+
+    def evaluate(callback, step, theta):
+        callback(_flush(step, lopt, theta, tmp_path, num_steps=8))
+
+    callback = periodic.PeriodicEval(2, ["QuadraticTask"], steps=STEPS, progress=False)
+    evaluate(callback, 2, slow)
+    evaluate(callback, 4, good)
+    evaluate(callback, 6, bad)
+    path = tmp_path / periodic.BEST_THETA_FILE
+    best = theta_files.load(path)
+    assert best.metadata["meta_training"]["step"] == callback.best_step == 4
+    np.testing.assert_allclose(best.theta["log_lr"], good["log_lr"])
+    scores = [periodic.eval_score([r]) for r in callback.history]
+    assert callback.best_score == min(scores) == scores[1] < scores[0] < scores[2]
+
+    resumed = periodic.PeriodicEval(2, ["QuadraticTask"], steps=STEPS, progress=False)
+    evaluate(resumed, 8, slow)  # worse than step 4's: theta_best stays
+    assert resumed.best_step == 4 and resumed.best_score == pytest.approx(scores[1])
+    assert theta_files.load(path).metadata["meta_training"]["step"] == 4
 
 
 # ------------------------------------------------------------ rewinding the data

@@ -44,7 +44,7 @@ _SECTIONS = (
     "what to meta-train",
     "meta-gradient estimator",
     "outer optimizer",
-    "periodic held-out evaluation (eval.csv, eval.png)",
+    "periodic meta-validation (eval.csv, eval.png, theta_best.msgpack)",
     "output, checkpoints and resume",
     "devices, processes and machines (docs/distributed.md)",
 )

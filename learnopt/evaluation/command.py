@@ -7,9 +7,10 @@
     learnopt evaluate --optimizer Adam --lr 3e-3                          # a hand-designed one
 
 The candidate (a learned optimizer with the theta of ``--theta``, or ``--optimizer``
-at ``--lr`` evaluated "as if it were a learned optimizer") and learning-rate sweeps of
-the baselines (``--baselines``, default Adam, NAdamW (AdamW until NAdamW is registered)
-and SGDM over ``--lrs``) train every task of the suite for ``--steps`` steps over
+at ``--lr`` evaluated "as if it were a learned optimizer") and the baselines
+(``--baselines``; by default constant Adam and Adam with warmup + cosine decay, each
+tuned per task over ``--lrs``, the best of OptList's first NAdamW settings, and the
+untuned reference schedule) train every task of the suite for ``--steps`` steps over
 ``--seeds`` seeds; see :mod:`learnopt.evaluation` for what is measured. Output folder:
 ``summary.md`` (also printed), ``summary.csv`` (one row per task and optimizer),
 ``sweep.csv`` (every learning rate), ``curves.csv`` (candidate and tuned baselines, per
@@ -334,7 +335,7 @@ def _evaluate(cfg: EvaluateConfig) -> SuiteResult:
     _check_out(out, tasks, cfg)
     try:
         baselines = baseline_sweeps(cfg.baselines, cfg.lrs or DEFAULT_LEARNING_RATES)
-    except KeyError as e:
+    except (KeyError, ValueError) as e:
         raise EvalError(f"--baselines: {e}", usage=True) from None
     _check_data(tasks)
     if not cfg.quiet:

@@ -24,6 +24,9 @@ __all__ = [
     "PeriodicEvalConfig",
     "DEFAULT_LEARNING_RATES",
     "DEFAULT_BASELINES",
+    "OPT_LIST_TRIALS",
+    "REFERENCE_SCHEDULE",
+    "REFERENCE_SCHEDULE_LR",
     "DEFAULT_SUITE_PREFERENCE",
     "EVAL_TASKS",
     "EVAL_LEARNING_RATES",
@@ -57,9 +60,24 @@ def _geometric_grid(low: float, high: float, num: int) -> tuple[float, ...]:
 #: the high end is where SGD with momentum is tuned on small problems.
 DEFAULT_LEARNING_RATES: tuple[float, ...] = _geometric_grid(1e-4, 1.0, 9)
 
-#: Baselines compared against by default; ``NAdamW`` is used when it is registered
-#: (else ``AdamW``), see :func:`learnopt.evaluation.sweeps.default_baselines`.
-DEFAULT_BASELINES: tuple[str, ...] = ("Adam", "NAdamW", "SGDM")
+#: Baselines compared against by default (:func:`learnopt.evaluation.sweeps.baseline_sweeps`):
+#: constant Adam and Adam with warmup + cosine decay to zero, each tuned per task over the
+#: learning-rate grid; the first :data:`OPT_LIST_TRIALS` NAdamW settings of the OptList
+#: (Metz et al., arXiv:2002.11887), the best per task; and the untuned reference schedule
+#: (:data:`REFERENCE_SCHEDULE`, one run). Any registered optimizer name is a baseline too
+#: (e.g. ``SGDM``, swept over the grid).
+DEFAULT_BASELINES: tuple[str, ...] = ("Adam", "AdamWarmupCosine", "OptList", "Reference")
+
+#: OptList trials of the ``OptList`` baseline (``OptList<k>`` names another count).
+OPT_LIST_TRIALS = 9
+
+#: The untuned reference schedule: Adam with warmup + cosine decay at one peak rate for
+#: every task. The rate was chosen on the meta-training and meta-validation tasks, never on
+#: ``heldout``: the lowest geometric-mean final train loss relative to each task's best,
+#: over the grid 1e-3 ... 1e-1 (``python benchmarks/choose_reference_schedule.py``;
+#: figures in ``docs/evaluation.md``).
+REFERENCE_SCHEDULE_LR = 1e-2
+REFERENCE_SCHEDULE = "Reference"
 
 #: The suite ``learnopt evaluate`` runs without ``--suite``: the first of these that is
 #: defined (the held-out suite; ``smoke`` always is).
@@ -79,14 +97,18 @@ VECTORIZE_CHOICES: tuple[str, ...] = ("auto", "vmap", "map")
 SELECT_BY = "final"
 SELECT_BY_CHOICES: tuple[str, ...] = ("final", "mean")
 
-#: Held-out tasks of the periodic evaluation: one of each kind that costs about a
-#: millisecond per step on a CPU (an MLP, an auto-encoder, a recurrent and an attention
-#: language model).
+#: Tasks of the periodic evaluation: the ``meta-valid`` suite of
+#: :mod:`learnopt.tasks.suites` (two MLPs, an auto-encoder, a conv net, a vanilla-RNN and
+#: a Transformer LM; disjoint from the meta-training families and from ``heldout``,
+#: tested), written out here so that this module imports no JAX (a test checks they are
+#: the suite's).
 EVAL_TASKS: tuple[str, ...] = (
-    "ImageMLP_Mnist5k_14_Tanh64x64",
-    "ImageMLPAE_Digits8_32x8x32_bs128",
-    "RNNLM_pystdlibbytes_Patch16_LSTM32_Embed32_bs32",
-    "TransformerLM_PyStdlibBytes_MultiRuntime_3",
+    "ImageMLP_Mnist5k_10_Silu96x48",
+    "ImageMLP_Digits8_Elu16x16x16x16",
+    "ImageMLPAE_Mnist5k_128x32x128_bs128",
+    "Conv_Digits8_16x32x32",
+    "RNNLM_pystdlibbytes_Patch16_VanillaRNN64_Embed32_bs32",
+    "TransformerLM_PyStdlibBytes_MultiRuntime_1",
 )
 #: Adam's learning-rate grid in the periodic evaluation (computed once per run).
 EVAL_LEARNING_RATES: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
@@ -95,7 +117,7 @@ _CANDIDATE = "candidate (one of --theta or --optimizer)"
 _TASKS = "tasks and baselines"
 _TRAINING = "training"
 _OUTPUT = "input and output"
-_PERIODIC = "periodic held-out evaluation (eval.csv, eval.png)"
+_PERIODIC = "periodic meta-validation (eval.csv, eval.png, theta_best.msgpack)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,8 +168,10 @@ class EvaluateConfig:
     )
     baselines: tuple[str, ...] | None = setting(
         None,
-        f"baseline optimizers to tune (default: {','.join(DEFAULT_BASELINES)}; AdamW if "
-        "NAdamW is not registered)",
+        f"baselines (default: {','.join(DEFAULT_BASELINES)}): registered optimizers "
+        "tuned over --lrs, 'OptList' (its first "
+        f"{OPT_LIST_TRIALS} NAdamW settings; 'OptList<k>' the first k), 'Reference' "
+        f"(untuned Adam + warmup/cosine at {REFERENCE_SCHEDULE_LR:g})",
         metavar="A,B",
         parse="name_list",
         group=_TASKS,
@@ -233,7 +257,7 @@ class EvaluateConfig:
 
 @dataclasses.dataclass(frozen=True)
 class PeriodicEvalConfig:
-    """The settings of the periodic held-out evaluation during meta-training.
+    """The settings of the periodic meta-validation during meta-training.
 
     ``learnopt meta-train``'s ``--eval-*`` flags are derived from these fields, and
     :class:`learnopt.evaluation.periodic.PeriodicEval` takes its defaults from them.
@@ -244,9 +268,9 @@ class PeriodicEvalConfig:
 
     every: int | None = setting(
         None,
-        "every N meta-steps train a few held-out tasks with the current theta and "
+        "every N meta-steps train the meta-validation tasks with the current theta, "
         f"compare the final training loss with Adam tuned over {len(EVAL_LEARNING_RATES)} "
-        "learning rates (default: off)",
+        "learning rates and keep the best theta as theta_best.msgpack (default: off)",
         flag="--eval-every",
         metavar="N",
         parse="positive_int",
@@ -254,8 +278,8 @@ class PeriodicEvalConfig:
     )
     tasks: tuple[str, ...] = setting(
         EVAL_TASKS,
-        "registered tasks of the periodic evaluation (default: an MLP, an auto-encoder, "
-        "an LSTM and a Transformer LM of the held-out suite)",
+        "registered tasks of the periodic evaluation (default: the meta-valid suite, "
+        "disjoint from the meta-training families and from heldout)",
         flag="--eval-tasks",
         metavar="A,B",
         parse="name_list",

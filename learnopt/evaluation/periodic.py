@@ -1,10 +1,14 @@
-"""The periodic held-out evaluation: a ``meta_train`` callback, ``eval.csv`` and ``eval.png``.
+"""The periodic meta-validation: a ``meta_train`` callback, ``eval.csv`` and ``eval.png``.
 
 ``learnopt meta-train --eval-every N`` (and ``meta_train(callbacks=[PeriodicEval(N)])``)
-trains a few held-out tasks with the current theta every N meta-steps and compares the
-final training loss with Adam tuned over a small learning-rate grid (computed once, on
-the same batches), writing ``eval.csv`` and ``eval.png`` into the run's folder. The
-defaults are :class:`learnopt.evaluation.config.PeriodicEvalConfig`'s.
+trains a few tasks not meta-trained on with the current theta every N meta-steps and
+compares the final training loss with Adam tuned over a small learning-rate grid
+(computed once, on the same batches), writing ``eval.csv`` and ``eval.png`` into the
+run's folder. By default the tasks are the ``meta-valid`` suite (disjoint from the
+meta-training families and from ``heldout``), and the theta with the best score so far
+is kept as ``theta_best.msgpack`` beside the run's last ``theta.msgpack``: select on
+meta-valid, report on ``heldout`` once. The defaults are
+:class:`learnopt.evaluation.config.PeriodicEvalConfig`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from typing import Any
 
 from learnopt.evaluation.config import PeriodicEvalConfig
 
-__all__ = ["PeriodicEval", "read_eval_csv", "EVAL_COLUMNS"]
+__all__ = ["PeriodicEval", "read_eval_csv", "eval_score", "EVAL_COLUMNS", "BEST_THETA_FILE"]
+
+#: The theta with the best periodic-evaluation score, in the run's folder.
+BEST_THETA_FILE = "theta_best.msgpack"
 
 _DEFAULT = PeriodicEvalConfig()
 
@@ -47,7 +54,7 @@ class _TaskEval:
 
 
 class PeriodicEval:
-    """A :func:`learnopt.train.meta_train` callback: a small held-out evaluation every N steps.
+    """A :func:`learnopt.train.meta_train` callback: a small meta-validation every N steps.
 
     Every ``every`` meta-steps (at the first metrics flush at or after each multiple) the
     current theta trains each of ``tasks`` for ``steps`` inner steps over ``seeds``
@@ -70,6 +77,13 @@ class PeriodicEval:
       out_dir: where to write (default: the run's ``out_dir``; None writes nothing).
       at_start: also evaluate the initial theta (at the first flush).
       progress: print one line per evaluation.
+      keep_best: write the theta of the best :func:`eval_score` so far to
+        ``<out_dir>/theta_best.msgpack`` (with metadata naming the step and score); a
+        resumed run continues from the best score in its ``eval.csv``.
+
+    Attributes:
+      best_score: the lowest :func:`eval_score` so far (``inf`` before any).
+      best_step: the meta-step it was measured at (None before any).
     """
 
     def __init__(
@@ -83,6 +97,7 @@ class PeriodicEval:
         out_dir: str | Path | None = None,
         at_start: bool = False,
         progress: bool = True,
+        keep_best: bool = True,
     ):
         from learnopt import _validate
 
@@ -96,6 +111,10 @@ class PeriodicEval:
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.at_start = at_start
         self.progress = progress
+        self.keep_best = keep_best
+        self.best_score = math.inf
+        self.best_step: int | None = None
+        self._restored = False
         self.history: list[dict[str, Any]] = []
         self._evals: list[_TaskEval] | None = None
         self._lopt: Any = None
@@ -165,18 +184,60 @@ class PeriodicEval:
             )
         self.history.extend(rows)
         out = self.out_dir or (Path(out_dir) if out_dir is not None else None)
-        if out is not None and jax.process_index() == 0:
+        writes = out is not None and jax.process_index() == 0
+        if writes and not self._restored:
+            self._restore_best(out / "eval.csv")
+        self._restored = True
+        score = eval_score(rows)
+        improved = score < self.best_score
+        if improved:
+            self.best_score, self.best_step = score, int(step)
+        if writes:
             self._write(out, rows)
+            if improved and self.keep_best:
+                self._save_best(out / BEST_THETA_FILE, lopt, theta, step, score)
         if self.progress:
             ratios = [r["normalized_loss"] for r in rows]
             wins = sum(1 for r in ratios if r < 1)
             text = ", ".join(f"{r['task'].split('_')[0]} {r['normalized_loss']:.3g}" for r in rows)
+            best = (
+                " (best so far)"
+                if improved
+                else f" (best {self.best_score:.3g} at step {self.best_step})"
+            )
             print(
                 f"learnopt eval at step {step}: loss / tuned Adam: {text}; wins {wins} of "
-                f"{len(rows)}",
+                f"{len(rows)}; score {score:.3g}{best}",
                 flush=True,
             )
         return rows
+
+    def _restore_best(self, path: Path) -> None:
+        """The best score of an earlier part of this run (a resumed run's ``eval.csv``)."""
+        if not path.exists():
+            return
+        table = read_eval_csv(path)
+        for step in sorted({r["step"] for r in table}):
+            score = eval_score([r for r in table if r["step"] == step])
+            if score < self.best_score:
+                self.best_score, self.best_step = score, step
+
+    def _save_best(self, path: Path, lopt: Any, theta: Any, step: int, score: float) -> None:
+        from learnopt import checkpoints
+        from learnopt.learned_optimizers import theta_files
+
+        info = {
+            "selected_by": "periodic evaluation (learnopt.evaluation.periodic.eval_score)",
+            "step": int(step),
+            "score": float(score),
+            "tasks": list(self.tasks),
+            "eval_steps": self.steps,
+            "eval_seeds": self.seeds,
+        }
+        try:
+            theta_files.save(path, lopt, theta, meta_training=info)
+        except (TypeError, ValueError):  # a custom learned optimizer theta_files cannot describe
+            checkpoints.save_theta(path, theta)
 
     # -- internals
     def _setup(self, lopt: Any, theta: Any) -> None:
@@ -243,11 +304,38 @@ class PeriodicEval:
                     ys,
                     xlabel="meta-step",
                     ylabel="final train loss / tuned Adam's",
-                    title=f"held-out evaluation ({self.steps} steps, {self.seeds} seed(s))",
+                    title=f"meta-validation ({self.steps} steps, {self.seeds} seed(s))",
                     logy=True,
                 )
             except (OSError, ValueError):
                 pass
+
+
+def eval_score(rows: Sequence[Mapping[str, Any]]) -> float:
+    """One evaluation's score (lower is better): the geometric mean over its tasks.
+
+    Of each task's ``normalized_loss`` (final train loss / tuned Adam's) when every row
+    has one, else of the ``final_train`` losses (an evaluation without a baseline). A
+    task that diverged (or has no positive finite figure) makes the score ``inf``, so a
+    theta that breaks one task is never the best.
+
+    Args:
+      rows: the rows of one evaluation (one per task, keyed by :data:`EVAL_COLUMNS`).
+
+    Returns:
+      The score; ``inf`` for no rows.
+    """
+    if not rows:
+        return math.inf
+    key = "normalized_loss"
+    if not all(math.isfinite(float(r.get(key, math.nan))) for r in rows):
+        if any(math.isfinite(float(r.get("adam_final_train", math.nan))) for r in rows):
+            return math.inf  # a baseline exists, so the candidate diverged on a task
+        key = "final_train"
+    values = [float(r.get(key, math.nan)) for r in rows]
+    if not all(math.isfinite(v) and v > 0 for v in values):
+        return math.inf
+    return float(math.exp(sum(math.log(v) for v in values) / len(values)))
 
 
 def read_eval_csv(path: str | Path) -> list[dict[str, Any]]:

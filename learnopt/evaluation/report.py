@@ -48,6 +48,9 @@ SUMMARY_COLUMNS = (
     "reaches_final",
     "wins",
     "wins_valid",
+    "log_loss_diff",
+    "normalized_valid",
+    "log_valid_diff",
 )
 
 CURVE_COLUMNS = ("task", "optimizer", "setting", "seed", "split", "step", "loss")
@@ -92,6 +95,9 @@ def summary_rows(result: SuiteResult) -> list[dict[str, Any]]:
                 reaches_final=int(vs.reaches),
                 wins=int(vs.wins),
                 wins_valid=int(vs.wins_valid),
+                log_loss_diff=vs.log_loss_diff,
+                normalized_valid=vs.normalized_valid,
+                log_valid_diff=vs.log_valid_diff,
             )
         )
         for name, b in s.baselines.items():
@@ -114,6 +120,9 @@ def summary_rows(result: SuiteResult) -> list[dict[str, Any]]:
                     reaches_final=int(comp.reaches),
                     wins=int(comp.wins),
                     wins_valid=int(comp.wins_valid),
+                    log_loss_diff=comp.log_loss_diff,
+                    normalized_valid=comp.normalized_valid,
+                    log_valid_diff=comp.log_valid_diff,
                 )
             )
     return rows

@@ -189,6 +189,10 @@ class TunedBaseline:
 class Comparison:
     """The candidate against one tuned baseline on one task.
 
+    Ratios of losses near zero are fragile (a 1e-5 against a 1e-4 loss is a ratio of
+    0.1 and says little); the log-loss differences and the speed-up are the figures to
+    read there.
+
     Attributes:
       baseline: the baseline sweep's name.
       normalized_loss: ``final_train(candidate) / final_train(baseline)`` (< 1 is
@@ -197,6 +201,10 @@ class Comparison:
       reaches: whether the candidate reaches the baseline's final train loss.
       wins: whether the candidate's ``final_train`` is lower.
       wins_valid: whether the candidate's ``final_valid`` is lower.
+      log_loss_diff: ``ln final_train(candidate) - ln final_train(baseline)`` (< 0 is
+        better; NaN when undefined, e.g. a loss <= 0 or a diverged run).
+      normalized_valid: ``final_valid(candidate) / final_valid(baseline)``.
+      log_valid_diff: ``ln final_valid(candidate) - ln final_valid(baseline)``.
     """
 
     baseline: str
@@ -205,6 +213,9 @@ class Comparison:
     reaches: bool
     wins: bool
     wins_valid: bool
+    log_loss_diff: float = math.nan
+    normalized_valid: float = math.nan
+    log_valid_diff: float = math.nan
 
 
 @dataclasses.dataclass
@@ -273,20 +284,24 @@ def summarize_task(
         grid = tuple(PointStats.of(curves, i, final_window) for i in range(len(curves.labels)))
         score = [rank_key(p.final_train if select_by == "final" else p.mean_train) for p in grid]
         best = int(np.argmin(score))
-        edge = len(grid) > 1 and best in (0, len(grid) - 1)
+        # Only a learning-rate grid has edges to widen (OptList's entries are a list).
+        edge = "learning_rate" in curves.values and len(grid) > 1 and best in (0, len(grid) - 1)
         tb = TunedBaseline(name, best, grid[best].label, grid[best], edge, grid)
         tuned[name] = tb
         base_mean = np.mean(curves.train_loss[best], axis=0)
         s, reaches = speedup(cand_mean, base_mean, final_window)
         fb, fc = tb.stats.final_train, cand.final_train
-        ratio = fc / fb if (math.isfinite(fb) and fb > 0 and math.isfinite(fc)) else math.nan
+        vb, vc = tb.stats.final_valid, cand.final_valid
         comparisons[name] = Comparison(
             baseline=name,
-            normalized_loss=ratio,
+            normalized_loss=_ratio(fc, fb),
             speedup=s,
             reaches=reaches,
             wins=rank_key(fc) < rank_key(fb),
-            wins_valid=rank_key(cand.final_valid) < rank_key(tb.stats.final_valid),
+            wins_valid=rank_key(vc) < rank_key(vb),
+            log_loss_diff=_log_diff(fc, fb),
+            normalized_valid=_ratio(vc, vb),
+            log_valid_diff=_log_diff(vc, vb),
         )
     best_baseline = min(tuned, key=lambda n: rank_key(tuned[n].stats.final_train))
     return TaskSummary(
@@ -298,6 +313,25 @@ def summarize_task(
         best_baseline=best_baseline,
         select_by=select_by,
     )
+
+
+def _ratio(candidate: float, baseline: float) -> float:
+    """``candidate / baseline`` for a finite positive baseline and finite candidate, else NaN."""
+    if math.isfinite(baseline) and baseline > 0 and math.isfinite(candidate):
+        return candidate / baseline
+    return math.nan
+
+
+def _log_diff(candidate: float, baseline: float) -> float:
+    """``ln candidate - ln baseline`` for finite positive losses, else NaN."""
+    if all(math.isfinite(x) and x > 0 for x in (candidate, baseline)):
+        return math.log(candidate) - math.log(baseline)
+    return math.nan
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.mean(finite)) if finite else math.nan
 
 
 @dataclasses.dataclass
@@ -323,9 +357,14 @@ class SuiteResult:
     def aggregate(self) -> dict[str, dict[str, float]]:
         """Per baseline (and ``"best"``): wins, geometric-mean normalized loss and speed-up.
 
+        ``mean_log_loss_diff`` and ``mean_log_valid_diff`` average the per-task log-loss
+        differences over the tasks where they are defined (a diverged run has none; the
+        wins count it as a loss).
+
         Returns:
           ``{baseline or "best": {"tasks", "wins", "wins_valid", "reaches",
-          "geomean_normalized_loss", "geomean_speedup", "median_speedup"}}``.
+          "geomean_normalized_loss", "geomean_normalized_valid", "mean_log_loss_diff",
+          "mean_log_valid_diff", "geomean_speedup", "median_speedup"}}``.
         """
         out: dict[str, dict[str, float]] = {}
         for name in (*self.baselines, "best"):
@@ -336,6 +375,9 @@ class SuiteResult:
                 "wins_valid": sum(c.wins_valid for c in comps),
                 "reaches": sum(c.reaches for c in comps),
                 "geomean_normalized_loss": geomean(c.normalized_loss for c in comps),
+                "geomean_normalized_valid": geomean(c.normalized_valid for c in comps),
+                "mean_log_loss_diff": _nanmean([c.log_loss_diff for c in comps]),
+                "mean_log_valid_diff": _nanmean([c.log_valid_diff for c in comps]),
                 "geomean_speedup": geomean(c.speedup for c in comps),
                 "median_speedup": float(np.median([c.speedup for c in comps]))
                 if comps
@@ -358,6 +400,18 @@ def _g(x: float, digits: int = 4) -> str:
     if isinstance(x, float) and math.isinf(x):
         return "inf"
     return f"{x:.{digits}g}"
+
+
+def _signed(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:+.3f}"
+
+
+def _baseline_label(name: str, result: SuiteResult) -> str:
+    """How the suite table names a baseline: tuned over what, or untuned."""
+    first = result.summaries[0].baselines[name] if result.summaries else None
+    if first is not None and len(first.grid) == 1:
+        return f"{name} (untuned, {first.label})"
+    return f"tuned {name}"
 
 
 def summary_markdown(result: SuiteResult) -> str:
@@ -396,18 +450,36 @@ def summary_markdown(result: SuiteResult) -> str:
         )
     lines += [
         "",
+        "Against each baseline over the suite (train = final train loss, valid = final valid "
+        "loss; log diff = mean over tasks of ln(candidate) - ln(baseline), < 0 is better):",
+        "",
         "| against | wins (train) | wins (valid) | reaches its final loss | geo-mean loss ratio "
-        "| geo-mean speed-up | median speed-up |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "(train) | (valid) | mean log diff (train) | (valid) | geo-mean speed-up "
+        "| median speed-up |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, a in result.aggregate().items():
-        label = "best tuned baseline per task" if name == "best" else f"tuned {name}"
+        label = "best baseline per task" if name == "best" else _baseline_label(name, result)
         n = a["tasks"]
         lines.append(
             f"| {label} | {a['wins']}/{n} | {a['wins_valid']}/{n} | {a['reaches']}/{n} | "
-            f"{_g(a['geomean_normalized_loss'], 3)} | {_g(a['geomean_speedup'], 3)}x | "
-            f"{_g(a['median_speedup'], 3)}x |"
+            f"{_g(a['geomean_normalized_loss'], 3)} | {_g(a['geomean_normalized_valid'], 3)} | "
+            f"{_signed(a['mean_log_loss_diff'])} | {_signed(a['mean_log_valid_diff'])} | "
+            f"{_g(a['geomean_speedup'], 3)}x | {_g(a['median_speedup'], 3)}x |"
         )
+    names = list(result.baselines)
+    lines += [
+        "",
+        "Log-loss difference per task, train / valid (ln candidate - ln baseline; < 0: the "
+        "candidate is lower):",
+        "",
+        "| task | " + " | ".join(names) + " |",
+        "| --- |" + " ---: |" * len(names),
+    ]
+    for s in result.summaries:
+        comps = [s.comparisons[n] for n in names]
+        cells = [f"{_signed(c.log_loss_diff)} / {_signed(c.log_valid_diff)}" for c in comps]
+        lines.append(f"| {s.task} | " + " | ".join(cells) + " |")
     lines += ["", "Tuned learning rates (`*` at the grid's edge):", ""]
     for s in result.summaries:
         tuned = ", ".join(

@@ -18,7 +18,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from learnopt.evaluation.config import DEFAULT_BASELINES, DEFAULT_LEARNING_RATES
+from learnopt.evaluation.config import (
+    DEFAULT_BASELINES,
+    DEFAULT_LEARNING_RATES,
+    OPT_LIST_TRIALS,
+    REFERENCE_SCHEDULE,
+    REFERENCE_SCHEDULE_LR,
+)
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
 
@@ -29,6 +35,9 @@ __all__ = [
     "lr_sweep",
     "learned_sweep",
     "optimizer_sweep",
+    "opt_list_sweep",
+    "reference_sweep",
+    "baseline_sweep",
     "baseline_sweeps",
     "default_baselines",
     "log_grid",
@@ -208,41 +217,117 @@ def _optimizer_constructor(name: str) -> Callable[..., opt_base.Optimizer]:
     return opt_base.OPTIMIZERS.constructor(name)
 
 
-def default_baselines() -> tuple[str, ...]:
-    """:data:`DEFAULT_BASELINES`, with ``AdamW`` standing in for ``NAdamW`` if it is missing.
+def opt_list_sweep(trials: int = OPT_LIST_TRIALS, *, name: str = "OptList") -> Sweep:
+    """The first ``trials`` NAdamW settings of the OptList (Metz et al., arXiv:2002.11887).
+
+    The list is ordered so that trying its first ``k`` entries and keeping the best is a
+    strong tuning strategy for every ``k`` (:mod:`learnopt.optimizers.opt_list`); each
+    entry carries its own learning rate, betas, epsilon, weight decays and warmup +
+    cosine schedule relative to the run length. As a baseline, the best entry is picked
+    per task like a tuned learning rate.
+
+    Args:
+      trials: how many entries, ``1 <= trials <= opt_list.num_configs()``.
+      name: label of the sweep.
 
     Returns:
-      Registered optimizer names.
+      A :class:`Sweep` whose ``hparams`` are ``{"idx": int32[trials]}``.
     """
-    names = []
-    for b in DEFAULT_BASELINES:
-        if b == "NAdamW":
-            try:
-                _optimizer_constructor(b)
-            except KeyError:
-                b = "AdamW"
-        names.append(b)
-    return tuple(names)
+    from learnopt.optimizers import opt_list
+
+    total = opt_list.num_configs()
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= total:
+        raise ValueError(f"OptList trials must be an integer in [1, {total}], got {trials!r}")
+
+    def make_opt(hparams: PyTree) -> opt_base.Optimizer:
+        return opt_list.OptList(hparams["idx"])
+
+    return Sweep(
+        name=name,
+        make_opt=make_opt,
+        hparams={"idx": jnp.arange(trials, dtype=jnp.int32)},
+        labels=tuple(f"config={i}" for i in range(trials)),
+        values={"config": tuple(float(i) for i in range(trials))},
+        cache_id=f"OptList|trials={trials}",
+    )
+
+
+def reference_sweep(learning_rate: float = REFERENCE_SCHEDULE_LR) -> Sweep:
+    """The untuned reference schedule: Adam with warmup + cosine decay at one peak rate.
+
+    Registered as ``AdamWarmupCosine``
+    (:func:`learnopt.optimizers.nadamw.adam_warmup_cosine`); the default rate
+    :data:`~learnopt.evaluation.config.REFERENCE_SCHEDULE_LR` was chosen on the
+    meta-training and meta-validation tasks, so comparing with it on ``heldout`` asks
+    whether a candidate beats the best hand-designed schedule one would use without
+    tuning.
+
+    Args:
+      learning_rate: the peak rate.
+
+    Returns:
+      A :class:`Sweep` of one point named :data:`~learnopt.evaluation.config.REFERENCE_SCHEDULE`.
+    """
+    return lr_sweep("AdamWarmupCosine", (learning_rate,), name=REFERENCE_SCHEDULE)
+
+
+def default_baselines() -> tuple[str, ...]:
+    """:data:`DEFAULT_BASELINES`.
+
+    Returns:
+      Baseline names accepted by :func:`baseline_sweep`.
+    """
+    return tuple(DEFAULT_BASELINES)
+
+
+def baseline_sweep(name: str, learning_rates: Sequence[float] = DEFAULT_LEARNING_RATES) -> Sweep:
+    """One baseline by name.
+
+    Args:
+      name: ``"OptList"`` (its first :data:`OPT_LIST_TRIALS` settings), ``"OptList<k>"``
+        (the first ``k``), ``"Reference"`` (:func:`reference_sweep`), or a registered
+        optimizer, swept over ``learning_rates``.
+      learning_rates: the grid of a registered optimizer.
+
+    Returns:
+      The :class:`Sweep`.
+
+    Raises:
+      KeyError: an unknown name (the message lists the registered optimizers).
+      ValueError: a bad ``OptList<k>`` count.
+    """
+    if name == REFERENCE_SCHEDULE:
+        return reference_sweep()
+    if name.startswith("OptList") and name not in opt_base.OPTIMIZERS:
+        count = name.removeprefix("OptList")
+        if not count.isdigit():
+            raise ValueError(f"OptList baseline: 'OptList' or 'OptList<k>', got {name!r}")
+        return opt_list_sweep(int(count), name=name)
+    if name == "OptList":
+        return opt_list_sweep()
+    return lr_sweep(name, learning_rates)
 
 
 def baseline_sweeps(
     names: Iterable[str] | None = None,
     learning_rates: Sequence[float] = DEFAULT_LEARNING_RATES,
 ) -> list[Sweep]:
-    """Learning-rate sweeps of registered optimizers (default: :func:`default_baselines`).
+    """The baselines of an evaluation (default: :func:`default_baselines`).
 
     Args:
-      names: registered optimizer names (``None``: :func:`default_baselines`).
-      learning_rates: the grid every baseline is swept over.
+      names: baseline names (:func:`baseline_sweep`; ``None``: the defaults).
+      learning_rates: the grid every learning-rate-tuned baseline is swept over.
 
     Returns:
-      One :func:`lr_sweep` per name.
+      One :class:`Sweep` per name.
 
     Raises:
-      ValueError: ``names`` is empty.
-      KeyError: a name is not a registered optimizer.
+      ValueError: ``names`` is empty, or names repeat.
+      KeyError: a name is neither special nor a registered optimizer.
     """
     names = default_baselines() if names is None else tuple(names)
     if not names:
         raise ValueError("need at least one baseline optimizer")
-    return [lr_sweep(n, learning_rates) for n in names]
+    if len(set(names)) != len(names):
+        raise ValueError(f"baselines repeat: {list(names)}")
+    return [baseline_sweep(n, learning_rates) for n in names]

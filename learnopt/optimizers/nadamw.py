@@ -49,7 +49,7 @@ from learnopt.optimizers.learning_rate_schedules import ScalarSchedule
 from learnopt.optimizers.library_compat import ModelStateAlias
 from learnopt.tree_utils import tree_map_multi
 
-__all__ = ["NAdamW", "NAdamWState"]
+__all__ = ["NAdamW", "NAdamWState", "adam_warmup_cosine", "WARMUP_FRACTION"]
 
 
 @flax.struct.dataclass
@@ -218,5 +218,50 @@ def _with_cosine_schedule() -> NAdamW:
     )
 
 
+#: Fraction of the run that :func:`adam_warmup_cosine` warms up over.
+WARMUP_FRACTION = 0.05
+
+
+def adam_warmup_cosine(
+    learning_rate: Any = 1e-3,
+    warmup_fraction: float = WARMUP_FRACTION,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    epsilon: float = 1e-8,
+) -> NAdamW:
+    """Adam with linear warmup, then cosine decay to zero (registered as ``AdamWarmupCosine``).
+
+    The schedule every modern training recipe uses (Loshchilov & Hutter, arXiv:1608.03983;
+    warmup as in Goyal et al., arXiv:1706.02677): with ``T`` the run length given to
+    ``init(num_steps=T)`` and ``w = warmup_fraction``, the rate rises linearly from 0
+    to ``learning_rate`` over the first ``w T`` steps, then follows a half cosine to 0
+    at ``T``. The direction is plain Adam's (NAdamW without Nesterov momentum or weight
+    decay). ``learnopt evaluate`` tunes its peak rate per task: a learned optimizer
+    knows the run length, so its rival should too.
+
+    Args:
+      learning_rate: the peak rate (a float or a traced scalar).
+      warmup_fraction: fraction of the run spent warming up, in ``[0, 1)``.
+      beta1: decay of the gradient average.
+      beta2: decay of the squared-gradient average.
+      epsilon: added to the root of the squared-gradient average.
+
+    Returns:
+      A :class:`NAdamW` whose ``init`` needs ``num_steps``.
+    """
+    from learnopt.optimizers.learning_rate_schedules import CosineLearningRateSchedule
+
+    if not 0.0 <= float(warmup_fraction) < 1.0:
+        raise ValueError(f"warmup_fraction must be in [0, 1), got {warmup_fraction!r}")
+    schedule = CosineLearningRateSchedule(
+        learning_rate,
+        min_learning_rate_mult=0.0,
+        constant_fraction=warmup_fraction,
+        warmup_fraction=warmup_fraction,
+    )
+    return NAdamW(schedule, beta1=beta1, beta2=beta2, epsilon=epsilon, use_nesterov=False)
+
+
 OPTIMIZERS.register(NAdamW)
 OPTIMIZERS.register(_with_cosine_schedule, name="NAdamW_cosine")
+OPTIMIZERS.register(adam_warmup_cosine, name="AdamWarmupCosine")

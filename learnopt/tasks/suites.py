@@ -20,6 +20,14 @@ bucket; a population ``vmap`` evaluates every bucket's model and selects one, so
 costs about the sum of the buckets), or, as the notes' library does, one estimator per
 bucket family (:func:`meta_train_families`) in one learner.
 
+**meta-valid** (``get_suite("meta-valid")``, 6 registered tasks): the suite for choosing
+among thetas during and after meta-training (``learnopt meta-train --eval-every N`` uses
+it, and keeps ``theta_best.msgpack`` by it). It shares no task and no configuration
+(model, widths, image size, dataset and batch) with the meta-train buckets or with
+``heldout`` (tested): two MLPs (mnist5k 10x10 SiLU 96x48, digits ELU 16x4), an MLP
+auto-encoder on mnist5k, a conv net on digits (16-32-32), a vanilla-RNN and a small
+Transformer byte-level language model; about 1-10 ms per step on a CPU.
+
 **heldout** (``get_suite("heldout")``, 9 registered tasks, none seen in meta-training:
 other widths, depths, image sizes and kinds): three MLPs (mnist5k 14x14 tanh 64x64,
 mnist5k 28x28 ReLU 128, digits GELU 128x3), two conv nets (tanh + max pool; batch
@@ -42,6 +50,7 @@ from learnopt.tasks.datasets import base as datasets_base
 
 __all__ = [
     "HELDOUT",
+    "META_VALID",
     "META_TRAIN_BUCKETS",
     "MixtureTaskFamily",
     "SUITES",
@@ -287,6 +296,17 @@ HELDOUT: tuple[str, ...] = (
     "TransformerLM_PyStdlibBytes_MultiRuntime_3",
 )
 
+#: The meta-validation suite (registered task names): for choosing thetas, never for
+#: reporting; disjoint from the meta-train buckets and from :data:`HELDOUT`.
+META_VALID: tuple[str, ...] = (
+    "ImageMLP_Mnist5k_10_Silu96x48",
+    "ImageMLP_Digits8_Elu16x16x16x16",
+    "ImageMLPAE_Mnist5k_128x32x128_bs128",
+    "Conv_Digits8_16x32x32",
+    "RNNLM_pystdlibbytes_Patch16_VanillaRNN64_Embed32_bs32",
+    "TransformerLM_PyStdlibBytes_MultiRuntime_1",
+)
+
 #: Fixed tasks with the meta-train buckets' shapes (ReLU, default init): for quick
 #: in-distribution checks of a meta-trained optimizer.
 META_TRAIN_TASKS: tuple[str, ...] = ("ImageMLP_Digits8_Relu32",)
@@ -294,6 +314,7 @@ META_TRAIN_TASKS: tuple[str, ...] = ("ImageMLP_Digits8_Relu32",)
 #: Suites by name: ``SUITES.get(name)`` is a tuple of registered task names.
 SUITES: Registry[tuple[str, ...]] = Registry("task suite")
 SUITES.register(lambda: HELDOUT, name="heldout")
+SUITES.register(lambda: META_VALID, name="meta-valid")
 SUITES.register(lambda: META_TRAIN_TASKS, name="meta-train")
 
 

@@ -3,7 +3,8 @@
 They are :class:`~learnopt.tasks.fixed.image_mlp.ImageMLPTask` s, named like the
 library's (``ImageMLP_<dataset>_<image size>_<activation><widths>``), kept in their own
 module so that :mod:`learnopt.tasks.fixed.image_mlp` holds exactly the library's set.
-They make up the MLP part of the held-out suite of :mod:`learnopt.tasks.suites`.
+They make up the MLP part of the held-out suite and of the meta-validation suite of
+:mod:`learnopt.tasks.suites` (the last two: other widths, depths and activations).
 """
 
 from __future__ import annotations
@@ -78,4 +79,22 @@ _register(
     jax.nn.gelu,
     64,
     "8x8 digits, MLP 64-128-128-128-10, GELU, batch 64 (offline).",
+)
+_register(
+    "ImageMLP_Mnist5k_10_Silu96x48",
+    "mnist5k",
+    10,
+    (96, 48),
+    jax.nn.silu,
+    64,
+    "mnist5k resized to 10x10, MLP 100-96-48-10, SiLU, batch 64 (offline; meta-validation).",
+)
+_register(
+    "ImageMLP_Digits8_Elu16x16x16x16",
+    "digits8",
+    8,
+    (16, 16, 16, 16),
+    jax.nn.elu,
+    32,
+    "8x8 digits, MLP 64-16-16-16-16-10, ELU, batch 32 (offline; meta-validation).",
 )
