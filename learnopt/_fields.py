@@ -27,6 +27,7 @@ PARSERS = (
     "name_list",
     "float_list",
     "key_value",
+    "window",
 )
 
 

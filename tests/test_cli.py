@@ -58,6 +58,12 @@ ALL_FLAGS = (
     "--init-timeout",
     "--peer-timeout",
     "--all-devices",
+    # the meta-objective (tests/test_meta_objective.py)
+    "--meta-loss-split",
+    "--meta-loss-weighting",
+    "--meta-loss-window",
+    "--meta-loss-power",
+    "--meta-loss-transform",
 )
 
 

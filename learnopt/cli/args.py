@@ -23,6 +23,7 @@ __all__ = [
     "name_list",
     "float_list",
     "key_value",
+    "window",
     "add_flags",
     "dest",
     "given",
@@ -155,6 +156,32 @@ def key_value(text: str) -> tuple[str, Any]:
     return key.strip(), _json_value(value.strip())
 
 
+def window(text: str) -> int | float:
+    """An argparse type: a number of steps (an integer >= 1) or a fraction in ``(0, 1]``.
+
+    Args:
+      text: the flag's value (``100`` or ``0.1``).
+
+    Returns:
+      The int (a count of steps) or the float (a fraction).
+    """
+    try:
+        return int_at_least(1)(text)
+    except argparse.ArgumentTypeError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of steps or a fraction in (0, 1], got {text!r}"
+        ) from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of steps (an integer >= 1) or a fraction in (0, 1], got {text}"
+        )
+    return value
+
+
 #: The parsers that :func:`learnopt._fields.setting` names, by name.
 PARSERS: dict[str, Callable[[str], Any]] = {
     "str": str,
@@ -166,6 +193,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "name_list": name_list,
     "float_list": float_list,
     "key_value": key_value,
+    "window": window,
 }
 assert set(PARSERS) == set(_fields.PARSERS)
 

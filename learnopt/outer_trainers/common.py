@@ -36,6 +36,7 @@ __all__ = [
     "steps_per_estimate",
     "check_steps_per_jit",
     "check_fits_schedule",
+    "check_weighted_loss_type",
     "FullHorizon",
     "unroll_info",
     "AntitheticEstimator",
@@ -127,9 +128,13 @@ def antithetic_unroll(
             loss=first(out.loss, 1),
             iteration=first(out.iteration, 1),
             is_done=first(out.is_done, 0),
+            weight=first(out.weight, 1),
         )
         neg_out = TruncatedUnrollOut(
-            loss=last(out.loss, 1), iteration=last(out.iteration, 1), is_done=last(out.is_done, 0)
+            loss=last(out.loss, 1),
+            iteration=last(out.iteration, 1),
+            is_done=last(out.is_done, 0),
+            weight=last(out.weight, 1),
         )
         return first(state, 0), last(state, 0), pos_out, neg_out
     pos_state, pos_out = truncated_step.unroll(
@@ -146,15 +151,32 @@ def reduce_loss(
 ) -> jax.Array:
     """Per-member meta-loss of an unroll: the mean over its steps, the min, or the last.
 
+    With step weights ``w`` (``out.weight``, from the truncated step's
+    ``meta_loss_weighting``; mean 1 over a run) ``"avg"`` is ``(1/K) sum_k w_k L_k`` over
+    the unroll's ``K`` steps (``K = length`` when given); see
+    :mod:`learnopt.outer_trainers.meta_objective`. ``"min"`` and ``"last"`` take no
+    weights.
+
     Args:
-      out: the unroll's output (losses ``[K, P]``).
+      out: the unroll's output (losses ``[K, P]``, optional weights ``[K, P]``).
       loss_type: ``"avg"``, ``"min"`` or ``"last"``.
       length: optional int32 scalar: only the first ``length`` steps count.
 
     Returns:
       The ``[P]`` meta-losses.
+
+    Raises:
+      ValueError: an unknown ``loss_type``, or weights with ``"min"``/``"last"``.
     """
     loss = out.loss
+    if out.weight is not None:
+        if loss_type != "avg":
+            raise ValueError(
+                f"loss_type={loss_type!r} takes no step weights: a meta_loss_weighting of the "
+                "truncated step needs loss_type='avg'"
+            )
+        # Steps of weight 0 count 0 even where their loss is not finite.
+        loss = jnp.where(out.weight == 0, 0.0, out.weight * loss)
     if length is None:
         if loss_type == "avg":
             return jnp.mean(loss, axis=0)
@@ -287,6 +309,26 @@ def check_fits_schedule(who: str, truncated_step: Any, trunc_length: int) -> Non
             f"{who}: trunc_length={trunc_length} (inner steps per estimate) is longer than "
             f"the inner runs of {sched!r} (at most {longest} steps); use trunc_length <= "
             f"{longest} or longer runs"
+        )
+
+
+def check_weighted_loss_type(who: str, truncated_step: Any, loss_type: str) -> None:
+    """Raises ValueError if ``loss_type`` cannot take the truncated step's step weights.
+
+    Args:
+      who: the estimator's name, for the message.
+      truncated_step: the estimator's truncated step (its ``meta_loss_weighting``).
+      loss_type: the estimator's ``loss_type``.
+
+    Returns:
+      None.
+    """
+    weighting = getattr(truncated_step, "meta_loss_weighting", None)
+    if weighting is not None and loss_type != "avg":
+        raise ValueError(
+            f"{who}: loss_type={loss_type!r} does not weight steps; the truncated step's "
+            f"meta_loss_weighting={weighting!r} needs loss_type='avg' (the weighted mean over "
+            "the run)"
         )
 
 
@@ -457,6 +499,10 @@ class AntitheticEstimator(GradientEstimator):
 
 class TruncatedAntitheticEstimator(AntitheticEstimator):
     """Antithetic ES over truncations of ongoing runs (TES, PES, NRES).
+
+    The meta-loss of a truncation is the mean of its steps' meta-losses, weighted by the
+    truncated step's ``meta_loss_weighting`` when it has one (:func:`reduce_loss`,
+    :mod:`~learnopt.outer_trainers.meta_objective`).
 
     Args:
       truncated_step: its ``num_tasks`` is the number of antithetic pairs.

@@ -49,6 +49,11 @@ class FullES(common.AntitheticEstimator):
       loss_type: the meta-loss of a run: ``"avg"`` (mean over its steps), ``"min"``,
         ``"last"`` (last step) or ``"last_recompute"`` (the final params' mean loss on
         ``recompute_samples`` fresh batches of the truncated step's ``outer_data_split``).
+        ``"avg"`` weights the steps by the truncated step's ``meta_loss_weighting``
+        (the other types refuse one): ``meta_loss_weighting="last_window"`` with
+        ``meta_loss_window=0.1`` makes it the mean meta-loss of the last 10% of the run,
+        an end-of-run objective over the whole horizon (one program of ``horizon``
+        steps, any length).
       recompute_samples: batches for ``"last_recompute"``.
       clip_loss_diff, stack_antithetic_samples, sign_delta_loss_scalar: see
         :class:`~learnopt.outer_trainers.common.AntitheticEstimator`.
@@ -82,6 +87,7 @@ class FullES(common.AntitheticEstimator):
         self._horizon = common.FullHorizon(
             "FullES", truncated_step, truncation_schedule, steps_per_jit
         )
+        common.check_weighted_loss_type("FullES", truncated_step, loss_type)
         self.truncation_schedule = self._horizon.schedule
         self.steps_per_jit = steps_per_jit
 

@@ -51,6 +51,8 @@ class FullGrad(GradientEstimator):
       loss_type: ``"avg"`` (mean meta-loss over the run), ``"last"`` (last step) or
         ``"last_recompute"`` (loss of the final params on ``recompute_samples`` fresh
         batches of the truncated step's ``outer_data_split``; learnopt's addition).
+        ``"avg"`` weights the steps by the truncated step's ``meta_loss_weighting``
+        (``"last"`` and ``"last_recompute"`` refuse one).
       recompute_samples: batches for ``"last_recompute"``.
       steps_per_jit: if given, lengths are rounded down to a multiple of it, as FullES.
     """
@@ -73,6 +75,7 @@ class FullGrad(GradientEstimator):
         self._horizon = common.FullHorizon(
             "FullGrad", truncated_step, truncation_schedule, steps_per_jit
         )
+        common.check_weighted_loss_type("FullGrad", truncated_step, loss_type)
         self.truncation_schedule = self._horizon.schedule
         self.steps_per_jit = steps_per_jit
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from learnopt import _validate
 from learnopt.learned_optimizers import base as lopt_base
+from learnopt.outer_trainers import meta_objective
 from learnopt.outer_trainers import truncation_schedule as ts
 from learnopt.tasks import base as tasks_base
 
@@ -82,6 +83,9 @@ class TruncatedUnrollOut:
     loss: jax.Array  # float32 [K, P]: meta-loss of every step of every run
     iteration: jax.Array  # int32 [K, P]: the inner step each loss was taken at
     is_done: jax.Array  # bool [P]: the run reached its truncation length in this unroll
+    # float32 [K, P]: the weight of each loss in the meta-loss (meta_loss_weighting;
+    # mean 1 over a run), or None: every step weighs 1 (the default).
+    weight: jax.Array | None = None
 
     @property
     def mask(self) -> jax.Array:
@@ -148,6 +152,21 @@ class VectorizedLOptTruncatedStep:
       task_name: a name for metrics (default: the task family's name).
       remat: rematerialize each inner step in the backward pass (memory for compute:
         for long unrolls differentiated with backprop). learnopt's addition.
+      meta_loss_weighting: how a step's meta-loss is weighted by its position in its
+        inner run: None or ``"uniform"`` (every step alike, the default),
+        ``"last_window"`` (only the last ``meta_loss_window`` steps of each run: an
+        end-of-run objective) or ``"late"`` (weights growing as ``(t / T) **
+        meta_loss_power``). The weights have mean 1 over a run and enter every
+        estimator's ``"avg"`` meta-loss as ``(1/K) sum_k w_k L_k``; the exact formulas
+        and what they make the truncated estimators follow are in
+        :mod:`learnopt.outer_trainers.meta_objective`. learnopt's addition.
+      meta_loss_window: the ``"last_window"`` window: a number of steps (an int) or a
+        fraction of the run in ``(0, 1]`` (a float; 0.1 is the last 10%).
+      meta_loss_power: the ``"late"`` exponent ``p >= 0`` (default 1: linear).
+      meta_loss_transform: None (the meta-loss value as it is) or ``"log"``:
+        ``log(max(v, 1e-8))`` of each step's value ``v``, so that tasks of different
+        loss scales weigh alike (see :mod:`~learnopt.outer_trainers.meta_objective`).
+        learnopt's addition.
     """
 
     def __init__(
@@ -162,6 +181,10 @@ class VectorizedLOptTruncatedStep:
         meta_loss_with_aux_key: str | None = None,
         task_name: str | None = None,
         remat: bool = False,
+        meta_loss_weighting: str | None = None,
+        meta_loss_window: int | float | None = None,
+        meta_loss_power: float = 1.0,
+        meta_loss_transform: str | None = None,
     ):
         if isinstance(task_family, tasks_base.Task):
             task_family = tasks_base.single_task_to_family(task_family)
@@ -195,6 +218,12 @@ class VectorizedLOptTruncatedStep:
         self.meta_loss_with_aux_key = meta_loss_with_aux_key
         self._task_name = task_name
         self.remat = remat
+        (
+            self.meta_loss_weighting,
+            self.meta_loss_window,
+            self.meta_loss_power,
+        ) = meta_objective.check_weighting(meta_loss_weighting, meta_loss_window, meta_loss_power)
+        self.meta_loss_transform = meta_objective.check_transform(meta_loss_transform)
 
     def task_name(self) -> str:
         """The task's name for metrics.
@@ -399,13 +428,35 @@ class VectorizedLOptTruncatedStep:
     def _meta_value(self, task: tasks_base.Task, loss: jax.Array, aux: Any) -> jax.Array:
         key = self.meta_loss_with_aux_key
         if key is None:
-            return jnp.asarray(task.normalizer(loss), jnp.float32)
-        if key not in aux:
+            value = jnp.asarray(task.normalizer(loss), jnp.float32)
+        elif key not in aux:
             raise ValueError(
                 f"meta_loss_with_aux_key={key!r} is not in the aux of task family "
                 f"{self.task_family.name}; its keys are {sorted(aux)}"
             )
-        return jnp.asarray(aux[key], jnp.float32)
+        else:
+            value = jnp.asarray(aux[key], jnp.float32)
+        return meta_objective.transform(self.meta_loss_transform, value)
+
+    def step_weights(self, iteration: jax.Array, state: TruncatedUnrollState) -> jax.Array | None:
+        """The weights of the meta-losses taken at ``iteration`` (``meta_loss_weighting``).
+
+        Args:
+          iteration: int32 ``[K, P]``: the inner step of each loss.
+          state: the population's state (its ``truncation_length`` is each run's ``T``).
+
+        Returns:
+          float32 ``[K, P]`` weights (mean 1 over a run), or None for uniform weights.
+        """
+        if self.meta_loss_weighting is None:
+            return None
+        return meta_objective.step_weight(
+            self.meta_loss_weighting,
+            iteration,
+            state.truncation_length[None],
+            self.meta_loss_window,
+            self.meta_loss_power,
+        )
 
     def _loss_and_aux(self, task, params, model_state, key, batch):
         """``(loss, model_state, aux)``; aux is computed only when the meta-loss needs it."""
@@ -479,7 +530,9 @@ class VectorizedLOptTruncatedStep:
 
         Returns:
           ``(state, out)``: the population's state after the steps and the
-          :class:`TruncatedUnrollOut` (losses and inner steps ``[num_steps, P]``).
+          :class:`TruncatedUnrollOut` (losses, inner steps and, with a
+          ``meta_loss_weighting``, the losses' weights ``[num_steps, P]``; skipped steps
+          weigh 0).
         """
         step_keys = jax.random.split(key, num_steps)
         train = None if data is None else tile_population(data["train"], num_copies, axis=1)
@@ -508,7 +561,14 @@ class VectorizedLOptTruncatedStep:
 
         steps = jnp.arange(num_steps, dtype=jnp.int32)
         state, (losses, iterations) = jax.lax.scan(body, state, (steps, step_keys, train, meta))
-        return state, TruncatedUnrollOut(loss=losses, iteration=iterations, is_done=state.is_done)
+        # A run's length does not change within an unroll (runs restart after it).
+        weight = self.step_weights(iterations, state)
+        if weight is not None and length is not None:
+            weight = jnp.where((steps < length)[:, None], weight, 0.0)
+        out = TruncatedUnrollOut(
+            loss=losses, iteration=iterations, is_done=state.is_done, weight=weight
+        )
+        return state, out
 
     def unroll_step(
         self,
@@ -559,7 +619,8 @@ class VectorizedLOptTruncatedStep:
     ) -> jax.Array:
         """``[P]`` mean meta-loss of each member's current params over ``data``.
 
-        Used to recompute a final loss (``loss_type="last_recompute"``).
+        Used to recompute a final loss (``loss_type="last_recompute"``). With a
+        ``meta_loss_transform`` it is the mean of the transformed losses of the batches.
 
         Args:
           theta: meta-parameters.

@@ -32,6 +32,9 @@ __all__ = ["TruncatedGrad"]
 class TruncatedGrad(GradientEstimator):
     """TBPTT: the gradient of the mean meta-loss of the next ``trunc_length`` steps.
 
+    The mean is weighted by the truncated step's ``meta_loss_weighting`` when it has one
+    (:mod:`~learnopt.outer_trainers.meta_objective`).
+
     Args:
       truncated_step: the population of inner runs.
       trunc_length: inner steps per estimate (default 20, as the library's

@@ -34,7 +34,18 @@ __all__ = [
     "make_estimator",
     "expand_families",
     "resolve_mesh",
+    "META_OBJECTIVE_SETTINGS",
 ]
+
+#: The settings of a run that choose its meta-objective (arguments of the truncated step,
+#: see :mod:`learnopt.outer_trainers.meta_objective`); None: the truncated step's default.
+META_OBJECTIVE_SETTINGS = (
+    "meta_loss_split",
+    "meta_loss_weighting",
+    "meta_loss_window",
+    "meta_loss_power",
+    "meta_loss_transform",
+)
 
 
 def build_task(task: Any, data_dir: str | os.PathLike | None = None) -> Any:
@@ -135,6 +146,10 @@ def make_estimator(
     num_tasks: int | None = None,
     std: float = run_config.DEFAULT_STD,
     meta_loss_split: str | None = None,
+    meta_loss_weighting: str | None = None,
+    meta_loss_window: int | float | None = None,
+    meta_loss_power: float | None = None,
+    meta_loss_transform: str | None = None,
 ) -> GradientEstimator:
     """Builds the estimator of trainer ``name`` on a population of ``num_tasks`` inner runs.
 
@@ -151,7 +166,9 @@ def make_estimator(
         200).
       num_tasks: inner runs (ES: antithetic pairs); default 1 for ``full_grad``, else 8.
       std: ES perturbation standard deviation.
-      meta_loss_split: see ``VectorizedLOptTruncatedStep``.
+      meta_loss_split, meta_loss_weighting, meta_loss_window, meta_loss_power,
+        meta_loss_transform: the meta-objective, see ``VectorizedLOptTruncatedStep``
+        (None: its default; ``meta_loss_power`` None is 1).
 
     Returns:
       The gradient estimator.
@@ -179,6 +196,10 @@ def make_estimator(
         num_tasks,
         meta_loss_split=meta_loss_split,
         random_initial_iteration_offset=0 if full else total_length,
+        meta_loss_weighting=meta_loss_weighting,
+        meta_loss_window=meta_loss_window,
+        meta_loss_power=1.0 if meta_loss_power is None else meta_loss_power,
+        meta_loss_transform=meta_loss_transform,
     )
     if name == "full_grad":
         return cls(step)
@@ -219,6 +240,11 @@ def build_learner(
     total_length: int | None = None,
     num_tasks: int | None = None,
     std: float = run_config.DEFAULT_STD,
+    meta_loss_split: str | None = None,
+    meta_loss_weighting: str | None = None,
+    meta_loss_window: int | float | None = None,
+    meta_loss_power: float | None = None,
+    meta_loss_transform: str | None = None,
     outer_lr: float = run_config.DEFAULT_OUTER_LR,
     max_grad_norm: float | None = None,
     steps: int | None = None,
@@ -235,6 +261,8 @@ def build_learner(
       lopt: a learned optimizer (name or object).
       trainer: a trainer name of :data:`learnopt.run.config.TRAINERS`.
       trunc_length, total_length, num_tasks, std: see :func:`make_estimator`.
+      meta_loss_split, meta_loss_weighting, meta_loss_window, meta_loss_power,
+        meta_loss_transform: the meta-objective, see :func:`make_estimator`.
       outer_lr: the learning rate of the outer ``opt_base.Adam`` (unless ``theta_opt``).
       max_grad_norm: clip the meta-gradient to this global norm (None: no clipping).
       steps: the number of meta-steps (for outer learning-rate schedules).
@@ -267,6 +295,11 @@ def build_learner(
             trunc_length=trunc_length,
             total_length=total_length,
             std=std,
+            meta_loss_split=meta_loss_split,
+            meta_loss_weighting=meta_loss_weighting,
+            meta_loss_window=meta_loss_window,
+            meta_loss_power=check("meta_loss_power", meta_loss_power),
+            meta_loss_transform=meta_loss_transform,
         )
         for t in tasks
     ]

@@ -33,6 +33,9 @@ __all__ = [
     "DEFAULT_NUM_TASKS",
     "DEFAULT_OUTER_LR",
     "DEFAULT_STD",
+    "META_LOSS_SPLITS",
+    "META_LOSS_WEIGHTINGS",
+    "META_LOSS_TRANSFORMS",
     "RUN_SETTINGS",
     "RUN_OPTIONS",
     "default_of",
@@ -66,6 +69,12 @@ DEFAULT_TOTAL_LENGTH = {"full": 4, "truncated": 200}
 DEFAULT_NUM_TASKS = {"full_grad": 1, "other": 8}
 DEFAULT_OUTER_LR = 1e-2
 DEFAULT_STD = 0.01
+#: ``--meta-loss-split`` values (``lopt_truncated_step.META_LOSS_SPLITS`` less None).
+META_LOSS_SPLITS = ("same_data", "train", "inner_valid", "outer_valid", "test")
+#: ``--meta-loss-weighting`` values (``meta_objective.WEIGHTINGS`` less None).
+META_LOSS_WEIGHTINGS = ("uniform", "last_window", "late")
+#: ``--meta-loss-transform`` values (``meta_objective.TRANSFORMS`` less None).
+META_LOSS_TRANSFORMS = ("log",)
 
 _WHAT = "what to meta-train"
 _ESTIMATOR = "meta-gradient estimator"
@@ -163,6 +172,47 @@ class RunConfig:
         parse="positive_float",
         group=_ESTIMATOR,
     )
+    meta_loss_split: str | None = setting(
+        None,
+        "what a step's meta-loss is measured on: by default the training loss of the step "
+        "(before its update, as the notes' library); a split name: the updated params' "
+        "loss on a batch of that split (outer_valid: a validation objective); same_data: "
+        "on the step's own batch",
+        choices=META_LOSS_SPLITS,
+        group=_ESTIMATOR,
+    )
+    meta_loss_weighting: str | None = setting(
+        None,
+        "weight of a step's meta-loss by its position t in its inner run of T steps "
+        "(weights of mean 1 over a run; every trainer, full_grad/full_es included): "
+        "uniform (the default: the mean over each truncation); last_window: only the last "
+        "--meta-loss-window steps count (an end-of-run objective); late: (p+1)((t+1/2)/T)^p "
+        "with p = --meta-loss-power (see learnopt.outer_trainers.meta_objective)",
+        choices=META_LOSS_WEIGHTINGS,
+        group=_ESTIMATOR,
+    )
+    meta_loss_window: int | float | None = setting(
+        None,
+        "the window of --meta-loss-weighting last_window: a number of steps (100) or a "
+        "fraction of the run in (0, 1] (0.1: its last tenth)",
+        metavar="W",
+        parse="window",
+        group=_ESTIMATOR,
+    )
+    meta_loss_power: float | None = setting(
+        None,
+        "the exponent p of --meta-loss-weighting late (default: 1, linear)",
+        metavar="P",
+        parse="positive_float",
+        group=_ESTIMATOR,
+    )
+    meta_loss_transform: str | None = setting(
+        None,
+        "log: the meta-loss is log(max(loss, 1e-8)) of each step's (normalized) loss, so "
+        "that tasks of different loss scales weigh alike (default: the loss itself)",
+        choices=META_LOSS_TRANSFORMS,
+        group=_ESTIMATOR,
+    )
     outer_lr: float | None = setting(
         None,
         f"learning rate of the outer Adam on theta (default: {DEFAULT_OUTER_LR:g}{_NOTE_RECIPE})",
@@ -251,6 +301,11 @@ RUN_SETTINGS = (
     "total_length",
     "num_tasks",
     "std",
+    "meta_loss_split",
+    "meta_loss_weighting",
+    "meta_loss_window",
+    "meta_loss_power",
+    "meta_loss_transform",
     "outer_lr",
     "max_grad_norm",
     "seed",

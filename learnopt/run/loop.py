@@ -45,8 +45,10 @@ def meta_train(
 
     The run's settings are the fields of :class:`learnopt.run.config.RunConfig` (task,
     families, lopt, lopt_config, trainer, trunc_length, total_length, num_tasks, std,
-    outer_lr, max_grad_norm, seed, steps, log_every, checkpoint_every, keep_checkpoints,
-    health_window, data_dir), given as ``config``, as keywords, or both (a keyword wins).
+    meta_loss_split, meta_loss_weighting, meta_loss_window, meta_loss_power,
+    meta_loss_transform, outer_lr, max_grad_norm, seed, steps, log_every,
+    checkpoint_every, keep_checkpoints, health_window, data_dir), given as ``config``,
+    as keywords, or both (a keyword wins).
     A setting left unset takes its default, its recipe's for an architecture given by
     name (:mod:`learnopt.recipes`), or, with ``resume=True``, the resumed run's value (a
     value given for a setting that differs from the run's raises ``ValueError``). In a
@@ -181,6 +183,7 @@ def _start_session(
             lopt=lopt_obj,
             **{k: settings[k] for k in ("trainer", "trunc_length", "total_length", "num_tasks")},
             std=settings["std"],
+            **{k: settings[k] for k in build.META_OBJECTIVE_SETTINGS},
             outer_lr=None if theta_opt is not None else settings["outer_lr"],
             max_grad_norm=settings["max_grad_norm"],
             steps=options["steps"],

@@ -65,7 +65,7 @@ def check_setting(name: str, value: Any) -> Any:
         return None
     if name in ("trunc_length", "total_length", "num_tasks"):
         return _validate.positive_int(name, value)
-    if name in ("std", "outer_lr"):
+    if name in ("std", "outer_lr", "meta_loss_power"):
         return _float32(name, _validate.positive_float(name, value))
     if name == "max_grad_norm":
         return _float32(name, _validate.optional_positive_float(name, value))
