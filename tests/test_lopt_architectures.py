@@ -3,9 +3,10 @@
 Layouts are checked against the library's (the shapes its Haiku modules create, so its
 checkpoints load); the maths where a closed form exists: NNAdam at its initial theta is
 the documented Adam variant, MLPNomLOpt's nominal term is the documented preconditioned
-AggMo step, AdafacMLPLOpt's learned decays move its accumulators, Celo2's steps have RMS
-``step_mult`` per tensor, RNNMLPLOpt's validation updates touch only the validation-loss
-statistics.
+AggMo step, AdafacMLPLOpt's learned decays move its accumulators, Celo2-base's steps
+have RMS ``step_mult`` per tensor (Celo2 against the authors' release:
+``tests/test_celo2.py``), RNNMLPLOpt's validation updates touch only the
+validation-loss statistics.
 """
 
 from __future__ import annotations
@@ -156,7 +157,8 @@ def test_adafac_non_factored_momentum_feature_matches_the_library():
 
 
 def test_celo2_steps_have_rms_step_mult_per_tensor():
-    lopt = celo2.Celo2(step_mult=0.01)
+    # Celo2-base (orthogonalize=False): the learned rule on every tensor, the vector too.
+    lopt = celo2.Celo2(step_mult=0.01, orthogonalize=False)
     theta = lopt.init(jax.random.PRNGKey(0))
     params = {"w": _params(0)["w"], "b": _params(0)["b"]}
     grads = {"w": 1e-6 * _params(1)["w"], "b": 1e3 * _params(1)["b"]}  # any gradient scale
@@ -164,8 +166,8 @@ def test_celo2_steps_have_rms_step_mult_per_tensor():
     state = jax.jit(lambda p, g: opt.update(opt.init(p), g))(params, grads)
     for k in params:
         step = np.asarray(state.params[k], np.float64) - np.float64(params[k])
-        # (Slightly below: the normalizer has 1e-5 inside its square root.)
-        np.testing.assert_allclose(np.sqrt(np.mean(step**2)), 0.01, rtol=5e-2)
+        # (The normalizer's 1e-9 inside its square root is negligible here.)
+        np.testing.assert_allclose(np.sqrt(np.mean(step**2)), 0.01, rtol=1e-4)
 
 
 def test_newton_schulz_orthogonalizes():

@@ -3,40 +3,58 @@
 Moudgil, Knyazev & Belilovsky, "Celo2: Towards learned optimization free lunch"
 (2026, arXiv:2602.19142), the successor of "Celo: Training versatile learned optimizers
 on a compute diet" (Moudgil, Knyazev, Lajoie & Belilovsky, 2025, arXiv:2501.12670).
-Not in learned_optimization; written for learnopt from the papers' description and the
-authors' public release (facts only: features, normalizations, defaults, theta names).
+Not in learned_optimization; written for learnopt from the paper and the authors'
+public release (github.com/amoudgl/celo at 66d9761, ``celo/optimizers/celo2.py`` and
+``celo2_optax.py``; facts only: features, normalizations, routing, defaults, theta
+names).
 
 Where VeLO spends most of its compute on a per-tensor LSTM that generates the MLP,
-Celo2 keeps only a tiny per-parameter MLP (ReLU, 2 x 8) and makes it scale-free:
+Celo2 keeps only a tiny per-parameter MLP (ReLU, 2 x 8) and makes it scale-free. Its
+tensors take one of two rules.
+
+**The learned rule** (matrices and every other tensor not routed to Adam):
 
 * features per element (VeLO's per-parameter groups, without time or loss features):
   ``g, clip(g, +-0.1), p, m, rms, m / sqrt(rms + 1e-8), 1 / sqrt(rms + 1e-8), fac_g,
   g / sqrt(rms + 1e-8)`` and, for tensors of rank >= 2, the factored row/column second
   moments, their ``rsqrt(. + 1e-8)`` and the factored-preconditioned momentum; each
-  group is normalized by its RMS over the tensor's last two axes;
+  feature column is divided by ``sqrt(mean(x^2) + 1e-9)``, the mean over the tensor's
+  last two axes (each trailing 2-D slice of a conv kernel on its own);
 * the MLP's direction output ``d`` (times ``exp(exp_mult * a)``, ``exp_mult = 0`` by
-  default) is optionally orthogonalized (Newton-Schulz, as in Muon, for matrices) and
-  then normalized by its RMS over the tensor, so every tensor moves by an RMS of
+  default) is, for tensors of rank >= 2, orthogonalized by Newton-Schulz (as in Muon)
+  on each trailing 2-D slice (a ``[kh, kw, cin, cout]`` kernel: each ``[cin, cout]``),
+  then normalized the same way as the inputs, so every slice moves by an RMS of
   ``step_mult`` per step whatever the gradient scale:
 
-      p <- p - step_mult * (d / rms(d)) - step_mult * weight_decay * p
+      p <- p - step_mult * normalize(NS(d)) - step_mult * weight_decay * p
 
-Accumulators: momenta (0.9, 0.99, 0.999), second moment (0.95), factored second moments
-(0.9, 0.99, 0.999); gradients are clipped to [-1000, 1000]. The update ignores the
-loss and the step count, so it is cheap (no LSTM, no per-tensor reductions beyond the
-normalizations) and drops into optax chains with a learning-rate schedule:
-``optax.chain(lopt.as_optax(theta, weight_decay=wd), optax.scale_by_schedule(...))``
+**Adam** (tensors of rank <= 1 and embeddings by default): ``m <- 0.9 m + 0.1 g``,
+``v <- 0.95 v + 0.05 g^2`` (unclipped gradients, no bias correction, as in the
+authors' meta-training wrapper) and
+
+      p <- p - 20 step_mult * m / sqrt(v + 1e-8) - 20 step_mult * weight_decay * p.
+
+Accumulators of the learned rule: momenta (0.9, 0.99, 0.999), second moment (0.95),
+factored second moments (0.9, 0.99, 0.999); its gradients are clipped to [-1000, 1000].
+The update ignores the loss and the step count, so it is cheap (no LSTM, no per-tensor
+reductions beyond the normalizations) and drops into optax chains with a learning-rate
+schedule: ``optax.chain(lopt.as_optax(theta, weight_decay=wd), optax.scale_by_schedule(...))``
 (decoupled decay; ``add_decayed_weights(wd)`` after the signed step would grow weights).
+
+``Celo2(orthogonalize=False)`` is the paper's "Celo2-base": the learned rule on every
+tensor, without Newton-Schulz or Adam.
 
 ``theta = {"ff_mod_stack": {"~": {"w0__0", ..., "w0__13", "b0", "w1", "b1", "w2",
 "b2"}}}``: one input matrix per feature group (``w0__i: [width_i, 8]``), hidden layers
-and 3 outputs (direction, magnitude, unused), the names of the authors' release.
-The paper meta-trains it with PES on small image-MLP tasks; at a random ``theta`` the
-normalized step is a random direction of RMS ``step_mult``.
+and 3 outputs (direction, magnitude, unused), the names of the authors' release (the
+Adam branch has no meta-parameters). The paper meta-trains it with PES on small
+image-MLP tasks; at a random ``theta`` the normalized step is a random direction of
+RMS ``step_mult``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,12 +63,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from learnopt.canonical import leaf_compute_dtype
 from learnopt.learned_optimizers import accumulators, common, per_element
 from learnopt.learned_optimizers import base as lopt_base
+from learnopt.optimizers.common import safe_sqrt
+from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any
 
-__all__ = ["Celo2", "Celo2State", "newton_schulz"]
+__all__ = ["Celo2", "Celo2State", "newton_schulz", "param_path"]
 
 _NS_COEFFS = (3.4445, -4.7750, 2.0315)
 
@@ -59,11 +80,16 @@ _NS_COEFFS = (3.4445, -4.7750, 2.0315)
 class Celo2State:
     """State of the Celo2 optimizer.
 
+    The learned rule's accumulators are trees like the params with ``None`` at the
+    tensors Adam takes, Adam's the other way round.
+
     Attributes:
       params, model_state, iteration: as in every learnopt state.
       mom_rolling: the momentum accumulators, one slice per decay (last axis).
       rms_rolling: the second-moment accumulators, likewise.
       fac_rolling: the Adafactor-style factored second moments.
+      adam_mom: Adam's first moments.
+      adam_rms: Adam's second moments.
     """
 
     params: PyTree
@@ -72,6 +98,8 @@ class Celo2State:
     mom_rolling: accumulators.MomAccumulator
     rms_rolling: accumulators.RMSAccumulator
     fac_rolling: accumulators.FactoredAccum
+    adam_mom: PyTree = None
+    adam_rms: PyTree = None
 
 
 def newton_schulz(
@@ -80,34 +108,73 @@ def newton_schulz(
     iters: int = 5,
     eps: float = 1e-8,
 ) -> jax.Array:
-    """Approximately orthogonalizes a matrix (the quintic iteration of Muon).
+    """Approximately orthogonalizes each trailing 2-D slice of ``x`` (Muon's iteration).
 
-    ``x / (||x||_F + eps)``, then ``iters`` times ``X <- a X + (b A + c A^2) X`` with
-    ``A = X X^T`` (on the wider orientation). Tensors of rank > 2 are treated as
-    ``[prod(leading), last]`` matrices. The Frobenius norm has a finite derivative at 0.
+    On each ``[..., r, c]`` slice (the wider orientation: transposed if ``r > c``):
+    ``X <- X / (||X||_F + eps)``, then ``iters`` times ``X <- a X + (b A + c A^2) X``
+    with ``A = X X^T``. A conv kernel ``[kh, kw, cin, cout]`` is ``kh * kw``
+    independent ``[cin, cout]`` matrices (as in the Celo2 release). The Frobenius norm
+    has a zero (not NaN) derivative at 0.
 
     Args:
       x: a tensor of rank >= 2.
       coeffs: ``(a, b, c)`` of the quintic iteration (Muon's by default).
       iters: the number of iterations.
-      eps: added to the Frobenius norm.
+      eps: added to each slice's Frobenius norm.
 
     Returns:
       The approximately orthogonal tensor, shape ``x.shape``.
+
+    Raises:
+      ValueError: ``x`` has rank < 2.
     """
-    shape = x.shape
-    x = x.reshape(-1, shape[-1])
+    if x.ndim < 2:
+        raise ValueError(f"newton_schulz needs x of rank >= 2, got shape {x.shape}")
     a, b, c = coeffs
-    x = x / (common.safe_norm(x) + eps)
-    transpose = x.shape[0] > x.shape[1]
+    transpose = x.shape[-2] > x.shape[-1]
     if transpose:
-        x = x.T
+        x = jnp.swapaxes(x, -2, -1)
+    norm = safe_sqrt(jnp.sum(jnp.square(x), axis=(-2, -1), keepdims=True))
+    x = x / (norm + jnp.asarray(eps, x.dtype))
     for _ in range(iters):
-        gram = x @ x.T
+        gram = x @ jnp.swapaxes(x, -2, -1)
         x = a * x + (b * gram + c * gram @ gram) @ x
-    if transpose:
-        x = x.T
-    return x.reshape(shape)
+    return jnp.swapaxes(x, -2, -1) if transpose else x
+
+
+def param_path(path: Sequence[Any]) -> str:
+    """A parameter's tree path as ``"a/b/0"`` (dict keys, attribute names, indices).
+
+    Args:
+      path: a key path of ``jax.tree_util.tree_flatten_with_path``.
+
+    Returns:
+      The entries joined by ``"/"`` (Haiku's ``"mlp/~/linear_0/b"`` stays as it is).
+    """
+    parts = []
+    for entry in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(entry, attr):
+                parts.append(str(getattr(entry, attr)))
+                break
+        else:
+            parts.append(str(entry))
+    return "/".join(parts)
+
+
+def _split(tree: PyTree, mask: Sequence[bool], treedef) -> tuple[PyTree, PyTree]:
+    """``(learned, adam)``: ``tree`` with ``None`` at the Adam / the learned leaves."""
+    leaves = treedef.flatten_up_to(tree)
+    learned = treedef.unflatten([None if a else x for x, a in zip(leaves, mask, strict=True)])
+    adam = treedef.unflatten([x if a else None for x, a in zip(leaves, mask, strict=True)])
+    return learned, adam
+
+
+def _merge(learned: PyTree, adam: PyTree, mask: Sequence[bool], treedef) -> PyTree:
+    """Inverse of :func:`_split`."""
+    from_learned = iter(jax.tree_util.tree_leaves(learned))
+    from_adam = iter(jax.tree_util.tree_leaves(adam))
+    return treedef.unflatten([next(from_adam) if a else next(from_learned) for a in mask])
 
 
 class _Celo2Optimizer(common.ThetaOptimizer):
@@ -126,12 +193,15 @@ class _Celo2Optimizer(common.ThetaOptimizer):
           The initial :class:`Celo2State`.
         """
         lopt = self.lopt
+        treedef = jax.tree_util.tree_structure(params)
+        learned, adam = _split(params, lopt.adam_mask(params), treedef)
         mom, rms, fac = accumulators.init_accumulators(
-            params,
+            learned,
             len(lopt.initial_momentum_decays),
             len(lopt.initial_rms_decays),
             len(lopt.initial_adafactor_decays),
         )
+        zeros = lambda p: jnp.zeros(np.shape(p), leaf_compute_dtype(p.dtype))  # noqa: E731
         return Celo2State(
             params=params,
             model_state=model_state,
@@ -139,6 +209,8 @@ class _Celo2Optimizer(common.ThetaOptimizer):
             mom_rolling=mom,
             rms_rolling=rms,
             fac_rolling=fac,
+            adam_mom=jax.tree_util.tree_map(zeros, adam),
+            adam_rms=jax.tree_util.tree_map(zeros, adam),
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
@@ -146,7 +218,7 @@ class _Celo2Optimizer(common.ThetaOptimizer):
 
         Args:
           opt_state: the current state.
-          grads: the gradients, a tree like the params (clipped to [-1000, 1000]).
+          grads: the gradients, a tree like the params.
           loss: unused.
           model_state: the new model state (None keeps the current one).
           key: unused.
@@ -157,6 +229,30 @@ class _Celo2Optimizer(common.ThetaOptimizer):
         """
         lopt, s = self.lopt, opt_state
         t = s.iteration + 1
+        treedef = jax.tree_util.tree_structure(s.params)
+        mask = lopt.adam_mask(s.params)
+        p_learned, p_adam = _split(s.params, mask, treedef)
+        g_learned, g_adam = _split(grads, mask, treedef)
+        mom, rms, fac = s.mom_rolling, s.rms_rolling, s.fac_rolling
+        if not all(mask):
+            p_learned, mom, rms, fac = self._learned(p_learned, g_learned, s, t)
+        adam_mom, adam_rms = s.adam_mom, s.adam_rms
+        if any(mask):
+            p_adam, adam_mom, adam_rms = self._adam(p_adam, g_adam, adam_mom, adam_rms, t)
+        return Celo2State(
+            params=_merge(p_learned, p_adam, mask, treedef),
+            model_state=model_state if model_state is not None else s.model_state,
+            iteration=t,
+            mom_rolling=mom,
+            rms_rolling=rms,
+            fac_rolling=fac,
+            adam_mom=adam_mom,
+            adam_rms=adam_rms,
+        )
+
+    def _learned(self, params, grads, s, t):
+        """The learned rule on the tensors it takes (``None`` elsewhere)."""
+        lopt = self.lopt
         decays = accumulators.constant_decays(
             lopt.initial_momentum_decays,
             lopt.initial_rms_decays,
@@ -184,46 +280,76 @@ class _Celo2Optimizer(common.ThetaOptimizer):
             pc = p.astype(cd)
             return pc - lopt.step_mult * direction - lopt.weight_decay * lopt.step_mult * pc
 
-        params, mom, rms, fac = accumulators.update_tree(
-            step, s.params, grads, s.mom_rolling, s.rms_rolling, s.fac_rolling, decays
+        return accumulators.update_tree(
+            step, params, grads, s.mom_rolling, s.rms_rolling, s.fac_rolling, decays
         )
-        return Celo2State(
-            params=params,
-            model_state=model_state if model_state is not None else s.model_state,
-            iteration=t,
-            mom_rolling=mom,
-            rms_rolling=rms,
-            fac_rolling=fac,
-        )
+
+    def _adam(self, params, grads, mom, rms, t):
+        """Adam at ``mult_1d * step_mult`` on the tensors it takes (``None`` elsewhere)."""
+        lopt = self.lopt
+        lr = lopt.mult_1d * lopt.step_mult
+        b1, b2 = lopt.adam_b1, lopt.adam_b2
+
+        def one(p, g, m, v):
+            cd = m.dtype
+            g = g.astype(cd)
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * jnp.square(g)
+            mc, vc = m, v
+            if lopt.adam_bias_correction:
+                tc = t.astype(cd)
+                mc = m / (1 - jnp.asarray(b1, cd) ** tc)
+                vc = v / (1 - jnp.asarray(b2, cd) ** tc)
+            # eps inside the square root, as the release's meta-training wrapper.
+            step = mc * jax.lax.rsqrt(vc + jnp.asarray(lopt.adam_epsilon, cd))
+            pc = p.astype(cd)
+            new_p = pc - lr * step - lopt.weight_decay * lr * pc
+            return new_p.astype(p.dtype), m, v
+
+        return tree_map_multi(one, params, grads, mom, rms)
 
 
 class Celo2(lopt_base.LearnedOptimizer):
     """Normalized per-parameter MLP update rule (Moudgil et al., 2026, arXiv:2602.19142).
 
-    See the module docstring. ``orthogonalize=False`` is the paper's "Celo2-base"
-    (the learned rule on every tensor); the paper's "Celo2" also orthogonalizes the
-    steps of hidden matrices and trains vectors/embeddings with AdamW, which
-    ``optax.multi_transform`` over ``as_optax(theta)`` and ``optax.adamw`` reproduces.
+    See the module docstring. The defaults are the paper's "Celo2" (the release's
+    ``celo2`` configuration): the learned rule with Newton-Schulz on the matrices, Adam
+    (0.9, 0.95) at 20x the step on vectors and embeddings. ``orthogonalize=False`` is
+    "Celo2-base" (the learned rule on every tensor).
 
     Args:
       ff_hidden_size: hidden width of the MLP.
       ff_hidden_layers: hidden layers of the MLP.
       initial_momentum_decays, initial_rms_decays, initial_adafactor_decays: decays of
-        the accumulators.
+        the learned rule's accumulators.
       exp_mult: scale of the magnitude output inside the exponential (0: unused).
-      step_mult: the learning rate (RMS of each tensor's step).
+      step_mult: the learning rate (RMS of each tensor slice's learned step).
       rmsmult: extra multiplier of the normalized step.
-      weight_decay: decoupled weight decay, times ``step_mult``.
+      weight_decay: decoupled weight decay, times the tensor's learning rate.
       param_scale_mult: multiply steps by the tensor's parameter RMS (before output
         normalization, so it only matters with ``normalize_output=False``).
       precondition_output: divide the step by ``sqrt(rms + 1e-6)`` after normalization.
-      normalize_input: RMS-normalize each feature group over the tensor.
-      normalize_output: RMS-normalize the step over the tensor.
+      normalize_input: RMS-normalize each feature column over the tensor's last two axes.
+      normalize_output: RMS-normalize the step over the tensor's last two axes.
+      norm_eps: added to the mean squares of both normalizations (the release's 1e-9;
+        learnopt's Celo2 used 1e-5 before it matched the release).
       aggregate_mag: one magnitude per tensor (mean of the magnitude output).
-      bias_correction: Adam-style bias correction of the accumulators.
+      bias_correction: Adam-style bias correction of the learned rule's accumulators.
       mlp_activation: "relu" or "tanh".
-      orthogonalize: Newton-Schulz-orthogonalize the steps of rank >= 2 tensors.
+      orthogonalize: Newton-Schulz-orthogonalize the learned steps of rank >= 2 tensors
+        (each trailing 2-D slice).
       ns_coeffs, ns_iters, ns_eps: the Newton-Schulz iteration.
+      regex_1d: which tensors Adam takes instead of the learned rule. None: with
+        ``orthogonalize``, tensors of rank <= 1 and those whose path contains
+        ``"embed"`` (the release README's rule), without it none (Celo2-base). A
+        regular expression: the tensors whose ``"/"``-joined path (:func:`param_path`)
+        it matches (``re.search``; the meta-training wrapper's rule, e.g. ``r"/b$"``
+        for Haiku biases); ``""``: none.
+      mult_1d: Adam's learning rate as a multiple of ``step_mult``.
+      adam_b1, adam_b2, adam_epsilon: Adam's decays and its epsilon (inside the square
+        root).
+      adam_bias_correction: bias-correct Adam's moments (the meta-training wrapper does
+        not; the README's deployment recipe uses ``optax.adamw``, which does).
     """
 
     #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
@@ -245,13 +371,20 @@ class Celo2(lopt_base.LearnedOptimizer):
         precondition_output: bool = False,
         normalize_input: bool = True,
         normalize_output: bool = True,
+        norm_eps: float = 1e-9,
         aggregate_mag: bool = False,
         bias_correction: bool = False,
         mlp_activation: str = "relu",
-        orthogonalize: bool = False,
+        orthogonalize: bool = True,
         ns_coeffs: Sequence[float] = _NS_COEFFS,
         ns_iters: int = 5,
         ns_eps: float = 1e-8,
+        regex_1d: str | None = None,
+        mult_1d: float = 20.0,
+        adam_b1: float = 0.9,
+        adam_b2: float = 0.95,
+        adam_epsilon: float = 1e-8,
+        adam_bias_correction: bool = False,
     ):
         if mlp_activation not in ("relu", "tanh"):
             raise ValueError(f"mlp_activation must be 'relu' or 'tanh', got {mlp_activation!r}")
@@ -260,6 +393,18 @@ class Celo2(lopt_base.LearnedOptimizer):
                 f"Celo2 needs ff_hidden_size >= 1 and ff_hidden_layers >= 0, got "
                 f"{ff_hidden_size}, {ff_hidden_layers}"
             )
+        if not norm_eps >= 0:
+            raise ValueError(f"norm_eps must be >= 0, got {norm_eps!r}")
+        if regex_1d is not None:
+            try:
+                re.compile(regex_1d)
+            except (re.error, TypeError) as e:
+                raise ValueError(f"regex_1d must be a regular expression or None: {e}") from None
+        for name, b in (("adam_b1", adam_b1), ("adam_b2", adam_b2)):
+            if not 0 <= b < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {b!r}")
+        if not adam_epsilon > 0:
+            raise ValueError(f"adam_epsilon must be > 0, got {adam_epsilon!r}")
         self.ff_hidden_size = int(ff_hidden_size)
         self.ff_hidden_layers = int(ff_hidden_layers)
         self.initial_momentum_decays = tuple(initial_momentum_decays)
@@ -273,6 +418,7 @@ class Celo2(lopt_base.LearnedOptimizer):
         self.precondition_output = precondition_output
         self.normalize_input = normalize_input
         self.normalize_output = normalize_output
+        self.norm_eps = float(norm_eps)
         self.aggregate_mag = aggregate_mag
         self.bias_correction = bias_correction
         self.mlp_activation = mlp_activation
@@ -280,6 +426,31 @@ class Celo2(lopt_base.LearnedOptimizer):
         self.ns_coeffs = tuple(ns_coeffs)
         self.ns_iters = int(ns_iters)
         self.ns_eps = ns_eps
+        self.regex_1d = regex_1d
+        self.mult_1d = mult_1d
+        self.adam_b1 = adam_b1
+        self.adam_b2 = adam_b2
+        self.adam_epsilon = adam_epsilon
+        self.adam_bias_correction = adam_bias_correction
+
+    def adam_mask(self, params: PyTree) -> list[bool]:
+        """Which tensors Adam takes (see ``regex_1d``), in the order of the params' leaves.
+
+        Args:
+          params: the parameters (arrays or shape-dtype structs).
+
+        Returns:
+          One bool per leaf of ``params`` (``jax.tree_util.tree_leaves`` order).
+        """
+        pairs = jax.tree_util.tree_flatten_with_path(params)[0]
+        if self.regex_1d is None:
+            if not self.orthogonalize:
+                return [False] * len(pairs)
+            return [len(np.shape(x)) <= 1 or "embed" in param_path(path) for path, x in pairs]
+        if not self.regex_1d:
+            return [False] * len(pairs)
+        pattern = re.compile(self.regex_1d)
+        return [bool(pattern.search(param_path(path))) for path, _ in pairs]
 
     def _group_widths(self) -> list[int]:
         nm = len(self.initial_momentum_decays)
@@ -319,10 +490,8 @@ class Celo2(lopt_base.LearnedOptimizer):
 
         groups, stat_groups = per_element.twice(features, p, g, m, rms, fac_g, acc)
         axes = tuple(range(len(shape)))[-2:]
-        # Each feature column normalized over the tensor's last two axes; the first
-        # layer's w0__i stacked in the groups' order. eps 1e-5 (the default):
-        # learned_optimization's normalizer; the authors' Celo2 release uses 1e-9 here
-        # and for the output normalization below.
+        # Each feature column normalized over the tensor's last two axes (eps norm_eps,
+        # the release's 1e-9); the first layer's w0__i stacked in the groups' order.
         w0 = jnp.concatenate([weights[f"w0__{i}"] for i in range(len(groups))], axis=0)
         layers = [(w0, weights["b0"])]
         layers += [
@@ -335,7 +504,7 @@ class Celo2(lopt_base.LearnedOptimizer):
             shape,
             stat_groups=stat_groups,
             norm_axes=axes if self.normalize_input else None,
-            norm_eps=1e-5,
+            norm_eps=self.norm_eps,
             activation=act,
             form=self.mlp_form,
         )[:2]
@@ -347,7 +516,7 @@ class Celo2(lopt_base.LearnedOptimizer):
         if self.orthogonalize and len(shape) >= 2:
             step = newton_schulz(step, self.ns_coeffs, self.ns_iters, self.ns_eps)
         if self.normalize_output:
-            step = common.second_moment_normalizer(step, axis=axes, eps=1e-5)
+            step = common.second_moment_normalizer(step, axis=axes, eps=self.norm_eps)
         step = step * self.rmsmult
         if self.precondition_output:
             step = step * jax.lax.rsqrt(rms[..., -1] + jnp.asarray(1e-6, rms.dtype))
@@ -391,7 +560,8 @@ class Celo2(lopt_base.LearnedOptimizer):
     def __repr__(self) -> str:
         return (
             f"Celo2(ff_hidden_size={self.ff_hidden_size}, step_mult={self.step_mult}, "
-            f"orthogonalize={self.orthogonalize})"
+            f"orthogonalize={self.orthogonalize}, regex_1d={self.regex_1d!r}, "
+            f"mult_1d={self.mult_1d})"
         )
 
 
