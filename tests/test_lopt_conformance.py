@@ -65,12 +65,27 @@ SMALL = {
     # VeLO's 100 * mean_i c_i W_i mixing needs many inits to start with small steps.
     "HyperV2": dict(lstm_hidden_size=8, param_inits=64, step_mult=0.005),
     "Celo2": dict(ff_hidden_size=4, step_mult=0.03),
+    "ScheduledAdam": dict(initial_lr=1e-2),
 }  # fmt: skip
+# The *_tau variants (fraction-of-training inputs): their architecture's arguments.
+for _name in ("MLPLOpt", "AdafacMLPLOpt", "MLPNomLOpt", "RNNMLPLOpt", "NNAdam", "HyperV2"):
+    SMALL[f"{_name}_tau"] = SMALL[_name]
+# Those that read t / T need a run length where opt.init gets none (as_optax, eval_shape).
+for _name in (
+    "MLPLOpt_tau",
+    "AdafacMLPLOpt_tau",
+    "MLPNomLOpt_tau",
+    "RNNMLPLOpt_tau",
+    "NNAdam_tau",
+    "ScheduledAdam",
+):
+    SMALL[_name] = {**SMALL[_name], "default_num_steps": 20}
 #: PES perturbation size where 0.01 is too coarse: VeLO's 100 * mean_i c_i W_i mixing
 #: amplifies theta perturbations.
-PES_STD = {"HyperV2": 0.003}
+PES_STD = {"HyperV2": 0.003, "HyperV2_tau": 0.003}
 #: Architectures whose initial theta is a hand-designed optimizer (descent expected).
-DESCENDS = {"LearnableSGD", "LearnableSGDM", "LearnableAdam", "NNAdam"}
+DESCENDS = {"LearnableSGD", "LearnableSGDM", "LearnableAdam", "NNAdam", "NNAdam_tau",
+            "ScheduledAdam"}  # fmt: skip
 
 NAMES = lopt_base.registered_learned_optimizers()
 INNER_STEPS = 20  # length of an inner run (meta-training and evaluation)

@@ -12,7 +12,11 @@ end of this file register them all):
   al., 2020);
 * ``nn_adam.NNAdam``: Adam with per-tensor hyperparameters steered by an LSTM;
 * ``hyper_v2.HyperV2``: VeLO's hypernetwork architecture (Metz et al., 2022);
+* ``scheduled_adam.ScheduledAdam``: Adam's direction with a learned schedule over the
+  fraction of training done (arXiv:2011.02159, 2501.12670);
 * ``celo2.Celo2``: a normalized, compute-efficient update rule (Moudgil et al., 2026);
+* ``progress``: fraction-of-training features (``tau = t / T``) and the ``*_tau``
+  variants of the architectures above;
 * ``common``: shared accumulators, features and Haiku-layout layers;
 * ``convert``: loading a ``theta`` saved by learned_optimization.
 
@@ -29,4 +33,5 @@ from learnopt.learned_optimizers import (  # noqa: F401  (each registers its arc
     mlp_lopt,
     nn_adam,
     rnn_mlp_lopt,
+    scheduled_adam,
 )

@@ -24,6 +24,12 @@ fed to an MLP (ReLU) with outputs ``(d, a)``:
 "nn": {"~": {"w0": [39, hidden], "b0", ..., "w{L}": [hidden, 2], "b{L}"}}}``. A decay
 is ``1 - (1 - b0) * exp(10 * theta_decay)`` (``theta_decay`` starts at 0).
 
+learnopt option (off by default): ``tau_features=True`` appends the 7 features of the
+fraction of training done ``tau = t / T`` (:mod:`~learnopt.learned_optimizers.progress`;
+``T`` from ``opt.init(params, num_steps=T)``; Celo, arXiv:2501.12670) after the time
+features, as per-tensor inputs (first layer ``[46, hidden]``); registered as
+``AdafacMLPLOpt_tau`` (and ``MLPNomLOpt_tau``).
+
 learnopt differences: ``num_steps`` at ``init`` is optional (the library raises
 without it; it is stored but unused); arithmetic in float32 (float64 for float64
 params); the scalar-math code path (``concat_weights=False``) computes the same function
@@ -42,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from learnopt.learned_optimizers import accumulators, common, per_element
+from learnopt.learned_optimizers import accumulators, common, per_element, progress
 from learnopt.learned_optimizers import base as lopt_base
 
 PyTree = Any
@@ -153,7 +159,8 @@ def adafac_init(lopt: Any, params: PyTree, model_state: PyTree, num_steps: Any):
       lopt: the learned optimizer (the number of each kind of decay).
       params: the parameters to optimize.
       model_state: the model state kept in the optimizer state.
-      num_steps: the inner-run length (stored; None stores -1).
+      num_steps: the inner-run length (stored; None stores -1, or, with
+        ``lopt.tau_features``, ``lopt.default_num_steps``, and without one raises).
 
     Returns:
       The initial :class:`AdafacMLPLOptState`.
@@ -168,11 +175,17 @@ def adafac_init(lopt: Any, params: PyTree, model_state: PyTree, num_steps: Any):
         params=params,
         model_state=model_state,
         iteration=jnp.zeros((), jnp.int32),
-        num_steps=jnp.asarray(-1 if num_steps is None else num_steps, jnp.int32),
+        num_steps=_num_steps(lopt, num_steps),
         mom_rolling=mom,
         rms_rolling=rms,
         fac_rolling_features=fac,
     )
+
+
+def _num_steps(lopt: Any, num_steps: Any) -> jax.Array:
+    if lopt.tau_features:
+        return progress.resolve_num_steps(num_steps, lopt.default_num_steps, lopt.name)
+    return jnp.asarray(-1 if num_steps is None else num_steps, jnp.int32)
 
 
 TensorStep = Callable[[jax.Array, list[jax.Array], jax.Array], jax.Array]
@@ -196,13 +209,17 @@ def adafac_update(
       lopt: the learned optimizer.
       tensor_step: the architecture's step of one tensor, given the parameter in the
         compute dtype, the feature groups of :func:`adafac_features` and the 11 time
-        features.
+        features (followed by the 7 fraction-of-training features with
+        ``lopt.tau_features``).
 
     Returns:
       The next state.
     """
     decays = adafac_decays(lopt, theta)
     time = common.tanh_embedding(opt_state.iteration, jnp.float32)
+    if lopt.tau_features:
+        tau = progress.tau_embedding(opt_state.iteration, opt_state.num_steps, jnp.float32)
+        time = jnp.concatenate([time, tau])
     grads = accumulators.accumulator_grads(grads, opt_state.mom_rolling)
 
     def step(p, g, m, v, fac_g, fac):
@@ -354,6 +371,10 @@ class AdafacMLPLOpt(lopt_base.LearnedOptimizer):
       make_separate_weights: the library's one-scalar-per-weight theta layout; not
         supported (raises ValueError).
       split_weights: a variant of the scalar-math path; same function.
+      tau_features: learnopt option: also feed the fraction of training done (module
+        docstring).
+      default_num_steps: with ``tau_features``, the run length assumed when
+        ``opt.init`` gets no ``num_steps`` (None: ``num_steps`` is required).
     """
 
     #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
@@ -376,6 +397,8 @@ class AdafacMLPLOpt(lopt_base.LearnedOptimizer):
         concat_weights: bool = True,
         make_separate_weights: bool = False,
         split_weights: bool = False,
+        tau_features: bool = False,
+        default_num_steps: int | None = None,
     ):
         if make_separate_weights and not concat_weights:
             raise ValueError(
@@ -392,15 +415,23 @@ class AdafacMLPLOpt(lopt_base.LearnedOptimizer):
         self.concat_weights = concat_weights
         self.make_separate_weights = make_separate_weights
         self.split_weights = split_weights
+        self.tau_features = bool(tau_features)
+        self.default_num_steps = None if default_num_steps is None else int(default_num_steps)
 
     @property
     def num_features(self) -> int:
-        """Inputs of the MLP: the normalized feature groups plus 11 time features (39)."""
-        return num_adafac_features(
-            len(self.initial_momentum_decays),
-            len(self.initial_rms_decays),
-            len(self.initial_adafactor_decays),
-        ) + len(common.TIMESCALES)
+        """Inputs of the MLP: the normalized feature groups plus 11 time features (39),
+        plus 7 fraction-of-training features with ``tau_features`` (46)."""
+        tau = progress.NUM_TAU_FEATURES if self.tau_features else 0
+        return (
+            num_adafac_features(
+                len(self.initial_momentum_decays),
+                len(self.initial_rms_decays),
+                len(self.initial_adafactor_decays),
+            )
+            + len(common.TIMESCALES)
+            + tau
+        )
 
     def init(self, key: jax.Array) -> dict:
         """A random theta: zero decay offsets, the MLP as Haiku initializes it.
@@ -429,8 +460,13 @@ class AdafacMLPLOpt(lopt_base.LearnedOptimizer):
     def __repr__(self) -> str:
         return (
             f"AdafacMLPLOpt(exp_mult={self.exp_mult}, step_mult={self.step_mult}, "
-            f"hidden_size={self.hidden_size}, hidden_layers={self.hidden_layers})"
+            f"hidden_size={self.hidden_size}, hidden_layers={self.hidden_layers}"
+            + (", tau_features=True" if self.tau_features else "")
+            + ")"
         )
 
 
 lopt_base.register_learned_optimizer("AdafacMLPLOpt", AdafacMLPLOpt)
+#: AdafacMLPLOpt with the fraction-of-training inputs on (``tau_features=True``).
+AdafacMLPLOptTau = progress.tau_variant(AdafacMLPLOpt, "AdafacMLPLOpt_tau")
+lopt_base.register_learned_optimizer("AdafacMLPLOpt_tau", AdafacMLPLOptTau)

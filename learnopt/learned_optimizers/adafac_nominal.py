@@ -20,7 +20,9 @@ learned optimization: stability, robustness, and inductive biases" (2022,
 arXiv:2209.11208); with the defaults (``nominal_stepsize = weight_decay = 0``) it is
 AdafacMLPLOpt with four outputs.
 
-``theta`` as AdafacMLPLOpt's, with a last layer of 4 outputs.
+``theta`` as AdafacMLPLOpt's, with a last layer of 4 outputs. ``tau_features=True``
+(learnopt option, off by default; registered as ``MLPNomLOpt_tau``) adds the
+fraction-of-training inputs as in AdafacMLPLOpt.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import jax.numpy as jnp
 
 from learnopt.learned_optimizers import adafac_mlp_lopt as adafac
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers import common, progress
 
 __all__ = ["MLPNomLOpt", "NOMINAL_GRAD_ESTIMATORS"]
 
@@ -124,6 +126,7 @@ class MLPNomLOpt(adafac.AdafacMLPLOpt):
         that output over the tensor (one value per tensor).
       normalize_blackbox: divide the black-box step by ``sqrt(rms + 1e-6)``.
       selfnormalize_blackbox: multiply the black-box step by the tensor's mean gradient.
+      tau_features, default_num_steps: learnopt options, as :class:`AdafacMLPLOpt`.
     """
 
     mom_eps = 1e-6
@@ -150,6 +153,8 @@ class MLPNomLOpt(adafac.AdafacMLPLOpt):
         aggregate_reg_magnitude: bool = False,
         normalize_blackbox: bool = False,
         selfnormalize_blackbox: bool = False,
+        tau_features: bool = False,
+        default_num_steps: int | None = None,
     ):
         if len(tuple(exp_mult)) != 3:
             raise ValueError(f"exp_mult must be a sequence of 3 floats, got {exp_mult!r}")
@@ -168,6 +173,8 @@ class MLPNomLOpt(adafac.AdafacMLPLOpt):
             concat_weights=concat_weights,
             make_separate_weights=make_separate_weights,
             split_weights=split_weights,
+            tau_features=tau_features,
+            default_num_steps=default_num_steps,
         )
         self.exp_mult = tuple(float(e) for e in exp_mult)
         self.nominal_stepsize = nominal_stepsize
@@ -209,8 +216,13 @@ class MLPNomLOpt(adafac.AdafacMLPLOpt):
         return (
             f"MLPNomLOpt(step_mult={self.step_mult}, nominal_stepsize={self.nominal_stepsize}, "
             f"weight_decay={self.weight_decay}, "
-            f"nominal_grad_estimator={self.nominal_grad_estimator!r})"
+            f"nominal_grad_estimator={self.nominal_grad_estimator!r}"
+            + (", tau_features=True" if self.tau_features else "")
+            + ")"
         )
 
 
 lopt_base.register_learned_optimizer("MLPNomLOpt", MLPNomLOpt)
+#: MLPNomLOpt with the fraction-of-training inputs on (``tau_features=True``).
+MLPNomLOptTau = progress.tau_variant(MLPNomLOpt, "MLPNomLOpt_tau")
+lopt_base.register_learned_optimizer("MLPNomLOpt_tau", MLPNomLOptTau)

@@ -38,6 +38,12 @@ Each step:
 leaf has a leading axis of ``param_inits``; "linear" exists but is unused, as in the
 library). The update needs the loss: ``opt.update(state, grads, loss=loss)``.
 
+learnopt option (off by default): the LSTM already reads ``tau = t / T``; with
+``tau_features=True`` the generated per-parameter MLPs read it too, as the 7 per-tensor
+inputs of :func:`~learnopt.learned_optimizers.progress.tau_embedding` (Celo,
+arXiv:2501.12670), through an extra bank leaf ``ff_mod_stack/~/w0__tau``
+``[param_inits, 7, ff_hidden_size]``; registered as ``HyperV2_tau``.
+
 learnopt differences: ``num_steps`` at ``init`` defaults to ``default_num_steps`` when
 not given (the library requires it); the non-factored ``m / sqrt(v)`` floors ``v`` at
 1e-20 so meta-gradients stay finite for exactly-zero gradients; no PRNG key is needed
@@ -59,7 +65,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
-from learnopt.learned_optimizers import accumulators, common, per_element
+from learnopt.learned_optimizers import accumulators, common, per_element, progress
 from learnopt.learned_optimizers import base as lopt_base
 
 PyTree = Any
@@ -298,11 +304,17 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
 
         decays = lopt.decays()
         weights_of = _mixed_weights(theta["ff_mod_stack"]["~"], controls, lopt.param_inits)
+        tau = None
+        if lopt.tau_features:
+            tau = progress.tau_embedding(s.iteration, s.num_steps, jnp.float32)
 
         def step(p, g, m, v, fac_g, fac, i):
             cd = m.dtype
             weights = weights_of(i, cd)
-            return lopt.ff_step(weights, lr_mult[i].astype(cd), p.astype(cd), g, m, v, fac_g, fac)
+            tau_cd = None if tau is None else tau.astype(cd)
+            return lopt.ff_step(
+                weights, lr_mult[i].astype(cd), p.astype(cd), g, m, v, fac_g, fac, tau=tau_cd
+            )
 
         index = treedef.unflatten(list(range(treedef.num_leaves)))
         params, mom, rms, fac = accumulators.update_tree(
@@ -353,6 +365,8 @@ class HyperV2(lopt_base.LearnedOptimizer):
         ``sqrt(size)``.
       default_num_steps: learnopt only: the run length assumed when ``opt.init`` gets no
         ``num_steps`` (it sets the fraction-of-training features).
+      tau_features: learnopt option: the generated MLPs also read the fraction of
+        training done (module docstring).
     """
 
     #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
@@ -399,6 +413,7 @@ class HyperV2(lopt_base.LearnedOptimizer):
         constant_loss: bool = False,
         clip_param_scale_amount: float | None = None,
         default_num_steps: int = 10_000,
+        tau_features: bool = False,
     ):
         for arg, value in (
             ("lstm_hidden_size", lstm_hidden_size),
@@ -446,6 +461,7 @@ class HyperV2(lopt_base.LearnedOptimizer):
         self.constant_loss = constant_loss
         self.clip_param_scale_amount = clip_param_scale_amount
         self.default_num_steps = int(default_num_steps)
+        self.tau_features = bool(tau_features)
 
     # ------------------------------------------------------------------------- pieces
     def decays(self) -> accumulators.Decays:
@@ -506,7 +522,7 @@ class HyperV2(lopt_base.LearnedOptimizer):
             out += [mom] if self.with_fac_mom_mult else []
         return out
 
-    def ff_step(self, weights, lr_mult, p, g, m, rms, fac_g, acc) -> jax.Array:
+    def ff_step(self, weights, lr_mult, p, g, m, rms, fac_g, acc, tau=None) -> jax.Array:
         """The per-parameter MLP step for one tensor with generated ``weights``.
 
         Args:
@@ -515,6 +531,8 @@ class HyperV2(lopt_base.LearnedOptimizer):
           p, g: the parameter and its clipped gradient, in the compute dtype.
           m, rms, fac_g: the updated momenta, second moments and preconditioned gradient.
           acc: the tensor's updated factored second moments.
+          tau: with ``tau_features``, the 7 fraction-of-training features (per-tensor
+            inputs, read by ``weights["w0__tau"]``); None otherwise.
 
         Returns:
           The new parameter, shape ``p.shape``, in the compute dtype.
@@ -523,7 +541,10 @@ class HyperV2(lopt_base.LearnedOptimizer):
         shape = p.shape or (1,)
         # Each feature column is normalized over the tensor; the first layer's w0__i are
         # stacked in the groups' order.
-        w0 = jnp.concatenate([weights[f"w0__{i}"] for i in range(len(groups))], axis=0)
+        w0_parts = [weights[f"w0__{i}"] for i in range(len(groups))]
+        if tau is not None:
+            w0_parts.append(weights["w0__tau"])
+        w0 = jnp.concatenate(w0_parts, axis=0)
         layers = [(w0, weights["b0"])]
         layers += [
             (weights[f"w{i}"], weights[f"b{i}"]) for i in range(1, self.ff_hidden_layers + 1)
@@ -532,6 +553,7 @@ class HyperV2(lopt_base.LearnedOptimizer):
             layers,
             groups,
             shape,
+            tensor_inputs=tau,
             stat_groups=stat_groups,
             norm_axes=tuple(range(len(shape))),
             form=self.mlp_form,
@@ -629,6 +651,8 @@ class HyperV2(lopt_base.LearnedOptimizer):
         stack = {
             f"w0__{i}": common.Normal((k, w, h), 1 / np.sqrt(fan_in)) for i, w in enumerate(widths)
         }
+        if self.tau_features:
+            stack["w0__tau"] = common.Normal((k, progress.NUM_TAU_FEATURES, h), 1 / np.sqrt(fan_in))
         stack["b0"] = np.zeros((k, h), np.float32)
         sizes = [h] * self.ff_hidden_layers + [3]
         for i in range(1, len(sizes)):
@@ -667,8 +691,13 @@ class HyperV2(lopt_base.LearnedOptimizer):
         return (
             f"HyperV2(lstm_hidden_size={self.lstm_hidden_size}, "
             f"ff_hidden_size={self.ff_hidden_size}, param_inits={self.param_inits}, "
-            f"step_mult={self.step_mult})"
+            f"step_mult={self.step_mult}"
+            + (", tau_features=True" if self.tau_features else "")
+            + ")"
         )
 
 
 lopt_base.register_learned_optimizer("HyperV2", HyperV2)
+#: HyperV2 whose generated MLPs also read the fraction of training (``tau_features=True``).
+HyperV2Tau = progress.tau_variant(HyperV2, "HyperV2_tau")
+lopt_base.register_learned_optimizer("HyperV2_tau", HyperV2Tau)

@@ -24,6 +24,14 @@ timescales ``s`` from 1 to 1e5: 19 inputs. An MLP (ReLU, ``hidden_layers`` layer
      ...,
      "mlp/~/linear_{hidden_layers}": {"w": [hidden_size, 2], "b": [2]}}
 
+learnopt options (off by default, so the library's maths and theta stay the default):
+``tau_features=True`` appends the ``progress.NUM_TAU_FEATURES`` (7) features of the
+fraction of training done ``tau = t / T`` (``T`` from ``opt.init(params,
+num_steps=T)``; Celo, arXiv:2501.12670) after the time features, as per-tensor inputs
+(first layer ``[26, hidden_size]``); ``param_scale_steps=True`` multiplies each tensor's
+step by its RMS plus ``param_scale_floor`` (steps relative to the parameter scale, as
+Celo's and VeLO's are). ``MLPLOpt_tau`` is registered with ``tau_features=True``.
+
 learnopt differences: arithmetic runs in float32 (float64 for float64 params) and new
 params are cast back to their dtype, so bfloat16/float16 and mixed precision work;
 ``compute_summary`` puts step statistics in ``state.summary`` instead of the
@@ -49,7 +57,7 @@ import numpy as np
 
 from learnopt.canonical import leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common, per_element
+from learnopt.learned_optimizers import common, per_element, progress
 from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any
@@ -86,6 +94,8 @@ class MLPLOptState:
       summary: with ``compute_summary``, float32 statistics of the last step, averaged
         over all parameter elements (``avg_step_size``, ``direction_mean_abs``,
         ``magnitude_mean``, ``magnitude_mean_abs``); otherwise an empty dict.
+      num_steps: with ``tau_features``, the run length ``T`` given to ``init`` (int32);
+        otherwise None (no leaf: the library's state).
     """
 
     params: PyTree
@@ -93,6 +103,7 @@ class MLPLOptState:
     iteration: jax.Array
     rolling_features: MomAccumulator
     summary: dict[str, jax.Array]
+    num_steps: Any = None
 
 
 class MLPLOptOptimizer(common.ThetaOptimizer):
@@ -104,7 +115,8 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
         Args:
           params: the parameters to optimize.
           model_state: the model state to keep.
-          num_steps: unused (the time features count steps, not progress).
+          num_steps: the run length ``T`` with ``tau_features`` (required unless the
+            learned optimizer has a ``default_num_steps``); unused otherwise.
           key: unused.
 
         Returns:
@@ -124,6 +136,7 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
             iteration=jnp.zeros((), jnp.int32),
             rolling_features=MomAccumulator(m=m),
             summary=summary,
+            num_steps=_num_steps(self.lopt, num_steps),
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
@@ -142,6 +155,14 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
         """
         lopt = self.lopt
         iteration = opt_state.iteration
+
+        def time_features(cd):
+            time = common.tanh_embedding(iteration, cd)
+            if not lopt.tau_features:
+                return time
+            tau = progress.tau_embedding(iteration, opt_state.num_steps, cd)
+            return jnp.concatenate([time, tau])
+
         layers = [
             (self.theta[f"mlp/~/linear_{i}"]["w"], self.theta[f"mlp/~/linear_{i}"]["b"])
             for i in range(lopt.hidden_layers + 1)
@@ -161,11 +182,13 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
                 layers,
                 groups,
                 shape,
-                tensor_inputs=common.tanh_embedding(iteration, cd),
+                tensor_inputs=time_features(cd),
                 norm_axes=tuple(range(len(shape))),
                 form=lopt.mlp_form,
             )
             delta = direction * jnp.exp(magnitude * lopt.exp_mult) * lopt.step_mult
+            if lopt.param_scale_steps:
+                delta = delta * progress.param_scale(pc, lopt.param_scale_floor)
             new_p = (pc - delta.reshape(p.shape)).astype(p.dtype)
             stats = ()
             if lopt.compute_summary:
@@ -187,7 +210,15 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
             iteration=iteration + 1,
             rolling_features=MomAccumulator(m=m),
             summary=summary,
+            num_steps=opt_state.num_steps,
         )
+
+
+def _num_steps(lopt: Any, num_steps: Any) -> jax.Array | None:
+    """``T`` for the state when ``lopt`` reads the fraction of training, else None."""
+    if not lopt.tau_features:
+        return None
+    return progress.resolve_num_steps(num_steps, lopt.default_num_steps, lopt.name)
 
 
 class MLPLOpt(lopt_base.LearnedOptimizer):
@@ -204,6 +235,13 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
       hidden_size: width of each hidden layer.
       hidden_layers: number of hidden (ReLU) layers.
       compute_summary: if true, states carry step statistics in ``state.summary``.
+      tau_features: learnopt option: also feed the fraction of training done (module
+        docstring; changes the first layer to ``[26, hidden_size]``).
+      default_num_steps: with ``tau_features``, the run length assumed when
+        ``opt.init`` gets no ``num_steps`` (None: ``num_steps`` is required).
+      param_scale_steps: learnopt option: multiply each tensor's step by
+        ``rms(p) + param_scale_floor``.
+      param_scale_floor: the floor added to the RMS (so zero tensors still move).
     """
 
     #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
@@ -217,6 +255,10 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
         hidden_size: int = 32,
         hidden_layers: int = 2,
         compute_summary: bool = True,
+        tau_features: bool = False,
+        default_num_steps: int | None = None,
+        param_scale_steps: bool = False,
+        param_scale_floor: float = 1e-3,
     ):
         if int(hidden_size) < 1 or int(hidden_layers) < 0:
             raise ValueError(
@@ -228,6 +270,10 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
         self.hidden_size = int(hidden_size)
         self.hidden_layers = int(hidden_layers)
         self.compute_summary = compute_summary
+        self.tau_features = bool(tau_features)
+        self.default_num_steps = None if default_num_steps is None else int(default_num_steps)
+        self.param_scale_steps = bool(param_scale_steps)
+        self.param_scale_floor = float(param_scale_floor)
 
     @property
     def name(self) -> str:
@@ -235,8 +281,8 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
 
     @property
     def num_features(self) -> int:
-        """Inputs of the MLP per parameter element (19)."""
-        return NUM_FEATURES
+        """Inputs of the MLP per parameter element (19; 26 with ``tau_features``)."""
+        return NUM_FEATURES + (progress.NUM_TAU_FEATURES if self.tau_features else 0)
 
     def init(self, key: jax.Array) -> dict[str, dict[str, jax.Array]]:
         """Haiku MLP parameters: weights ~ truncated normal, std ``1/sqrt(fan_in)``; zero biases.
@@ -247,7 +293,7 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
         Returns:
           The Haiku ``hk.nets.MLP`` parameter dict (layout in the module docstring).
         """
-        sizes = [NUM_FEATURES] + [self.hidden_size] * self.hidden_layers + [2]
+        sizes = [self.num_features] + [self.hidden_size] * self.hidden_layers + [2]
         return common.mlp_init(key, sizes)
 
     def opt_fn(self, theta: Any, is_training: bool = False) -> MLPLOptOptimizer:
@@ -267,8 +313,14 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
         return (
             f"MLPLOpt(exp_mult={self.exp_mult}, step_mult={self.step_mult}, "
             f"hidden_size={self.hidden_size}, hidden_layers={self.hidden_layers}, "
-            f"compute_summary={self.compute_summary})"
+            f"compute_summary={self.compute_summary}"
+            + (", tau_features=True" if self.tau_features else "")
+            + (", param_scale_steps=True" if self.param_scale_steps else "")
+            + ")"
         )
 
 
 lopt_base.register_learned_optimizer("MLPLOpt", MLPLOpt)
+#: MLPLOpt with the fraction-of-training inputs on (``tau_features=True``).
+MLPLOptTau = progress.tau_variant(MLPLOpt, "MLPLOpt_tau")
+lopt_base.register_learned_optimizer("MLPLOpt_tau", MLPLOptTau)

@@ -26,6 +26,11 @@ unconstrained hyperparameters, which are then clipped to their ranges.
 their unconstrained form). At the initial theta the controls are zero, so NNAdam is
 the Adam above with the initial hyperparameters: a meaningful default.
 
+learnopt option (off by default): ``tau_features=True`` appends the 7 features of the
+fraction of training done ``tau = t / T`` (:mod:`~learnopt.learned_optimizers.progress`;
+``T`` from ``opt.init(params, num_steps=T)``; Celo, arXiv:2501.12670) to every
+tensor's LSTM inputs (``rnn/linear`` ``w: [58, 128]``); registered as ``NNAdam_tau``.
+
 learnopt differences: ``num_steps`` at ``init`` is optional (the library requires it
 and does not use it); arithmetic in float32 (float64 for float64 params).
 """
@@ -41,7 +46,7 @@ import numpy as np
 
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers import common, progress
 from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any
@@ -70,6 +75,8 @@ class NNAdamState:
       per_layer_lr, per_layer_beta1, per_layer_beta2, per_layer_epsilon: per-tensor
         scalars (trees like params) in the unconstrained form.
       lstm_hidden_state: ``LSTMState([num_tensors, 32], [num_tensors, 32])``.
+      num_steps: with ``tau_features``, the run length ``T`` given to ``init`` (int32);
+        otherwise None (no leaf: the library's state).
     """
 
     params: PyTree
@@ -81,6 +88,7 @@ class NNAdamState:
     per_layer_beta2: PyTree
     per_layer_epsilon: PyTree
     lstm_hidden_state: common.LSTMState
+    num_steps: Any = None
 
 
 # (forward, inverse) of the unconstrained hyperparameter forms.
@@ -170,6 +178,11 @@ class _NNAdamOptimizer(common.ThetaOptimizer):
             per_layer_beta2=per_tensor("per_layer_beta2"),
             per_layer_epsilon=per_tensor("per_layer_epsilon"),
             lstm_hidden_state=lstm_state,
+            num_steps=(
+                progress.resolve_num_steps(num_steps, self.lopt.default_num_steps, self.lopt.name)
+                if self.lopt.tau_features
+                else None
+            ),
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
@@ -202,6 +215,11 @@ class _NNAdamOptimizer(common.ThetaOptimizer):
         )
         treedef = jax.tree_util.tree_structure(s.params)
         stack = jnp.stack(jax.tree_util.tree_leaves(feats))
+        if lopt.tau_features:
+            tau = progress.tau_embedding(s.iteration, s.num_steps, tree_dtype)
+            stack = jnp.concatenate(
+                [stack, jnp.broadcast_to(tau, (stack.shape[0], tau.shape[0]))], 1
+            )
         lstm_params = common.cast_tree(theta["rnn_params"]["rnn/linear"], tree_dtype)
         lstm_out, lstm_state = common.lstm_apply(lstm_params, stack, s.lstm_hidden_state)
         controls = theta["rnn_to_controls_params"]["rnn_to_controls"]
@@ -224,6 +242,7 @@ class _NNAdamOptimizer(common.ThetaOptimizer):
             per_layer_beta2=moved(s.per_layer_beta2, 2, _beta_inverse, _one_minus_log_forward),
             per_layer_epsilon=moved(s.per_layer_epsilon, 3, _eps_inverse, _log_forward),
             lstm_hidden_state=lstm_state,
+            num_steps=s.num_steps,
         )
 
 
@@ -238,6 +257,10 @@ class NNAdam(lopt_base.LearnedOptimizer):
       initial_beta1: first-moment decay at the initial theta.
       initial_beta2: second-moment decay at the initial theta.
       initial_epsilon: epsilon at the initial theta.
+      tau_features: learnopt option: the LSTM also reads the fraction of training done
+        (module docstring).
+      default_num_steps: with ``tau_features``, the run length assumed when
+        ``opt.init`` gets no ``num_steps`` (None: ``num_steps`` is required).
     """
 
     def __init__(
@@ -247,6 +270,8 @@ class NNAdam(lopt_base.LearnedOptimizer):
         initial_beta1: float = 0.9,
         initial_beta2: float = 0.999,
         initial_epsilon: float = 1e-8,
+        tau_features: bool = False,
+        default_num_steps: int | None = None,
     ):
         self.output_scale = output_scale
         self.initial_learning_rate = initial_learning_rate
@@ -254,7 +279,11 @@ class NNAdam(lopt_base.LearnedOptimizer):
         self.initial_beta2 = initial_beta2
         self.initial_epsilon = initial_epsilon
         self.lstm_hidden_size = _LSTM_HIDDEN
-        self.rnn_input_features = _NUM_FEATURES
+        self.tau_features = bool(tau_features)
+        self.default_num_steps = None if default_num_steps is None else int(default_num_steps)
+        self.rnn_input_features = _NUM_FEATURES + (
+            progress.NUM_TAU_FEATURES if self.tau_features else 0
+        )
 
     def init(self, key: jax.Array) -> dict:
         """Haiku-layout theta: LSTM and zero-weight control layer, initial hyperparameters.
@@ -276,7 +305,7 @@ class NNAdam(lopt_base.LearnedOptimizer):
             "per_layer_beta2": f32(0.1 * np.log(1 - self.initial_beta2)),
             "per_layer_epsilon": f32(0.1 * np.log(self.initial_epsilon)),
             "per_layer_lr": f32(0.1 * np.log(self.initial_learning_rate)),
-            "rnn_params": {"rnn/linear": common.lstm_spec(_NUM_FEATURES, _LSTM_HIDDEN)},
+            "rnn_params": {"rnn/linear": common.lstm_spec(self.rnn_input_features, _LSTM_HIDDEN)},
             "rnn_to_controls_params": {
                 "rnn_to_controls": common.linear_spec(_LSTM_HIDDEN, 4, zero_weights=True)
             },
@@ -300,8 +329,13 @@ class NNAdam(lopt_base.LearnedOptimizer):
     def __repr__(self) -> str:
         return (
             f"NNAdam(output_scale={self.output_scale}, "
-            f"initial_learning_rate={self.initial_learning_rate})"
+            f"initial_learning_rate={self.initial_learning_rate}"
+            + (", tau_features=True" if self.tau_features else "")
+            + ")"
         )
 
 
 lopt_base.register_learned_optimizer("NNAdam", NNAdam)
+#: NNAdam whose LSTM also reads the fraction of training (``tau_features=True``).
+NNAdamTau = progress.tau_variant(NNAdam, "NNAdam_tau")
+lopt_base.register_learned_optimizer("NNAdam_tau", NNAdamTau)

@@ -30,6 +30,12 @@ LSTMState([1, 64], [1, 64]), "rnn_params": {"rnn/linear": {"w": [116, 256], "b"}
 
 The update needs the training loss: ``opt.update(state, grads, loss=loss)``.
 
+learnopt option (off by default): ``tau_features=True`` appends the 7 features of the
+fraction of training done ``tau = t / T`` (:mod:`~learnopt.learned_optimizers.progress`;
+``T`` from ``opt.init(params, num_steps=T)``; Celo, arXiv:2501.12670) to the MLP's
+per-tensor inputs (first layer ``[61, hidden_size]`` with the defaults); registered as
+``RNNMLPLOpt_tau``.
+
 learnopt differences: norms use a square root with a finite derivative at zero (the
 library's ``jnp.linalg.norm`` gives NaN meta-gradients for an all-zero tensor);
 ``is_valid`` may be a Python bool (one branch traced) or an array (``lax.cond``);
@@ -48,7 +54,7 @@ import numpy as np
 
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common, per_element
+from learnopt.learned_optimizers import common, per_element, progress
 
 PyTree = Any
 
@@ -94,6 +100,8 @@ class RNNMLPLOptState:
       train_loss_accum: the training-loss statistics.
       valid_loss_accum: the validation-loss statistics.
       dynamic_clip: the gradient clipper's state.
+      num_steps: with ``tau_features``, the run length ``T`` given to ``init`` (int32);
+        otherwise None (no leaf: the library's state).
     """
 
     params: PyTree
@@ -107,6 +115,7 @@ class RNNMLPLOptState:
     train_loss_accum: LossNormalizerState
     valid_loss_accum: LossNormalizerState
     dynamic_clip: DynamicClipState
+    num_steps: Any = None
 
 
 def _loss_next(state: LossNormalizerState, loss: jax.Array, decay: float) -> LossNormalizerState:
@@ -170,6 +179,11 @@ class _RNNMLPOptimizer(common.ThetaOptimizer):
             valid_loss_accum=loss_state,
             dynamic_clip=DynamicClipState(
                 iteration=jnp.ones((), jnp.float32), value=jnp.full((), 1 - alpha, jnp.float32)
+            ),
+            num_steps=(
+                progress.resolve_num_steps(num_steps, lopt.default_num_steps, lopt.name)
+                if lopt.tau_features
+                else None
             ),
         )
 
@@ -241,12 +255,17 @@ class _RNNMLPOptimizer(common.ThetaOptimizer):
         ff_inputs = common.linear_apply(theta["rnn_to_ff_params"]["rnn_to_ff"], lstm_out)
 
         num_tensors = len(flat[0])
+        tau = None
+        if lopt.tau_features:
+            tau = progress.tau_embedding(s.iteration, s.num_steps, jnp.float32)
         new_params, new_from_mlp = [], []
         for i, (m, v, g, p) in enumerate(zip(*flat[:4], strict=True)):
             cd = m.dtype
             groups, tensor_inputs = self._mlp_features(
                 m, v, g.astype(cd), p.astype(cd), ff_inputs[i].astype(cd), s.iteration, num_tensors
             )
+            if tau is not None:
+                tensor_inputs = jnp.concatenate([tensor_inputs, tau.astype(cd)])
             mlp = theta["ffmod_params"]
             layers = [
                 (mlp[f"mlp/~/linear_{j}"]["w"], mlp[f"mlp/~/linear_{j}"]["b"])
@@ -279,6 +298,7 @@ class _RNNMLPOptimizer(common.ThetaOptimizer):
             train_loss_accum=train_accum,
             valid_loss_accum=s.valid_loss_accum,
             dynamic_clip=dynamic_clip,
+            num_steps=s.num_steps,
         )
 
     @staticmethod
@@ -353,6 +373,10 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
       lstm_to_ff: values the LSTM sends to the MLP.
       lstm_hidden_size: width of the LSTM.
       decays: decays of the momentum and second-moment accumulators.
+      tau_features: learnopt option: also feed the MLP the fraction of training done
+        (module docstring).
+      default_num_steps: with ``tau_features``, the run length assumed when
+        ``opt.init`` gets no ``num_steps`` (None: ``num_steps`` is required).
     """
 
     #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
@@ -370,6 +394,8 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
         lstm_to_ff: int = 17,
         lstm_hidden_size: int = 64,
         decays: Sequence[float] = (0.5, 0.9, 0.99, 0.999, 0.9999),
+        tau_features: bool = False,
+        default_num_steps: int | None = None,
     ):
         self.step_multiplier = step_multiplier
         self.magnitude_rate = magnitude_rate
@@ -380,6 +406,8 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
         self.lstm_to_ff = int(lstm_to_ff)
         self.lstm_hidden_size = int(lstm_hidden_size)
         self.decays = tuple(float(d) for d in decays)
+        self.tau_features = bool(tau_features)
+        self.default_num_steps = None if default_num_steps is None else int(default_num_steps)
         if len(self.decays) != 5:
             # The feature counts of the library's layout (23 + 14 = 37) assume 5 decays.
             raise ValueError(f"RNNMLPLOpt needs 5 decays (the library's layout), got {decays}")
@@ -400,6 +428,8 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
 
         rnn_in = _TENSOR_FEATURES + self.from_lstm_size + self.from_mlp_size
         mlp_in = _MLP_FEATURES + self.lstm_to_ff
+        if self.tau_features:
+            mlp_in += progress.NUM_TAU_FEATURES
         sizes = [mlp_in] + [self.hidden_size] * self.hidden_layer + [2 + self.from_mlp_size]
         h = self.lstm_hidden_size
         spec = {
@@ -431,8 +461,13 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
         return (
             f"RNNMLPLOpt(step_multiplier={self.step_multiplier}, "
             f"magnitude_rate={self.magnitude_rate}, hidden_size={self.hidden_size}, "
-            f"lstm_hidden_size={self.lstm_hidden_size})"
+            f"lstm_hidden_size={self.lstm_hidden_size}"
+            + (", tau_features=True" if self.tau_features else "")
+            + ")"
         )
 
 
 lopt_base.register_learned_optimizer("RNNMLPLOpt", RNNMLPLOpt)
+#: RNNMLPLOpt with the fraction-of-training inputs on (``tau_features=True``).
+RNNMLPLOptTau = progress.tau_variant(RNNMLPLOpt, "RNNMLPLOpt_tau")
+lopt_base.register_learned_optimizer("RNNMLPLOpt_tau", RNNMLPLOptTau)

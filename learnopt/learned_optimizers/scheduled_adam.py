@@ -1,0 +1,279 @@
+"""ScheduledAdam: Adam's direction with a learned schedule over the fraction of training.
+
+Learned optimizers meta-trained over runs of one length learn warm-up and decay
+schedules (Maheswaranathan et al., "Reverse engineering learned optimizers reveals
+known and novel mechanisms", 2020, arXiv:2011.02159), but a schedule over the absolute
+step count does not transfer to runs of another length. ScheduledAdam keeps Adam's
+hand-designed direction and learns only *how far* to step, as a function of the
+fraction of training done ``tau = t / T`` (``T`` from ``opt.init(params,
+num_steps=T)``; Celo, Moudgil et al., 2025, arXiv:2501.12670, feeds its rule the same
+quantity) and of the kind of tensor. For a tensor ``p`` of kind ``k`` with gradient
+``g``, at step ``t`` (counted from 0 before the update):
+
+    m <- b1 m + (1 - b1) g;   v <- b2 v + (1 - b2) g^2
+    d  = m_hat / (sqrt(v_hat) + eps)        (bias-corrected, optax's scale_by_adam)
+    p <- p - exp(log_lr + s(tau) + offset_k) * d
+
+with ``s`` a small MLP over :func:`~learnopt.learned_optimizers.progress.tau_embedding`
+(ReLU, ``hidden_size`` units) whose output layer starts at zero, ``offset`` one scalar
+per tensor kind (:data:`TENSOR_KINDS`, zero at first), ``b = sigmoid(beta_logit)``
+and ``eps = exp(log_epsilon)``. At its initial theta ScheduledAdam is
+``optax.adam(initial_lr, initial_beta1, initial_beta2, initial_epsilon)`` step for step.
+
+Tensor kinds, from each parameter's shape and path: ``"vector"`` (rank 0 or 1: biases,
+scales), ``"matrix"`` (rank 2), ``"conv"`` (rank 3 and more: convolution kernels) and
+``"embedding"`` (rank 2 with ``embed`` in its path, case-insensitive).
+
+``theta = {"log_lr": [], "log_epsilon": [], "beta1_logit": [], "beta2_logit": [],
+"kind_offsets": [4], "schedule": {"mlp/~/linear_0": {"w": [7, H], "b": [H]},
+"mlp/~/linear_1": {"w": [H, 1], "b": [1]}}}``. learned_optimization has no such
+architecture; its closest is ``LearnableAdam`` (constant learnable hyperparameters).
+
+Example::
+
+    lopt = scheduled_adam.ScheduledAdam(initial_lr=1e-3)
+    opt = lopt.opt_fn(lopt.init(jax.random.PRNGKey(0)))
+    state = opt.init(params, num_steps=1000)
+    state = opt.update(state, grads)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from learnopt import _validate
+from learnopt.canonical import leaf_compute_dtype
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers import common, progress
+from learnopt.optimizers.adam import adam_direction_from_decays
+from learnopt.tree_utils import tree_map_multi
+
+PyTree = Any
+
+__all__ = ["ScheduledAdam", "ScheduledAdamState", "TENSOR_KINDS", "tensor_kind"]
+
+#: The tensor kinds with their own learned step-size offset (in ``kind_offsets`` order).
+TENSOR_KINDS = ("vector", "matrix", "conv", "embedding")
+
+
+def tensor_kind(path: Any, shape: tuple[int, ...]) -> int:
+    """The index in :data:`TENSOR_KINDS` of a parameter (see the module docstring).
+
+    Args:
+      path: the parameter's key path in the params tree (``jax.tree_util`` path entries).
+      shape: its shape.
+
+    Returns:
+      0 (vector), 1 (matrix), 2 (conv) or 3 (embedding).
+    """
+    rank = len(shape)
+    if rank <= 1:
+        return 0
+    if rank >= 3:
+        return 2
+    if "embed" in jax.tree_util.keystr(tuple(path)).lower():
+        return 3
+    return 1
+
+
+@flax.struct.dataclass
+class ScheduledAdamState:
+    """State of the optimizer :meth:`ScheduledAdam.opt_fn` returns.
+
+    Attributes:
+      params, model_state, iteration: as in every learnopt state.
+      num_steps: the run length ``T`` given to ``init``, int32.
+      mu, nu: Adam's first and second moments, in the params' arithmetic dtypes.
+    """
+
+    params: PyTree
+    model_state: PyTree
+    iteration: jax.Array
+    num_steps: jax.Array
+    mu: PyTree
+    nu: PyTree
+
+
+class _ScheduledAdamOptimizer(common.ThetaOptimizer):
+    """The optimizer :meth:`ScheduledAdam.opt_fn` returns."""
+
+    def init(self, params, model_state=None, num_steps=None, key=None):
+        """Zero moments and the run length.
+
+        Args:
+          params: the parameters to optimize.
+          model_state: the model state to keep.
+          num_steps: the run length ``T`` (required unless the learned optimizer has a
+            ``default_num_steps``).
+          key: unused.
+
+        Returns:
+          The initial :class:`ScheduledAdamState`.
+
+        Raises:
+          ValueError: ``num_steps`` is missing and there is no ``default_num_steps``.
+        """
+        zeros = jax.tree_util.tree_map(
+            lambda p: jnp.zeros(np.shape(p), leaf_compute_dtype(p.dtype)), params
+        )
+        return ScheduledAdamState(
+            params=params,
+            model_state=model_state,
+            iteration=jnp.zeros((), jnp.int32),
+            num_steps=progress.resolve_num_steps(
+                num_steps, self.lopt.default_num_steps, self.lopt.name
+            ),
+            mu=zeros,
+            nu=jax.tree_util.tree_map(jnp.copy, zeros),
+        )
+
+    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        """One step ``p <- p - exp(log_lr + s(tau) + offset_kind) * adam_direction``.
+
+        Args:
+          opt_state: the current :class:`ScheduledAdamState`.
+          grads: the gradients, a tree like the params.
+          loss: unused.
+          model_state: the new model state (None keeps the current one).
+          key: unused.
+          **kwargs: ignored.
+
+        Returns:
+          The next state.
+        """
+        theta, s = self.theta, opt_state
+        log_lr = self.lopt.log_step_sizes(theta, s.iteration, s.num_steps)  # [kinds]
+        # 1 - beta = sigmoid(-logit): exact for beta near 1.
+        omb1 = jax.nn.sigmoid(-theta["beta1_logit"])
+        omb2 = jax.nn.sigmoid(-theta["beta2_logit"])
+        eps = jnp.exp(theta["log_epsilon"])
+        t = s.iteration + 1
+        treedef = jax.tree_util.tree_structure(s.params)
+        leaves = jax.tree_util.tree_flatten_with_path(s.params)[0]
+        kinds = treedef.unflatten([tensor_kind(path, np.shape(p)) for path, p in leaves])
+
+        def step(p, m, v, g, kind):
+            cd = m.dtype
+            d, m, v = adam_direction_from_decays(m, v, g, t, omb1, omb2, eps, 0.0)
+            lr = jnp.exp(log_lr[kind]).astype(cd)
+            return (p.astype(cd) - lr * d).astype(p.dtype), m, v
+
+        params, mu, nu = tree_map_multi(step, s.params, s.mu, s.nu, grads, kinds)
+        return ScheduledAdamState(
+            params=params,
+            model_state=model_state if model_state is not None else s.model_state,
+            iteration=t,
+            num_steps=s.num_steps,
+            mu=mu,
+            nu=nu,
+        )
+
+
+class ScheduledAdam(lopt_base.LearnedOptimizer):
+    """Adam with a learned step-size schedule over ``tau = t / T`` and per-kind offsets.
+
+    See the module docstring for the update and theta (schedules learned by learned
+    optimizers: arXiv:2011.02159; fraction-of-training inputs: Celo, arXiv:2501.12670).
+    At the initial theta it is ``optax.adam(initial_lr, initial_beta1, initial_beta2,
+    initial_epsilon)``.
+
+    Args:
+      initial_lr: the learning rate at the initial theta (``log_lr = log(initial_lr)``).
+      initial_beta1: the first-moment decay at the initial theta, in (0, 1).
+      initial_beta2: the second-moment decay at the initial theta, in (0, 1).
+      initial_epsilon: Adam's ``epsilon`` at the initial theta (> 0).
+      hidden_size: width of the schedule MLP's hidden layer.
+      default_num_steps: the run length assumed when ``opt.init`` gets no
+        ``num_steps``; None (the default) makes ``num_steps`` required.
+    """
+
+    def __init__(
+        self,
+        initial_lr: float = 1e-3,
+        initial_beta1: float = 0.9,
+        initial_beta2: float = 0.999,
+        initial_epsilon: float = 1e-8,
+        hidden_size: int = 16,
+        default_num_steps: int | None = None,
+    ):
+        _validate.positive_float("initial_lr", initial_lr)
+        _validate.positive_float("initial_epsilon", initial_epsilon)
+        for arg, value in (("initial_beta1", initial_beta1), ("initial_beta2", initial_beta2)):
+            _validate.real(arg, value, low=0.0, high=1.0, low_open=True, high_open=True)
+        _validate.positive_int("hidden_size", hidden_size)
+        if default_num_steps is not None:
+            _validate.positive_int("default_num_steps", default_num_steps)
+        self.initial_lr = initial_lr
+        self.initial_beta1 = initial_beta1
+        self.initial_beta2 = initial_beta2
+        self.initial_epsilon = initial_epsilon
+        self.hidden_size = int(hidden_size)
+        self.default_num_steps = None if default_num_steps is None else int(default_num_steps)
+
+    def init(self, key: jax.Array) -> dict:
+        """The initial theta: constant Adam (zero schedule output, zero kind offsets).
+
+        Args:
+          key: the PRNG key of the schedule MLP's first layer.
+
+        Returns:
+          ``{"beta1_logit", "beta2_logit", "kind_offsets", "log_epsilon", "log_lr",
+          "schedule"}`` (layout in the module docstring).
+        """
+        logit = lambda b: np.float32(np.log(b) - np.log1p(-b))  # noqa: E731
+        h = self.hidden_size
+        spec = {
+            "beta1_logit": logit(self.initial_beta1),
+            "beta2_logit": logit(self.initial_beta2),
+            "kind_offsets": np.zeros((len(TENSOR_KINDS),), np.float32),
+            "log_epsilon": np.float32(np.log(self.initial_epsilon)),
+            "log_lr": np.float32(np.log(self.initial_lr)),
+            "schedule": {
+                "mlp/~/linear_0": common.linear_spec(progress.NUM_TAU_FEATURES, h),
+                "mlp/~/linear_1": common.linear_spec(h, 1, zero_weights=True),
+            },
+        }
+        return common.draw(key, spec)
+
+    def log_step_sizes(self, theta: dict, iteration: jax.Array, num_steps: jax.Array) -> jax.Array:
+        """``log_lr + s(tau) + offset_k`` for every tensor kind ``k``.
+
+        Args:
+          theta: the meta-parameters.
+          iteration: the step count ``t`` before the update.
+          num_steps: the run length ``T``.
+
+        Returns:
+          ``[len(TENSOR_KINDS)]`` float32 log step sizes.
+        """
+        features = progress.tau_embedding(iteration, num_steps, jnp.float32)
+        schedule = common.mlp_apply(theta["schedule"], features[None])[0, 0]
+        return theta["log_lr"] + schedule + theta["kind_offsets"]
+
+    def opt_fn(self, theta: dict, is_training: bool = False) -> common.ThetaOptimizer:
+        """The optimizer with meta-parameters ``theta``.
+
+        Args:
+          theta: a theta of this layout (checked; ValueError if it does not match).
+          is_training: unused (the update is the same in meta-training).
+
+        Returns:
+          An optimizer whose ``init(params, num_steps=T)`` / ``update`` run the update.
+        """
+        common.check_theta(self, theta)
+        return _ScheduledAdamOptimizer(theta, self)
+
+    def __repr__(self) -> str:
+        return (
+            f"ScheduledAdam(initial_lr={self.initial_lr}, initial_beta1={self.initial_beta1}, "
+            f"initial_beta2={self.initial_beta2}, initial_epsilon={self.initial_epsilon}, "
+            f"hidden_size={self.hidden_size}, default_num_steps={self.default_num_steps})"
+        )
+
+
+lopt_base.register_learned_optimizer("ScheduledAdam", ScheduledAdam)

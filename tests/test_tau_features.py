@@ -1,0 +1,281 @@
+"""Fraction-of-training inputs (``tau = t / T``) and ScheduledAdam.
+
+* ScheduledAdam at its initial theta is ``optax.adam`` step for step; once its schedule
+  MLP's output layer is non-zero, its steps depend on ``tau``; each tensor kind has its
+  own offset; it refuses to run without a run length.
+* Each architecture's ``tau_features`` option: with it on, the same state at the same
+  step gives a different update for a different ``num_steps`` (tau reaches the
+  network); with it off, ``num_steps`` changes nothing (the library's maths; the
+  architectures' own tests check that maths against references).
+* MLPLOpt's ``param_scale_steps``: the step is the plain step times ``rms(p) + floor``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers import mlp_lopt, progress, scheduled_adam
+
+# A bias, a matrix, an embedding table and a conv kernel (one of each tensor kind).
+SHAPES = {"b": (3,), "w": (4, 3), "embed": {"table": (5, 2)}, "conv": (2, 2, 1, 3)}
+
+
+def _tree(seed, scale=1.0):
+    rng = np.random.default_rng(seed)
+    return jax.tree_util.tree_map(
+        lambda s: jnp.asarray(scale * rng.standard_normal(s), jnp.float32),
+        SHAPES,
+        is_leaf=lambda x: isinstance(x, tuple),
+    )
+
+
+def _grads(steps):
+    return [_tree(100 + i) for i in range(steps)]
+
+
+def _max_diff(a, b):
+    return max(
+        float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True)
+    )
+
+
+# ------------------------------------------------------------------------- the embedding
+
+
+def test_tau_embedding_values_at_the_start_and_end_of_training():
+    start = np.asarray(progress.tau_embedding(jnp.int32(0), jnp.int32(50)))
+    np.testing.assert_allclose(start, [0, 0, 1, 0, 1, 0, 0], atol=1e-6)
+    end = np.asarray(progress.tau_embedding(jnp.int32(50), jnp.int32(50)))
+    np.testing.assert_allclose(end, [1, 1, -1, 0, 1, 0, 1], atol=1e-6)
+    half = np.asarray(progress.tau_embedding(jnp.int32(25), jnp.int32(50)))
+    np.testing.assert_allclose(half[:6], [0.5, 0.25, 0, 1, -1, 0], atol=1e-6)
+    # Past the end (random initial offsets in meta-training) it stays at the end.
+    np.testing.assert_allclose(progress.tau_embedding(jnp.int32(80), jnp.int32(50)), end)
+    assert start.shape == (progress.NUM_TAU_FEATURES,)
+
+
+def test_resolve_num_steps_needs_a_run_length():
+    with pytest.raises(ValueError, match="num_steps"):
+        progress.resolve_num_steps(None, None, "X")
+    assert int(progress.resolve_num_steps(None, 7, "X")) == 7
+    assert progress.resolve_num_steps(12, None, "X").dtype == jnp.int32
+
+
+# --------------------------------------------------------------------------- ScheduledAdam
+
+
+@pytest.fixture(scope="module")
+def sched():
+    """ScheduledAdam and one compiled unroll: ``(theta, params, num_steps, grads) ->
+    params after each step`` (stacked)."""
+    lopt = scheduled_adam.ScheduledAdam(initial_lr=3e-2, initial_beta1=0.8, initial_beta2=0.99)
+
+    @jax.jit
+    def run(theta, params, num_steps, grads):
+        opt = lopt.opt_fn(theta)
+        state = opt.init(params, num_steps=num_steps)
+
+        def body(s, g):
+            s = opt.update(s, g)
+            return s, opt.get_params(s)
+
+        return jax.lax.scan(body, state, grads)[1]
+
+    return lopt, run
+
+
+def _stacked(grads):
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *grads)
+
+
+def test_scheduled_adam_at_its_initial_theta_is_optax_adam(sched):
+    lopt, run = sched
+    theta = lopt.init(jax.random.PRNGKey(0))
+    params, grads = _tree(0), _grads(6)
+    got = run(theta, params, jnp.int32(6), _stacked(grads))
+    tx = optax.adam(3e-2, b1=0.8, b2=0.99, eps=1e-8)
+    ref, tx_state = params, tx.init(params)
+    for i, g in enumerate(grads):
+        updates, tx_state = tx.update(g, tx_state, ref)
+        ref = optax.apply_updates(ref, updates)
+        step_i = jax.tree_util.tree_map(lambda x: x[i], got)  # noqa: B023
+        for a, b in zip(
+            jax.tree_util.tree_leaves(step_i), jax.tree_util.tree_leaves(ref), strict=True
+        ):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+    assert _max_diff(jax.tree_util.tree_map(lambda x: x[-1], got), params) > 0.05  # it moved
+
+
+def test_scheduled_adam_steps_depend_on_tau_once_the_schedule_is_learned(sched):
+    lopt, run = sched
+    theta = lopt.init(jax.random.PRNGKey(0))
+    params, grads = _tree(0), _stacked(_grads(3))
+    # At the initial theta the run length does not matter (s(tau) = 0).
+    assert (
+        _max_diff(
+            run(theta, params, jnp.int32(3), grads), run(theta, params, jnp.int32(300), grads)
+        )
+        == 0
+    )
+    head = theta["schedule"]["mlp/~/linear_1"]
+    learned = {**theta, "schedule": {**theta["schedule"], "mlp/~/linear_1": {
+        "w": jnp.full_like(head["w"], 0.5), "b": head["b"]}}}  # fmt: skip
+    short = run(learned, params, jnp.int32(3), grads)
+    long = run(learned, params, jnp.int32(300), grads)
+    assert _max_diff(short, long) > 1e-3
+
+
+def test_scheduled_adam_kind_offsets_scale_only_their_kind(sched):
+    lopt, run = sched
+    theta = lopt.init(jax.random.PRNGKey(0))
+    params, grads = _tree(0), _stacked(_grads(1))
+    base = jax.tree_util.tree_map(lambda x: x[-1], run(theta, params, jnp.int32(5), grads))
+    kinds = scheduled_adam.TENSOR_KINDS
+    offsets = jnp.zeros((len(kinds),)).at[kinds.index("embedding")].set(np.log(2.0))
+    moved = run({**theta, "kind_offsets": offsets}, params, jnp.int32(5), grads)
+    moved = jax.tree_util.tree_map(lambda x: x[-1], moved)
+    for key in ("b", "w", "conv"):
+        np.testing.assert_array_equal(np.asarray(moved[key]), np.asarray(base[key]))
+    d_base = np.asarray(base["embed"]["table"]) - np.asarray(params["embed"]["table"])
+    d_moved = np.asarray(moved["embed"]["table"]) - np.asarray(params["embed"]["table"])
+    np.testing.assert_allclose(d_moved, 2 * d_base, rtol=1e-5, atol=1e-8)
+
+
+def test_scheduled_adam_tensor_kinds_and_arguments():
+    kind = lambda tree: jax.tree_util.tree_map_with_path(  # noqa: E731
+        lambda path, x: scheduled_adam.TENSOR_KINDS[scheduled_adam.tensor_kind(path, x.shape)],
+        tree,
+    )
+    kinds = kind(jax.tree_util.tree_map(np.zeros, SHAPES, is_leaf=lambda x: isinstance(x, tuple)))
+    assert kinds == {"b": "vector", "w": "matrix", "embed": {"table": "embedding"}, "conv": "conv"}
+    assert scheduled_adam.tensor_kind((), ()) == 0
+    lopt = scheduled_adam.ScheduledAdam()
+    assert lopt.initial_lr == 1e-3
+    theta = lopt.init(jax.random.PRNGKey(0))
+    assert np.isclose(np.exp(float(theta["log_lr"])), 1e-3)
+    assert float(jax.nn.sigmoid(theta["beta2_logit"])) == pytest.approx(0.999, abs=1e-6)
+    with pytest.raises(ValueError, match="num_steps"):
+        lopt.opt_fn(theta).init(_tree(0))
+    with pytest.raises(ValueError, match="initial_lr"):
+        scheduled_adam.ScheduledAdam(initial_lr=-1.0)
+    assert "ScheduledAdam" in lopt_base.registered_learned_optimizers()
+
+
+# ------------------------------------------------------------- tau options of the others
+
+SMALL_PARAMS = {"w": (4, 3), "b": (3,)}
+
+#: name -> (constructor arguments, theta tweak making the tau path visible).
+TAU_CASES = {
+    "MLPLOpt": dict(hidden_size=4, step_mult=0.03, exp_mult=0.1),
+    "AdafacMLPLOpt": dict(hidden_size=4, step_mult=0.03, exp_mult=0.1),
+    "MLPNomLOpt": dict(hidden_size=4, step_mult=0.03, exp_mult=(0.1, 0.1, 0.1)),
+    "RNNMLPLOpt": dict(
+        hidden_size=4, lstm_hidden_size=4, from_mlp_size=2, from_lstm_size=2, lstm_to_ff=2
+    ),
+    "HyperV2": dict(lstm_hidden_size=4, param_inits=4),
+    "NNAdam": dict(),
+}
+
+
+def _nonzero_controls(name, theta):
+    """NNAdam's control layer starts at zero (its LSTM cannot act yet): make it act."""
+    if name != "NNAdam":
+        return theta
+    layer = theta["rnn_to_controls_params"]["rnn_to_controls"]
+    w = jax.random.normal(jax.random.PRNGKey(5), layer["w"].shape) * 0.5
+    return {**theta, "rnn_to_controls_params": {"rnn_to_controls": {**layer, "w": w}}}
+
+
+def _one_update(lopt, theta):
+    """A compiled ``num_steps -> state after one update at step 5``."""
+    params = jax.tree_util.tree_map(
+        lambda s: jnp.asarray(np.random.default_rng(1).standard_normal(s), jnp.float32),
+        SMALL_PARAMS,
+        is_leaf=lambda x: isinstance(x, tuple),
+    )
+    grads = jax.tree_util.tree_map(lambda p: 0.3 * p + 0.1, params)
+
+    @jax.jit
+    def update(num_steps):
+        opt = lopt.opt_fn(theta)
+        state = opt.init(params, num_steps=num_steps)
+        state = state.replace(iteration=jnp.asarray(5, jnp.int32))
+        out = opt.update(state, grads, loss=jnp.float32(1.5))
+        # NNAdam's LSTM steers the next step's hyperparameters.
+        return {"params": out.params, "next": getattr(out, "per_layer_lr", out.params)}
+
+    return update
+
+
+@pytest.mark.parametrize("name", list(TAU_CASES))
+def test_tau_option_reaches_the_network(name):
+    on = lopt_base.get_learned_optimizer(f"{name}_tau", **TAU_CASES[name])
+    assert on.tau_features and on.name == f"{name}_tau"
+    off = lopt_base.get_learned_optimizer(name, **TAU_CASES[name])
+    assert not off.tau_features
+    shapes = lambda lo: jax.tree_util.tree_leaves(  # noqa: E731
+        jax.tree_util.tree_map(lambda s: s.size, jax.eval_shape(lo.init, jax.random.PRNGKey(0)))
+    )
+    assert sum(shapes(on)) > sum(shapes(off))  # the tau inputs have their own weights
+    theta = _nonzero_controls(name, on.init(jax.random.PRNGKey(0)))
+    update = _one_update(on, theta)
+    short, long = update(jnp.int32(10)), update(jnp.int32(1000))
+    assert _max_diff(short, long) > 1e-7, f"{name}_tau: num_steps does not reach the update"
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree_util.tree_leaves(short))
+
+
+@pytest.mark.parametrize("name", [n for n in TAU_CASES if n != "HyperV2"])
+def test_without_the_option_num_steps_changes_nothing(name):
+    # (HyperV2's LSTM reads t / T in the library's own design.)
+    off = lopt_base.get_learned_optimizer(name, **TAU_CASES[name])
+    theta = _nonzero_controls(name, off.init(jax.random.PRNGKey(0)))
+    update = _one_update(off, theta)
+    assert _max_diff(update(jnp.int32(10)), update(jnp.int32(1000))) == 0
+
+
+def test_tau_option_needs_a_run_length():
+    lopt = mlp_lopt.MLPLOpt(hidden_size=4, tau_features=True)
+    opt = lopt.opt_fn(lopt.init(jax.random.PRNGKey(0)))
+    params = {"w": jnp.ones((2, 2))}
+    with pytest.raises(ValueError, match="MLPLOpt.*num_steps"):
+        opt.init(params)
+    with_default = mlp_lopt.MLPLOpt(hidden_size=4, tau_features=True, default_num_steps=50)
+    state = with_default.opt_fn(with_default.init(jax.random.PRNGKey(0))).init(params)
+    assert int(state.num_steps) == 50
+    # Off: the state has no num_steps leaf (the library's state).
+    plain = mlp_lopt.MLPLOpt(hidden_size=4)
+    assert plain.opt_fn(plain.init(jax.random.PRNGKey(0))).init(params).num_steps is None
+
+
+# ---------------------------------------------------------------- MLPLOpt's param scale
+
+
+def test_mlp_lopt_param_scale_steps_multiply_by_rms_plus_floor():
+    kwargs = dict(hidden_size=4, step_mult=0.03, exp_mult=0.1, compute_summary=False)
+    plain = mlp_lopt.MLPLOpt(**kwargs)
+    scaled = mlp_lopt.MLPLOpt(**kwargs, param_scale_steps=True, param_scale_floor=0.01)
+    theta = plain.init(jax.random.PRNGKey(0))
+    params = {"w": 3.0 * _tree(0)["w"], "b": jnp.zeros((3,))}  # a zero bias: floor only
+    grads = {"w": _tree(1)["w"], "b": _tree(1)["b"]}
+
+    @jax.jit
+    def steps(theta):
+        out = []
+        for lopt in (plain, scaled):
+            opt = lopt.opt_fn(theta)
+            new = opt.get_params(opt.update(opt.init(params), grads))
+            out.append(jax.tree_util.tree_map(lambda n, p: n - p, new, params))
+        return out
+
+    d_plain, d_scaled = steps(theta)
+    rms_w = float(np.sqrt(np.mean(np.square(np.asarray(params["w"])))))
+    np.testing.assert_allclose(d_scaled["w"], d_plain["w"] * (rms_w + 0.01), rtol=1e-4)
+    np.testing.assert_allclose(d_scaled["b"], d_plain["b"] * 0.01, rtol=1e-4, atol=1e-12)
+    assert np.max(np.abs(d_plain["b"])) > 0
