@@ -203,6 +203,16 @@ def case(request):
     return _Case(request.param)
 
 
+#: The architectures without their ``*_tau`` variants (which add per-tensor inputs to the
+#: same network): the PES meta-training check, the costliest here, runs once per network.
+ARCHITECTURES = [n for n in NAMES if not n.endswith("_tau")]
+
+
+@pytest.fixture(scope="module", params=ARCHITECTURES)
+def architecture(request):
+    return _Case(request.param)
+
+
 class _FlatTheta(lopt_base.LearnedOptimizer):
     """``lopt`` with theta presented as one flat float32 vector (cheaper ES programs)."""
 
@@ -316,7 +326,8 @@ def test_as_optax_with_weight_decay_decays(case):
     assert _finite(params)
 
 
-def test_truncated_pes_meta_training_lowers_the_meta_loss(case):
+def test_truncated_pes_meta_training_lowers_the_meta_loss(architecture):
+    case = architecture
     lopt = _FlatTheta(case.lopt)
     step = lts.VectorizedLOptTruncatedStep(
         FAMILY,

@@ -65,6 +65,16 @@ def test_the_run_theta_file_rebuilds_its_optimizer(run):
     assert md["trainer"] == "pes" and md["step"] == 4
 
 
+def test_eval_every_keeps_the_best_theta_by_the_periodic_score(run):
+    rows = periodic.read_eval_csv(run / "eval.csv")  # steps 2, 4 (and 6 once resumed)
+    scores = {r["step"]: periodic.eval_score([r]) for r in rows}
+    best = theta_files.load(run / periodic.BEST_THETA_FILE)
+    md = best.metadata["meta_training"]
+    assert md["step"] == min(scores, key=scores.__getitem__)
+    assert md["score"] == pytest.approx(min(scores.values()))
+    assert md["tasks"] == ["QuadraticTask"] and best.lopt.hidden_size == 2
+
+
 def test_a_resumed_run_keeps_its_recipe_and_appends_evaluations(run):
     argv = ["meta-train", "--resume", str(run), "--steps", "6", "--quiet", "--no-plots", *EVAL]
     assert cli.main(argv) == 0
