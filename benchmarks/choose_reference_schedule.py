@@ -32,7 +32,8 @@ from learnopt.evaluation import engine, metrics, results, sweeps
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks import suites
 
-GRID = sweeps.log_grid(1e-3, 1e-1, 5)
+#: Half-decades 1e-3 ... 10^-0.5 (a first run on 1e-3 ... 1e-1 chose its edge, 0.1).
+GRID = sweeps.log_grid(1e-3, 10**-0.5, 6)
 
 
 def _meta_train_tasks() -> list[tuple[str, tasks_base.Task]]:

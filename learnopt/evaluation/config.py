@@ -74,7 +74,7 @@ OPT_LIST_TRIALS = 9
 #: The untuned reference schedule: Adam with warmup + cosine decay at one peak rate for
 #: every task. The rate was chosen on the meta-training and meta-validation tasks, never on
 #: ``heldout``: the lowest geometric-mean final train loss relative to each task's best,
-#: over the grid 1e-3 ... 1e-1 (``python benchmarks/choose_reference_schedule.py``;
+#: over the grid 1e-3 ... 10^-0.5 (``python benchmarks/choose_reference_schedule.py``;
 #: figures in ``docs/evaluation.md``).
 REFERENCE_SCHEDULE_LR = 1e-2
 REFERENCE_SCHEDULE = "Reference"
