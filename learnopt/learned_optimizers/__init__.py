@@ -14,6 +14,8 @@ end of this file register them all):
 * ``hyper_v2.HyperV2``: VeLO's hypernetwork architecture (Metz et al., 2022);
 * ``scheduled_adam.ScheduledAdam``: Adam's direction with a learned schedule over the
   fraction of training done (arXiv:2011.02159, 2501.12670);
+* ``celo.Celo``: VeLO's update rule under a learned LSTM schedule over the fraction of
+  training done, meta-trained in two phases (Moudgil et al., 2025, arXiv:2501.12670);
 * ``celo2.Celo2``: a normalized, compute-efficient update rule (Moudgil et al., 2026);
 * ``progress``: fraction-of-training features (``tau = t / T``) and the ``*_tau``
   variants of the architectures above;
@@ -28,6 +30,7 @@ from learnopt.learned_optimizers import (  # noqa: F401  (each registers its arc
     adafac_mlp_lopt,
     adafac_nominal,
     base,
+    celo,
     celo2,
     hyper_v2,
     mlp_lopt,

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from learnopt import checkpoints
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.learned_optimizers import common
 
@@ -52,13 +53,18 @@ def unwrap_checkpoint(state: Mapping[str, Any]) -> Mapping[str, Any]:
 
     Args:
       state: a restored state dict: a ``ParameterCheckpoint``'s (``{"params", "gen_id",
-        "step"}``), an older tuple checkpoint's (``{"0", "1", "2"}``), or theta's own.
+        "step"}``), an older tuple checkpoint's (``{"0", "1", "2"}``), a learnopt theta
+        file's with metadata (``{THETA_METADATA_KEY, "theta"}``, what ``learnopt
+        meta-train`` writes), or theta's own.
 
     Returns:
-      ``state["params"]`` or ``state["0"]`` for a wrapped checkpoint, else ``state``.
+      ``state["params"]``, ``state["0"]`` or ``state["theta"]`` for a wrapped
+      checkpoint, else ``state``.
     """
     if isinstance(state, Mapping):
         keys = set(state)
+        if keys == {checkpoints.THETA_METADATA_KEY, "theta"}:
+            return state["theta"]
         if "params" in keys and keys <= _CHECKPOINT_KEYS:
             return state["params"]
         if keys == {"0", "1", "2"} and isinstance(state["0"], Mapping):

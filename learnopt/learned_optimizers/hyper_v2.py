@@ -189,9 +189,9 @@ def _bcast(a: int, b: int) -> int:
 
 
 def _mixed_weights(
-    stack: dict, controls: jax.Array, param_inits: int
+    stack: dict, controls: jax.Array, param_inits: int, scale: float = 100.0
 ) -> Callable[[int, Any], dict]:
-    """Every tensor's MLP weights ``100 * mean_i c_i W_i`` from the bank ``stack``.
+    """Every tensor's MLP weights ``scale * mean_i c_i W_i`` from the bank ``stack``.
 
     One matmul mixes the whole bank for all tensors at once; the function returned gives
     tensor ``i``'s weights in dtype ``cd``.
@@ -199,7 +199,7 @@ def _mixed_weights(
     bank_leaves, bank_def = jax.tree_util.tree_flatten(stack)
     k = param_inits
     bank = jnp.concatenate([w.reshape(k, -1) for w in bank_leaves], axis=1)
-    mixed = (100.0 / k) * (controls.astype(jnp.float32) @ bank)  # [tensors, total]
+    mixed = (scale / k) * (controls.astype(jnp.float32) @ bank)  # [tensors, total]
     offsets = np.cumsum([0] + [int(np.prod(w.shape[1:])) for w in bank_leaves])
 
     def weights_of(i: int, cd: Any) -> dict:
@@ -303,7 +303,9 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
             )
 
         decays = lopt.decays()
-        weights_of = _mixed_weights(theta["ff_mod_stack"]["~"], controls, lopt.param_inits)
+        weights_of = _mixed_weights(
+            theta["ff_mod_stack"]["~"], controls, lopt.param_inits, lopt.mix_scale
+        )
         tau = None
         if lopt.tau_features:
             tau = progress.tau_embedding(s.iteration, s.num_steps, jnp.float32)
@@ -372,6 +374,8 @@ class HyperV2(lopt_base.LearnedOptimizer):
     #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
     #: in every form). Not a constructor argument: the library's constructor is kept.
     mlp_form = "auto"
+    #: The factor of the bank mixing ``mix_scale * mean_i c_i W_i`` (VeLO's 100; Celo: 1).
+    mix_scale = 100.0
 
     def __init__(
         self,

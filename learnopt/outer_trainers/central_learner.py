@@ -31,7 +31,7 @@ from learnopt.tree_utils import tree_all_finite, tree_cast_like, tree_norm
 PyTree = Any
 MetaParams = Any
 
-__all__ = ["GradientLearnerState", "OptCheckpoint", "GradientLearner"]
+__all__ = ["GradientLearnerState", "OptCheckpoint", "GradientLearner", "frozen_mask"]
 
 
 @flax.struct.dataclass
@@ -89,6 +89,50 @@ def _load_initial_theta(path: Any, lopt: lopt_base.LearnedOptimizer, theta: Meta
     return tree_cast_like(convert.load_library_theta(path, lopt), theta)
 
 
+def _path_name(path: Sequence[Any]) -> str:
+    """A key path as ``"a/b/0"`` (dict keys, attribute names, indices)."""
+    parts = []
+    for entry in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(entry, attr):
+                parts.append(str(getattr(entry, attr)))
+                break
+        else:
+            parts.append(str(entry))
+    return "/".join(parts)
+
+
+def frozen_mask(theta: PyTree, frozen_keys: Sequence[str]) -> PyTree:
+    """Which leaves of ``theta`` the keys ``frozen_keys`` name (a tree of Python bools).
+
+    A key names a leaf if it is the leaf's path (``"a/b"``: dict keys, attribute names
+    and indices joined by ``"/"``) or a prefix of it ending at a ``"/"``: ``"rnn_params"``
+    names every leaf under ``theta["rnn_params"]``.
+
+    Args:
+      theta: the meta-parameters (arrays or ``jax.ShapeDtypeStruct``).
+      frozen_keys: the keys to freeze.
+
+    Returns:
+      A tree like ``theta`` with True at the frozen leaves.
+
+    Raises:
+      ValueError: a key names no leaf of ``theta`` (the message lists the top-level keys).
+    """
+    keys = [str(k).strip("/") for k in frozen_keys]
+    flat, treedef = jax.tree_util.tree_flatten_with_path(theta)
+    names = [_path_name(path) for path, _ in flat]
+
+    def named(name: str, key: str) -> bool:
+        return name == key or name.startswith(key + "/")
+
+    unused = [k for k in keys if not any(named(n, k) for n in names)]
+    if unused:
+        top = sorted({n.split("/")[0] for n in names})
+        raise ValueError(f"frozen_keys: {unused} name no leaf of theta (its keys: {top})")
+    return treedef.unflatten([any(named(n, k) for k in keys) for n in names])
+
+
 class GradientLearner:
     """The central learner: applies averaged meta-gradients to ``theta``.
 
@@ -111,6 +155,11 @@ class GradientLearner:
         outer optimizer's state (e.g. Adam's moments and step) and the counters.
       num_steps: number of outer steps (passed to ``theta_opt.init`` for schedules).
       max_grad_norm: clip the averaged meta-gradient to this global norm.
+      frozen_keys: keys of ``theta`` to keep fixed (see :func:`frozen_mask`; e.g.
+        ``Celo.get_frozen_param_keys()`` for Celo's two meta-training phases): their
+        meta-gradients are zeroed before clipping and the outer update, and their
+        values are restored after it (so an outer weight decay cannot move them).
+        Not in the notes' library; the name of the Celo release's learner.
     """
 
     def __init__(
@@ -121,6 +170,7 @@ class GradientLearner:
         init_outer_state_from_path: str | os.PathLike | None = None,
         num_steps: int | None = None,
         max_grad_norm: float | None = None,
+        frozen_keys: Sequence[str] | None = None,
     ):
         _validate.optional_positive_float("max_grad_norm", max_grad_norm)
         if num_steps is not None:
@@ -133,6 +183,13 @@ class GradientLearner:
         self.init_outer_state_from_path = init_outer_state_from_path
         self.num_steps = num_steps
         self.max_grad_norm = max_grad_norm
+        if isinstance(frozen_keys, str):
+            raise TypeError(
+                f"frozen_keys must be a sequence of keys, got the string {frozen_keys!r}"
+            )
+        self.frozen_keys = tuple(frozen_keys) if frozen_keys else None
+        if self.frozen_keys is not None:  # fails early on a key theta does not have
+            frozen_mask(jax.eval_shape(lopt.init, jax.random.PRNGKey(0)), self.frozen_keys)
         self._update_jit = jax.jit(self._apply)
 
     @property
@@ -245,6 +302,12 @@ class GradientLearner:
         )
         losses = [jnp.asarray(g.mean_loss, jnp.float32) for g in grads_list]
         mean_loss = sum(losses) / n
+        old_theta = self._theta_opt.get_params(state.theta_opt_state)
+        mask = None if self.frozen_keys is None else frozen_mask(old_theta, self.frozen_keys)
+        if mask is not None:
+            grad = jax.tree_util.tree_map(
+                lambda g, frozen: jnp.zeros_like(g) if frozen else g, grad, mask
+            )
         grad_norm = tree_norm(grad)
         if self.max_grad_norm is not None:
             scale = jnp.minimum(1.0, self.max_grad_norm / (grad_norm + 1e-12))
@@ -257,6 +320,14 @@ class GradientLearner:
         applied = self._theta_opt.update(
             state.theta_opt_state, grad, loss=mean_loss, key=key, **kwargs
         )
+        if mask is not None:
+            kept = jax.tree_util.tree_map(
+                lambda new, old, frozen: old if frozen else new,
+                self._theta_opt.get_params(applied),
+                old_theta,
+                mask,
+            )
+            applied = self._theta_opt.set_params(applied, kept)
         # Applied only if the estimate *and* the resulting theta and outer state are finite
         # (a finite but huge step can still overflow theta or the optimizer's moments).
         ok = finite & _all_finite_floats(applied)
@@ -264,7 +335,6 @@ class GradientLearner:
             lambda a, b: jnp.where(ok, a, b), applied, state.theta_opt_state
         )
         num_nonfinite = state.num_nonfinite + (~ok).astype(jnp.int32)
-        old_theta = self._theta_opt.get_params(state.theta_opt_state)
         new_theta = self._theta_opt.get_params(theta_opt_state)
         update_norm = tree_norm(
             jax.tree_util.tree_map(
