@@ -22,6 +22,15 @@ __all__ = ["transformation", "with_weight_decay"]
 
 _LOSS_NAMES = ("loss", "value")
 
+# Learned optimizers that read the loss raise a ValueError with these words without it.
+_NEEDS_LOSS = "needs the training loss"
+_HOW_TO_PASS_THE_LOSS = (
+    "In optax form, pass it to the update: tx.update(grads, state, params, value=loss). "
+    "Flax Linen's TrainState.apply_gradients cannot pass it: use "
+    "learnopt.flax_utils.TrainState and state.apply_gradients(grads=grads, loss=loss). "
+    "Flax NNX: optimizer.update(model, grads, value=loss)"
+)
+
 
 def transformation(opt: Any, num_steps: int | None = None) -> optax.GradientTransformationExtraArgs:
     """``opt`` as an optax transformation (``opt`` is not checked; see ``opt_to_optax``).
@@ -58,7 +67,12 @@ def transformation(opt: Any, num_steps: int | None = None) -> optax.GradientTran
             kwargs.pop(name, None)
         kwargs.pop("grad", None)  # optax's copy of the gradient: ``updates`` already is it
         state = opt.set_params(state, params)
-        new_state = opt.update(state, updates, loss, **kwargs)
+        try:
+            new_state = opt.update(state, updates, loss, **kwargs)
+        except ValueError as err:
+            if loss is None and _NEEDS_LOSS in str(err):
+                raise ValueError(f"{err}. {_HOW_TO_PASS_THE_LOSS}") from err
+            raise
         deltas = jax.tree_util.tree_map(_delta, opt.get_params(new_state), params)
         return deltas, opt.set_params(new_state, ())
 
