@@ -61,7 +61,7 @@ def make_tx(
         return pretrained.load(name or pretrained.DEFAULT).as_optax(num_steps=steps)
     learned = lopt_base.get_learned_optimizer(lopt, **lopt_kwargs)
     theta = learned.init(jax.random.PRNGKey(seed))
-    return learned.opt_fn(theta).as_optax(num_steps=steps)
+    return learned.as_optax(theta, num_steps=steps)
 
 
 def main(

@@ -112,6 +112,21 @@ def test_scheduled_adam_at_its_initial_theta_is_optax_adam(sched):
     assert _max_diff(jax.tree_util.tree_map(lambda x: x[-1], got), params) > 0.05  # it moved
 
 
+def test_as_optax_passes_the_run_length_to_optimizers_that_read_tau(sched):
+    lopt, _ = sched
+    theta = lopt.init(jax.random.PRNGKey(0))
+    params = _tree(0)
+    tx = lopt.as_optax(theta, num_steps=6)
+    updates, _ = tx.update(_grads(1)[0], tx.init(params), params)
+    ref = optax.adam(3e-2, b1=0.8, b2=0.99, eps=1e-8)
+    expected, _ = ref.update(_grads(1)[0], ref.init(params), params)
+    leaves = jax.tree_util.tree_leaves
+    for a, b in zip(leaves(updates), leaves(expected), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match="num_steps"):
+        lopt.as_optax(theta).init(params)
+
+
 def test_scheduled_adam_steps_depend_on_tau_once_the_schedule_is_learned(sched):
     lopt, run = sched
     theta = lopt.init(jax.random.PRNGKey(0))

@@ -94,6 +94,8 @@ class LearnedOptimizer:
         theta: MetaParams,
         weight_decay: float = 0.0,
         weight_decay_mask: Any = None,
+        *,
+        num_steps: int | None = None,
     ) -> optax.GradientTransformationExtraArgs:
         """This learned optimizer, with ``theta`` fixed, as an optax transformation.
 
@@ -104,6 +106,9 @@ class LearnedOptimizer:
             ``optax.add_decayed_weights``, which would make the weights grow (see
             :meth:`~learnopt.optimizers.base.Optimizer.as_optax`).
           weight_decay_mask: which parameters decay (None: all).
+          num_steps: the planned length of the run, passed to the optimizer's ``init``:
+          architectures that read the fraction of training done (``ScheduledAdam``,
+          ``Celo``, the ``*_tau`` variants) need it.
 
         Returns:
           ``opt_fn(theta).as_optax(...)``: an ``optax.GradientTransformationExtraArgs``
@@ -111,7 +116,7 @@ class LearnedOptimizer:
           :meth:`~learnopt.optimizers.base.Optimizer.as_optax`).
         """
         return self.opt_fn(theta).as_optax(
-            weight_decay=weight_decay, weight_decay_mask=weight_decay_mask
+            num_steps=num_steps, weight_decay=weight_decay, weight_decay_mask=weight_decay_mask
         )
 
     def __repr__(self) -> str:
