@@ -567,7 +567,7 @@ def test_the_default_baselines_are_tuned_adam_tuned_warmup_cosine_opt_list_and_t
     ref_lr = evaluation.REFERENCE_SCHEDULE_LR
     lopt = lopt_base.LearnableSGD(initial_lr=0.05)
     candidate = evaluation.learned_sweep(lopt, lopt.init(jax.random.PRNGKey(0)))
-    baselines = evaluation.baseline_sweeps(None, (ref_lr, 0.1))
+    baselines = evaluation.baseline_sweeps(None, (ref_lr, ref_lr / 10))
     assert [b.name for b in baselines] == list(evaluation.default_baselines())
     assert baselines[2].size == evaluation.OPT_LIST_TRIALS and baselines[3].size == 1
     result = evaluation.evaluate_suite(
