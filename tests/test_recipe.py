@@ -85,6 +85,23 @@ def test_a_resumed_run_keeps_its_recipe_and_appends_evaluations(run):
         train.meta_train(out_dir=run, resume=True, steps=8, lopt_config={"hidden_size": 3})
 
 
+def test_a_resumed_run_evaluates_as_it_did_without_repeating_the_eval_flags(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["meta-train", "--lopt", "LearnableSGD", "--trainer", "pes", "--task", "QuadraticTask"]
+    argv += ["--trunc-length", "2", "--total-length", "6", "--num-tasks", "2", "--log-every", "2"]
+    argv += ["--checkpoint-every", "0", "--no-plots", "--quiet", "--out", str(out)]
+    assert cli.main([*argv, "--steps", "2", *EVAL]) == 0
+    saved = json.loads((out / periodic.SETTINGS_FILE).read_text())
+    assert saved["every"] == 2 and saved["tasks"] == ["QuadraticTask"] and saved["steps"] == 20
+    resume = ["meta-train", "--resume", str(out), "--steps", "4", "--quiet", "--no-plots"]
+    assert cli.main(resume) == 0
+    assert [r["step"] for r in periodic.read_eval_csv(out / "eval.csv")] == [2, 4]
+    (out / periodic.SETTINGS_FILE).write_text("{not json")
+    with pytest.raises(SystemExit) as e:
+        cli.main([*resume[:3], "--steps", "6"])
+    assert e.value.code == 2 and "eval_config.json" in capsys.readouterr().err
+
+
 def test_the_meta_train_mixture_stands_for_its_buckets():
     assert build.expand_families(["meta-train"]) == list(suites.META_TRAIN_BUCKETS)
     assert build.expand_families(["QuadraticTask"]) == ["QuadraticTask"]  # a task is fine

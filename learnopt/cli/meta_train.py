@@ -173,7 +173,7 @@ def meta_train_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         plots=launch.plots,
         progress=not launch.quiet,
         mesh="all" if launch.all_devices else None,
-        callbacks=_eval_callbacks(args, quiet=launch.quiet),
+        callbacks=_eval_callbacks(args, quiet=launch.quiet, resume=launch.resume),
     )
 
 
@@ -196,14 +196,14 @@ def lopt_config(items: Sequence[str]) -> dict[str, Any]:
     return config
 
 
-def _eval_callbacks(args: argparse.Namespace, quiet: bool) -> list[Any]:
-    """The periodic evaluation of ``--eval-every`` (none without it)."""
+def _eval_callbacks(args: argparse.Namespace, quiet: bool, resume: str | None = None) -> list[Any]:
+    """The periodic evaluation of ``--eval-every``; without it, a resumed run's own, if any."""
     given = cli_args.given(args, PeriodicEvalConfig)
     cfg = PeriodicEvalConfig(**given)
     if cfg.every is None:
         if "tasks" in given or cfg.suite:
             raise ValueError("--eval-tasks/--eval-suite need --eval-every N")
-        return []
+        return _resumed_eval(resume, quiet) if resume is not None else []
     if "tasks" in given and cfg.suite:
         raise ValueError("give --eval-tasks or --eval-suite, not both")
     from learnopt.evaluation import periodic, suites
@@ -226,6 +226,25 @@ def _eval_callbacks(args: argparse.Namespace, quiet: bool) -> list[Any]:
             cfg.every, tasks, steps=cfg.steps, seeds=cfg.seeds, progress=not quiet
         )
     ]
+
+
+def _resumed_eval(run_dir: str, quiet: bool) -> list[Any]:
+    """The periodic evaluation a run had (its ``eval_config.json``), none if it had none."""
+    import json
+
+    from learnopt.evaluation import periodic
+
+    path = Path(run_dir) / periodic.SETTINGS_FILE
+    if not path.exists():
+        return []
+    try:
+        values = json.loads(path.read_text())
+        return [periodic.from_settings(values, progress=not quiet)]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(
+            f"--resume: cannot read the run's periodic evaluation settings {path} ({e}); "
+            "give --eval-every N (and --eval-tasks) to set them again"
+        ) from None
 
 
 def _join_processes(args: argparse.Namespace) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -23,10 +24,22 @@ from typing import Any
 
 from learnopt.evaluation.config import PeriodicEvalConfig
 
-__all__ = ["PeriodicEval", "read_eval_csv", "eval_score", "EVAL_COLUMNS", "BEST_THETA_FILE"]
+__all__ = [
+    "PeriodicEval",
+    "read_eval_csv",
+    "eval_score",
+    "settings",
+    "from_settings",
+    "EVAL_COLUMNS",
+    "BEST_THETA_FILE",
+    "SETTINGS_FILE",
+]
 
 #: The theta with the best periodic-evaluation score, in the run's folder.
 BEST_THETA_FILE = "theta_best.msgpack"
+#: The evaluation's settings, in the run's folder: ``learnopt meta-train --resume DIR``
+#: evaluates as the run did unless told otherwise.
+SETTINGS_FILE = "eval_config.json"
 
 _DEFAULT = PeriodicEvalConfig()
 
@@ -282,6 +295,7 @@ class PeriodicEval:
         from learnopt import plots
         from learnopt.evaluation.report import csv_cell
 
+        (out / SETTINGS_FILE).write_text(json.dumps(settings(self), indent=2) + "\n")
         path = out / "eval.csv"
         new = not path.exists()
         with open(path, "a", newline="") as f:
@@ -309,6 +323,46 @@ class PeriodicEval:
                 )
             except (OSError, ValueError):
                 pass
+
+
+def settings(evaluator: PeriodicEval) -> dict[str, Any]:
+    """What :func:`from_settings` needs to rebuild ``evaluator`` (JSON-able).
+
+    Args:
+      evaluator: a periodic evaluation.
+
+    Returns:
+      ``{"every", "tasks", "steps", "seeds", "learning_rates", "keep_best"}``.
+    """
+    return {
+        "every": evaluator.every,
+        "tasks": list(evaluator.tasks),
+        "steps": evaluator.steps,
+        "seeds": evaluator.seeds,
+        "learning_rates": list(evaluator.learning_rates),
+        "keep_best": evaluator.keep_best,
+    }
+
+
+def from_settings(values: Mapping[str, Any], *, progress: bool = True) -> PeriodicEval:
+    """The periodic evaluation :func:`settings` describes (a resumed run's).
+
+    Args:
+      values: the contents of a run's ``eval_config.json``.
+      progress: print one line per evaluation.
+
+    Returns:
+      A :class:`PeriodicEval` with those settings.
+    """
+    return PeriodicEval(
+        values["every"],
+        values["tasks"],
+        steps=values["steps"],
+        seeds=values["seeds"],
+        learning_rates=values["learning_rates"],
+        keep_best=values.get("keep_best", True),
+        progress=progress,
+    )
 
 
 def eval_score(rows: Sequence[Mapping[str, Any]]) -> float:
