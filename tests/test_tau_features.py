@@ -182,6 +182,75 @@ def test_scheduled_adam_tensor_kinds_and_arguments():
     assert "ScheduledAdam" in lopt_base.registered_learned_optimizers()
 
 
+@pytest.fixture(scope="module")
+def sched_options():
+    """ScheduledAdam with the warmup-cosine prior and the per-tensor network, one unroll."""
+    lopt = scheduled_adam.ScheduledAdam(
+        initial_lr=3e-2, schedule_prior="warmup_cosine", warmup_fraction=0.25, tensor_features=True
+    )
+
+    @jax.jit
+    def run(theta, params, num_steps, grads):
+        opt = lopt.opt_fn(theta)
+        state = opt.init(params, num_steps=num_steps)
+        return jax.lax.scan(lambda s, g: (opt.update(s, g), opt.get_params(opt.update(s, g))),
+                            state, grads)[1]  # fmt: skip
+
+    return lopt, run
+
+
+def test_scheduled_adam_with_the_cosine_prior_is_adam_warmup_cosine_at_init(sched_options):
+    from learnopt.optimizers import nadamw
+
+    lopt, run = sched_options
+    theta = lopt.init(jax.random.PRNGKey(0))
+    assert set(theta) >= {"tensor_mlp", "schedule"}
+    params, grads = _tree(0), _grads(8)
+    got = run(theta, params, jnp.int32(8), _stacked(grads))
+    ref_opt = nadamw.adam_warmup_cosine(3e-2, warmup_fraction=0.25)
+    state = ref_opt.init(params, num_steps=8)
+    for i, g in enumerate(grads):
+        state = ref_opt.update(state, g)
+        step_i = jax.tree_util.tree_map(lambda x: x[i], got)  # noqa: B023
+        leaves = jax.tree_util.tree_leaves
+        for a, b in zip(leaves(step_i), leaves(ref_opt.get_params(state)), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+    first = jax.tree_util.tree_map(lambda x: x[0], got)
+    assert _max_diff(first, params) == 0  # the warmup's first step is zero
+    assert _max_diff(jax.tree_util.tree_map(lambda x: x[-1], got), params) > 0.01
+    # The last step of a run is (nearly) zero: cosine to zero at T.
+    last_two = jax.tree_util.tree_map(lambda x: x[-2:], got)
+    steps = [np.abs(np.asarray(x[1]) - np.asarray(x[0])).max() for x in leaves(last_two)]
+    assert max(steps) < 2e-3
+
+
+def test_scheduled_adam_tensor_features_move_each_tensor_by_its_own_statistics(sched_options):
+    lopt, run = sched_options
+    theta = lopt.init(jax.random.PRNGKey(0))
+    params, grads = _tree(0), _stacked(_grads(6))
+    base = jax.tree_util.tree_map(lambda x: x[-1], run(theta, params, jnp.int32(6), grads))
+    head = theta["tensor_mlp"]["mlp/~/linear_1"]
+    learned = {**theta, "tensor_mlp": {**theta["tensor_mlp"], "mlp/~/linear_1": {
+        "w": jnp.full_like(head["w"], 0.5), "b": head["b"]}}}  # fmt: skip
+    moved = jax.tree_util.tree_map(lambda x: x[-1], run(learned, params, jnp.int32(6), grads))
+    ratios = []
+    for k in ("b", "w", "conv"):
+        d0 = np.asarray(base[k]) - np.asarray(params[k])
+        d1 = np.asarray(moved[k]) - np.asarray(params[k])
+        assert np.abs(d1 - d0).max() > 1e-6
+        ratios.append(np.linalg.norm(d1) / np.linalg.norm(d0))
+    assert np.ptp(ratios) > 1e-3  # a per-tensor offset, not one global factor
+    phi = scheduled_adam.tensor_features(
+        jnp.ones((3, 2)), jnp.ones((3, 2)), jnp.ones((3, 2)), 1, jnp.zeros(7)
+    )
+    assert phi.shape == (scheduled_adam.NUM_TENSOR_FEATURES,)
+    np.testing.assert_allclose(np.asarray(phi[7:10]), [1.0, 0.0, np.log10(6) / 6], atol=1e-5)
+    with pytest.raises(ValueError, match="schedule_prior"):
+        scheduled_adam.ScheduledAdam(schedule_prior="linear")
+    with pytest.raises(ValueError, match="warmup_fraction"):
+        scheduled_adam.ScheduledAdam(warmup_fraction=1.0)
+
+
 # ------------------------------------------------------------- tau options of the others
 
 SMALL_PARAMS = {"w": (4, 3), "b": (3,)}

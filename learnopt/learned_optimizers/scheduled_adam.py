@@ -24,6 +24,24 @@ Tensor kinds, from each parameter's shape and path: ``"vector"`` (rank 0 or 1: b
 scales), ``"matrix"`` (rank 2), ``"conv"`` (rank 3 and more: convolution kernels) and
 ``"embedding"`` (rank 2 with ``embed`` in its path, case-insensitive).
 
+Two options (default off, so the default theta and update are unchanged):
+
+* ``schedule_prior="warmup_cosine"`` multiplies the step by a fixed schedule ``c(t, T)``:
+  a linear warmup over the first ``warmup_fraction`` of the run, then a half cosine to
+  zero (:func:`~learnopt.optimizers.nadamw.adam_warmup_cosine`'s schedule; Loshchilov &
+  Hutter, arXiv:1608.03983). The learned ``s(tau)`` then corrects a good hand-designed
+  schedule instead of inventing one, and the initial theta *is*
+  ``adam_warmup_cosine(initial_lr)`` step for step.
+* ``tensor_features=True`` adds a per-tensor offset ``r(phi_p)`` to the log step size,
+  from a second small MLP (output layer zero at first) over statistics of each tensor,
+  recomputed every step: the tau embedding, the bias-corrected momentum's signal-to-noise
+  ratio ``rms(m_hat) / rms(sqrt(v_hat))`` (near 1 when the gradient keeps its sign, near 0
+  when noise dominates), ``log10`` of the parameters' RMS and of the tensor's size, and
+  the tensor kind (one-hot). Step sizes that follow tensor scale and gradient noise are
+  what per-task tuning buys (step sizes that scale with the parameters: LARS, You et al.
+  arXiv:1708.03888; Adafactor, Shazeer & Stern arXiv:1804.04235; Celo2's per-tensor
+  normalization, arXiv:2602.19142). Theta gains ``"tensor_mlp"``.
+
 ``theta = {"log_lr": [], "log_epsilon": [], "beta1_logit": [], "beta2_logit": [],
 "kind_offsets": [4], "schedule": {"mlp/~/linear_0": {"w": [7, H], "b": [H]},
 "mlp/~/linear_1": {"w": [H, 1], "b": [1]}}}``. learned_optimization has no such
@@ -55,10 +73,25 @@ from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any
 
-__all__ = ["ScheduledAdam", "ScheduledAdamState", "TENSOR_KINDS", "tensor_kind"]
+__all__ = [
+    "NUM_TENSOR_FEATURES",
+    "SCHEDULE_PRIORS",
+    "ScheduledAdam",
+    "ScheduledAdamState",
+    "TENSOR_KINDS",
+    "tensor_features",
+    "tensor_kind",
+]
 
 #: The tensor kinds with their own learned step-size offset (in ``kind_offsets`` order).
 TENSOR_KINDS = ("vector", "matrix", "conv", "embedding")
+
+#: The fixed schedules ``schedule_prior`` accepts.
+SCHEDULE_PRIORS = ("constant", "warmup_cosine")
+
+#: Inputs of the per-tensor offset network: tau embedding, SNR, log10 RMS(p), log10 size,
+#: kind one-hot.
+NUM_TENSOR_FEATURES = progress.NUM_TAU_FEATURES + 3 + len(TENSOR_KINDS)
 
 
 def tensor_kind(path: Any, shape: tuple[int, ...]) -> int:
@@ -79,6 +112,34 @@ def tensor_kind(path: Any, shape: tuple[int, ...]) -> int:
     if "embed" in jax.tree_util.keystr(tuple(path)).lower():
         return 3
     return 1
+
+
+def tensor_features(
+    p: jax.Array, m_hat: jax.Array, v_hat: jax.Array, kind: int, tau_features: jax.Array
+) -> jax.Array:
+    """The inputs of ScheduledAdam's per-tensor offset network for one tensor.
+
+    Args:
+      p: the parameter tensor (before the update).
+      m_hat: its bias-corrected first moment.
+      v_hat: its bias-corrected second moment.
+      kind: its index in :data:`TENSOR_KINDS`.
+      tau_features: :func:`~learnopt.learned_optimizers.progress.tau_embedding` of the step.
+
+    Returns:
+      ``[NUM_TENSOR_FEATURES]`` float32 features: ``tau_features``, the signal-to-noise
+      ratio ``rms(m_hat) / rms(sqrt(v_hat))`` in [0, 1], ``log10(rms(p) + 1e-6) / 3``,
+      ``log10(size) / 6`` and the kind one-hot. Every entry is of order 1 or less.
+    """
+    f32 = jnp.float32
+    ms = lambda x: jnp.mean(jnp.square(x.astype(f32)))  # noqa: E731
+    snr = jnp.sqrt(ms(m_hat) / (jnp.mean(v_hat.astype(f32)) + 1e-30))
+    log_rms = jnp.log10(jnp.sqrt(ms(p)) + 1e-6) / 3.0
+    log_size = jnp.asarray(np.log10(max(int(np.size(p)), 1)) / 6.0, f32)
+    one_hot = jax.nn.one_hot(kind, len(TENSOR_KINDS), dtype=f32)
+    return jnp.concatenate(
+        [tau_features.astype(f32), jnp.stack([jnp.minimum(snr, 1.0), log_rms, log_size]), one_hot]
+    )
 
 
 @flax.struct.dataclass
@@ -157,10 +218,21 @@ class _ScheduledAdamOptimizer(common.ThetaOptimizer):
         leaves = jax.tree_util.tree_flatten_with_path(s.params)[0]
         kinds = treedef.unflatten([tensor_kind(path, np.shape(p)) for path, p in leaves])
 
+        prior = self.lopt.schedule_multiplier(s.iteration, s.num_steps)
+        tau = progress.tau_embedding(s.iteration, s.num_steps, jnp.float32)
+
         def step(p, m, v, g, kind):
             cd = m.dtype
             d, m, v = adam_direction_from_decays(m, v, g, t, omb1, omb2, eps, 0.0)
-            lr = jnp.exp(log_lr[kind]).astype(cd)
+            log_step = log_lr[kind]
+            if self.lopt.tensor_features:
+                # Bias-corrected moments, as adam_direction_from_decays forms them.
+                tf = t.astype(jnp.float32)
+                m_hat = m / (-jnp.expm1(tf * jnp.log1p(-omb1))).astype(cd)
+                v_hat = v / (-jnp.expm1(tf * jnp.log1p(-omb2))).astype(cd)
+                phi = tensor_features(p, m_hat, v_hat, kind, tau)
+                log_step = log_step + common.mlp_apply(theta["tensor_mlp"], phi[None])[0, 0]
+            lr = (jnp.exp(log_step) * prior).astype(cd)
             return (p.astype(cd) - lr * d).astype(p.dtype), m, v
 
         params, mu, nu = tree_map_multi(step, s.params, s.mu, s.nu, grads, kinds)
@@ -187,9 +259,15 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
       initial_beta1: the first-moment decay at the initial theta, in (0, 1).
       initial_beta2: the second-moment decay at the initial theta, in (0, 1).
       initial_epsilon: Adam's ``epsilon`` at the initial theta (> 0).
-      hidden_size: width of the schedule MLP's hidden layer.
+      hidden_size: width of the schedule MLP's hidden layer (and of the per-tensor
+        network's, with ``tensor_features``).
       default_num_steps: the run length assumed when ``opt.init`` gets no
         ``num_steps``; None (the default) makes ``num_steps`` required.
+      schedule_prior: ``"constant"`` (the default: the step is ``exp(...)`` alone) or
+        ``"warmup_cosine"`` (multiplied by linear warmup then cosine decay to zero; the
+        initial theta is then ``adam_warmup_cosine(initial_lr, warmup_fraction)``).
+      warmup_fraction: the warmup's share of the run with ``"warmup_cosine"``, in [0, 1).
+      tensor_features: add the per-tensor offset network ``r`` (module docstring).
     """
 
     def __init__(
@@ -200,6 +278,9 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
         initial_epsilon: float = 1e-8,
         hidden_size: int = 16,
         default_num_steps: int | None = None,
+        schedule_prior: str = "constant",
+        warmup_fraction: float = 0.05,
+        tensor_features: bool = False,
     ):
         _validate.positive_float("initial_lr", initial_lr)
         _validate.positive_float("initial_epsilon", initial_epsilon)
@@ -212,18 +293,27 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
         self.initial_beta1 = initial_beta1
         self.initial_beta2 = initial_beta2
         self.initial_epsilon = initial_epsilon
+        if schedule_prior not in SCHEDULE_PRIORS:
+            raise ValueError(
+                f"schedule_prior must be one of {SCHEDULE_PRIORS}, got {schedule_prior!r}"
+            )
+        _validate.real("warmup_fraction", warmup_fraction, low=0.0, high=1.0, high_open=True)
         self.hidden_size = int(hidden_size)
         self.default_num_steps = None if default_num_steps is None else int(default_num_steps)
+        self.schedule_prior = schedule_prior
+        self.warmup_fraction = float(warmup_fraction)
+        self.tensor_features = bool(tensor_features)
 
     def init(self, key: jax.Array) -> dict:
-        """The initial theta: constant Adam (zero schedule output, zero kind offsets).
+        """The initial theta: Adam on the prior schedule (zero learned outputs and offsets).
 
         Args:
-          key: the PRNG key of the schedule MLP's first layer.
+          key: the PRNG key of the networks' first layers.
 
         Returns:
           ``{"beta1_logit", "beta2_logit", "kind_offsets", "log_epsilon", "log_lr",
-          "schedule"}`` (layout in the module docstring).
+          "schedule"}`` (layout in the module docstring), and ``"tensor_mlp"`` with
+          ``tensor_features``.
         """
         logit = lambda b: np.float32(np.log(b) - np.log1p(-b))  # noqa: E731
         h = self.hidden_size
@@ -238,7 +328,33 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
                 "mlp/~/linear_1": common.linear_spec(h, 1, zero_weights=True),
             },
         }
+        if self.tensor_features:
+            spec["tensor_mlp"] = {
+                "mlp/~/linear_0": common.linear_spec(NUM_TENSOR_FEATURES, h),
+                "mlp/~/linear_1": common.linear_spec(h, 1, zero_weights=True),
+            }
         return common.draw(key, spec)
+
+    def schedule_multiplier(self, iteration: jax.Array, num_steps: jax.Array) -> jax.Array:
+        """The fixed prior schedule ``c(t, T)`` the learned step is multiplied by.
+
+        Args:
+          iteration: the step count ``t`` before the update.
+          num_steps: the run length ``T``.
+
+        Returns:
+          A float32 scalar: 1 with ``schedule_prior="constant"``; warmup then cosine to
+          zero with ``"warmup_cosine"`` (the schedule of ``adam_warmup_cosine``).
+        """
+        if self.schedule_prior == "constant":
+            return jnp.ones((), jnp.float32)
+        from learnopt.optimizers.learning_rate_schedules import CosineLearningRateSchedule
+
+        w = self.warmup_fraction
+        schedule = CosineLearningRateSchedule(
+            1.0, min_learning_rate_mult=0.0, constant_fraction=w, warmup_fraction=w
+        )
+        return schedule(iteration, num_steps).astype(jnp.float32)
 
     def log_step_sizes(self, theta: dict, iteration: jax.Array, num_steps: jax.Array) -> jax.Array:
         """``log_lr + s(tau) + offset_k`` for every tensor kind ``k``.
@@ -272,7 +388,9 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
         return (
             f"ScheduledAdam(initial_lr={self.initial_lr}, initial_beta1={self.initial_beta1}, "
             f"initial_beta2={self.initial_beta2}, initial_epsilon={self.initial_epsilon}, "
-            f"hidden_size={self.hidden_size}, default_num_steps={self.default_num_steps})"
+            f"hidden_size={self.hidden_size}, default_num_steps={self.default_num_steps}, "
+            f"schedule_prior={self.schedule_prior!r}, warmup_fraction={self.warmup_fraction}, "
+            f"tensor_features={self.tensor_features})"
         )
 
 
