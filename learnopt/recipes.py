@@ -13,17 +13,30 @@ are not told from here (pure data: importing this module imports no JAX):
   ``Learnable*`` ones) keep :func:`learnopt.train.meta_train`'s defaults, the notes'
   walkthrough.
 
+* :data:`RECIPES`: named, complete meta-training recipes (``learnopt meta-train --recipe
+  NAME``, ``meta_train(recipe="NAME")``): every setting of a documented run, its
+  periodic meta-validation and its step count, so that one command reproduces a row of
+  the recipe table in ``docs/meta-training.md``. Settings given beside a recipe win
+  over the recipe's; ``config.json`` records the recipe's name and every setting used.
+
 The task families of a run are expanded by :func:`learnopt.run.build.expand_families`;
 the periodic meta-validation is :class:`learnopt.evaluation.periodic.PeriodicEval`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+from collections.abc import Mapping
 from typing import Any
 
 from learnopt.run.config import FULL_TRAINERS
 
 __all__ = [
+    "RECIPES",
+    "Recipe",
+    "get_recipe",
+    "recipe_names",
     "LOPT_DEFAULTS",
     "TRAINING_DEFAULTS",
     "TRUNCATION_SETTINGS",
@@ -94,3 +107,128 @@ def training_defaults(name: str, trainer: str) -> dict[str, Any]:
         for k in TRUNCATION_SETTINGS:
             out.pop(k, None)
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """A complete meta-training recipe: what one row of the recipe table ran.
+
+    Attributes:
+      name: the recipe's name (``--recipe NAME``).
+      description: one line on what the recipe is and what it tests.
+      settings: :class:`~learnopt.run.config.RunConfig` fields (``lopt``, ``lopt_config``,
+        ``families``, ``trainer``, lengths, meta-objective, outer optimizer, ``steps``).
+      evaluation: :class:`~learnopt.evaluation.config.PeriodicEvalConfig` fields of its
+        periodic meta-validation (``every``, ``steps``, ``seeds``, ...); empty for none.
+    """
+
+    name: str
+    description: str
+    settings: Mapping[str, Any]
+    evaluation: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def flags(self) -> list[str]:
+        """The recipe as ``learnopt meta-train`` flags (for docs and logs).
+
+        Returns:
+          e.g. ``["--lopt", "MLPLOpt", "--trainer", "pes", ...]``.
+        """
+        import json
+
+        out: list[str] = []
+        for key, value in self.settings.items():
+            if key == "families":
+                for family in value:
+                    out += ["--family", family]
+            elif key == "lopt_config":
+                for k, v in value.items():
+                    out += ["--lopt-arg", f"{k}={json.dumps(v)}"]
+            else:
+                out += ["--" + key.replace("_", "-"), str(value)]
+        for key, value in self.evaluation.items():
+            out += ["--eval-" + key.replace("_", "-"), str(value)]
+        return out
+
+
+_MLP_BUCKETS = ("MetaTrain_MLP_Digits8_32", "MetaTrain_MLP_Mnist5k8_32x32")
+#: PES over 20-step truncations of 1000-step runs, 8 runs per bucket (docs/meta-training.md).
+_PES = dict(trainer="pes", trunc_length=20, total_length=1000, num_tasks=8, std=0.01)
+#: The meta-objective that counts late training: log loss, weights growing as (t/T)^2.
+_LATE_LOG = dict(meta_loss_weighting="late", meta_loss_power=2.0, meta_loss_transform="log")
+
+#: The recipes of the table in ``docs/meta-training.md`` ("Runs with the fair evaluation").
+RECIPES: dict[str, Recipe] = {
+    r.name: r
+    for r in (
+        Recipe(
+            "mlplopt-mlp8k",
+            "the shipped MLPLOpt_mlp8k: MLPLOpt on the two MLP buckets, mean training loss",
+            dict(lopt="MLPLOpt", families=_MLP_BUCKETS, **_PES, outer_lr=1e-3, steps=8000),
+            dict(every=2000),
+        ),
+        Recipe(
+            "scheduledadam-late",
+            "ScheduledAdam (learned schedule over t/T) on the MLP buckets, late log loss",
+            dict(
+                lopt="ScheduledAdam",
+                lopt_config={"initial_lr": 0.01},
+                families=_MLP_BUCKETS,
+                **_PES,
+                **_LATE_LOG,
+                outer_lr=3e-3,
+                max_grad_norm=1.0,
+                steps=20000,
+            ),
+            dict(every=1000),
+        ),
+        Recipe(
+            "scheduledadam-cosine-tensor",
+            "ScheduledAdam on a warmup-cosine prior with per-tensor offsets, MLP + conv buckets",
+            dict(
+                lopt="ScheduledAdam",
+                lopt_config={
+                    "initial_lr": 0.0316,
+                    "schedule_prior": "warmup_cosine",
+                    "tensor_features": True,
+                },
+                families=(*_MLP_BUCKETS, "MetaTrain_Conv_Digits8_8x16"),
+                **_PES,
+                **_LATE_LOG,
+                outer_lr=1e-3,
+                max_grad_norm=1.0,
+                steps=30000,
+            ),
+            dict(every=2000, steps=1000),
+        ),
+    )
+}
+
+
+def recipe_names() -> list[str]:
+    """The names :func:`get_recipe` accepts.
+
+    Returns:
+      The names of :data:`RECIPES`, sorted.
+    """
+    return sorted(RECIPES)
+
+
+def get_recipe(name: str) -> Recipe:
+    """The recipe called ``name``.
+
+    Args:
+      name: a key of :data:`RECIPES`.
+
+    Returns:
+      The :class:`Recipe`.
+
+    Raises:
+      ValueError: no recipe has that name (the message names the closest ones).
+    """
+    if not isinstance(name, str) or name not in RECIPES:
+        close = difflib.get_close_matches(str(name), recipe_names(), n=3)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise ValueError(
+            f"unknown recipe {name!r}{hint} (the recipes: {', '.join(recipe_names())})"
+        )
+    return RECIPES[name]

@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 
 from learnopt import cli, recipes, train
+from learnopt.cli import args as cli_args
 from learnopt.cli import meta_train as meta_train_cmd
 from learnopt.evaluation import periodic
 from learnopt.learned_optimizers import theta_files
 from learnopt.run import build
+from learnopt.run.config import RunConfig
 from learnopt.tasks import suites
 from learnopt.tasks.datasets import base as datasets_base
 
@@ -168,3 +170,56 @@ def test_evaluate_rebuilds_the_optimizer_from_the_theta_file(run, tmp_path, caps
         )
     assert e.value.code == 2
     assert "holds a theta of MLPLOpt" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------- named recipes
+
+
+def test_named_recipes_are_whole_runs_whose_flags_parse_back_to_them():
+    parser = cli.build_parser()
+    assert set(recipes.recipe_names()) >= {"mlplopt-mlp8k", "scheduledadam-cosine-tensor"}
+    for name in recipes.recipe_names():
+        recipe = recipes.get_recipe(name)
+        assert {"lopt", "trainer", "steps"} <= set(recipe.settings), name
+        args = parser.parse_args(["meta-train", *recipe.flags()])
+        given = cli_args.given(args, RunConfig)
+        given["lopt_config"] = meta_train_cmd.lopt_config(given.get("lopt_config", ()))
+        expected = {k: (tuple(v) if k == "families" else v) for k, v in recipe.settings.items()}
+        expected.setdefault("lopt_config", {})
+        assert given == expected, name
+        callbacks = meta_train_cmd._eval_callbacks(args, quiet=True)
+        if recipe.evaluation:
+            (ev,) = callbacks
+            assert ev.every == recipe.evaluation["every"]
+            assert ev.tasks == suites.META_VALID  # meta-validation, never heldout
+    with pytest.raises(ValueError, match="did you mean 'mlplopt-mlp8k'"):
+        recipes.get_recipe("mlplopt-mlp8")
+
+
+def test_a_recipe_fills_what_is_not_given_and_records_it(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["meta-train", "--recipe", "scheduledadam-late", "--steps", "2",
+            "--lopt-arg", "hidden_size=2", "--trunc-length", "2", "--total-length", "6",
+            "--num-tasks", "2", "--outer-lr", "0.01", "--checkpoint-every", "0", "--no-plots",
+            "--quiet", "--out", str(out)]  # fmt: skip
+    for family in FAMILIES:
+        argv += ["--family", family]
+    argv += ["--eval-every", "2", "--eval-tasks", "QuadraticTask", "--eval-steps", "20"]
+    assert cli.main(argv) == 0
+    config = json.loads((out / "config.json").read_text())
+    recipe = recipes.get_recipe("scheduledadam-late")
+    assert config["recipe"] == "scheduledadam-late"
+    assert config["lopt"] == "ScheduledAdam"
+    # The recipe's lopt_config, updated by the given argument.
+    assert config["lopt_config"] == {**recipe.settings["lopt_config"], "hidden_size": 2}
+    for name in ("meta_loss_weighting", "meta_loss_power", "meta_loss_transform", "trainer"):
+        assert config[name] == recipe.settings[name], name
+    # Given flags win over the recipe's.
+    assert config["outer_lr"] == 0.01 and config["total_length"] == 6
+    assert config["families"] == list(FAMILIES)
+    assert len(np.loadtxt(out / "metrics.csv", delimiter=",", skiprows=1, ndmin=2)) == 2
+    eval_settings = json.loads((out / periodic.SETTINGS_FILE).read_text())
+    assert eval_settings["steps"] == 20 and eval_settings["every"] == 2
+    with pytest.raises(SystemExit):
+        cli.main(["meta-train", "--recipe", "no-such-recipe", "--out", str(tmp_path / "x")])
+    assert "unknown recipe 'no-such-recipe'" in capsys.readouterr().err

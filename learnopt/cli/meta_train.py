@@ -199,6 +199,11 @@ def lopt_config(items: Sequence[str]) -> dict[str, Any]:
 def _eval_callbacks(args: argparse.Namespace, quiet: bool, resume: str | None = None) -> list[Any]:
     """The periodic evaluation of ``--eval-every``; without it, a resumed run's own, if any."""
     given = cli_args.given(args, PeriodicEvalConfig)
+    recipe = cli_args.given(args, RunConfig).get("recipe")
+    if recipe is not None and resume is None:
+        from learnopt import recipes
+
+        given = {**recipes.get_recipe(recipe).evaluation, **given}
     cfg = PeriodicEvalConfig(**given)
     if cfg.every is None:
         if "tasks" in given or cfg.suite:

@@ -96,6 +96,13 @@ class RunConfig:
     command's ``--help`` prints).
     """
 
+    recipe: str | None = setting(
+        None,
+        "a named recipe of learnopt.recipes.RECIPES (every setting of a documented run, "
+        "its --eval-* meta-validation and --steps); flags given beside it win",
+        metavar="NAME",
+        group=_WHAT,
+    )
     task: str | None = setting(
         None,
         f"registered task or task family (default: {DEFAULT_TASK}; 'learnopt list' shows all)",
@@ -292,6 +299,7 @@ class RunConfig:
 
 #: Settings that define a run: a resumed run must have the same ones.
 RUN_SETTINGS = (
+    "recipe",
     "task",
     "families",
     "lopt",

@@ -156,6 +156,16 @@ def _split_settings(
     asked = dict(config.given() if config is not None else {}, **settings)
     given = {name: asked.get(name) for name in run_config.RUN_SETTINGS}
     options = {name: asked.get(name) for name in run_config.RUN_OPTIONS}
+    if given["recipe"] is not None:
+        from learnopt import recipes
+
+        for name, value in recipes.get_recipe(given["recipe"]).settings.items():
+            if name == "lopt_config":
+                given[name] = {**value, **(given[name] or {})}
+            elif name in given and given[name] is None:
+                given[name] = list(value) if name == "families" else value
+            elif name in options and options[name] is None:
+                options[name] = value
     return given, options
 
 
