@@ -21,6 +21,7 @@ from learnopt.tasks.datasets import base as datasets_base
 STEPS = 30
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ALL_FLAGS = (
+    "--recipe",
     "--task",
     "--lopt",
     "--trainer",
