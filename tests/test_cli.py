@@ -220,7 +220,7 @@ def test_data_dir_flag_is_passed_down_not_written_to_the_environment(tmp_path, m
     "argv, message",
     [
         (["--task", "NoSuchTask"], "Unknown task 'NoSuchTask'"),
-        (["--task", "ImageMLP_Digits8_Relu3"], "Did you mean ImageMLP_Digits8_Relu32"),
+        (["--task", "ImageMLP_Digits8_Relu3"], "did you mean 'ImageMLP_Digits8_Relu32'"),
         (["--lopt", "Adamm"], "Unknown learned optimizer 'Adamm'"),
         (["--steps", "0"], "argument --steps: must be >= 1, got 0"),
         (["--steps", "-5"], "argument --steps: must be >= 1, got -5"),
@@ -258,17 +258,62 @@ def test_bad_input_exits_2_with_message(argv, message, tmp_path, capsys):
     assert not out.exists()
 
 
-def test_unknown_names_list_known_ones(capsys):
+_OPT = ["--optimizer", "Adam", "--lr", "1e-3"]
+
+
+@pytest.mark.parametrize(
+    "argv, flag, match",
+    [
+        (["meta-train", "--task", "ImageMLP_Digits8_Relu3"], "--task", "ImageMLP_Digits8_Relu32"),
+        (["meta-train", "--task", "imagemlp_digits8_relu32"], "--task", "ImageMLP_Digits8_Relu32"),
+        (
+            ["meta-train", "--family", "MetaTrain_MLP_Digit8_32"],
+            "--family",
+            "MetaTrain_MLP_Digits8_32",
+        ),
+        (["meta-train", "--lopt", "mlplopt"], "--lopt", "MLPLOpt"),
+        (["meta-train", "--eval-every", "5", "--eval-suite", "heldot"], "--eval-suite", "heldout"),
+        (
+            ["meta-train", "--eval-every", "5", "--eval-tasks", "QuadraticTsk"],
+            "--eval-tasks",
+            "QuadraticTask",
+        ),
+        (["evaluate", "--optimizer", "adam", "--lr", "1e-3"], "--optimizer", "Adam"),
+        (["evaluate", *_OPT, "--tasks", "QuadraticTsk"], "--tasks", "QuadraticTask"),
+        (["evaluate", *_OPT, "--suite", "heldot"], "--suite", "heldout"),
+        (["evaluate", *_OPT, "--baselines", "Adma"], "--baselines", "Adam"),
+    ],
+)
+def test_unknown_names_are_one_short_line_with_the_closest_match(
+    argv, flag, match, tmp_path, capsys
+):
+    out = tmp_path / "never"
     with pytest.raises(SystemExit) as exc:
-        cli.main(["meta-train", "--task", "Nope"])
+        cli.main([*argv, "--out", str(out)])
     assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert "ImageMLP_Digits8_Relu32" in err and "QuadraticTask" in err
-    with pytest.raises(SystemExit):
-        cli.main(["meta-train", "--lopt", "Nope"])
-    err = capsys.readouterr().err
-    for name in cli.LOPTS:
-        assert name in err
+    lines = capsys.readouterr().err.strip().splitlines()
+    prefix = f"learnopt {argv[0]}: error: {flag}: Unknown "
+    assert lines[-1].startswith(prefix), lines
+    message = lines[-1].removeprefix(f"learnopt {argv[0]}: error: ")
+    assert f"did you mean '{match}'" in message  # the closest match comes first
+    assert len(message) < 300
+    assert not out.exists()
+
+
+def test_list_topic_prints_one_name_per_line(capsys):
+    from learnopt.evaluation import suites
+    from learnopt.tasks import base as tasks_base
+
+    assert cli.main(["list", "tasks"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "ImageMLP_Digits8_Relu32" in lines and lines == tasks_base.TASKS.names()
+    # The count an unknown name's message gives is what the listing prints.
+    with pytest.raises(KeyError, match=f"'learnopt list tasks' shows all {len(lines)}\\)"):
+        tasks_base.get_task("NoSuchTask")
+    assert cli.main(["list", "suites"]) == 0
+    rows = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    assert rows["heldout"] == f"{len(suites.get_suite('heldout'))} tasks"
+    assert set(rows) == set(suites.suite_names())
 
 
 def test_out_is_a_file(tmp_path, capsys):

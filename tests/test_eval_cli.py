@@ -146,7 +146,7 @@ def test_bad_theta_files_get_clear_errors(tmp_path, capsys):
     assert code == 2 and "--lopt is needed" in err
 
     code, err = _error([*base, "--theta", str(lone), "--lopt", "LearnableAdamm"], capsys)
-    assert code == 2 and "Did you mean LearnableAdam" in err
+    assert code == 2 and "did you mean 'LearnableAdam'" in err
 
 
 def test_candidate_flags_must_agree(tmp_path, capsys):

@@ -518,7 +518,7 @@ def test_estimator_registry_rejects_bad_input():
     from learnopt.run import build
 
     fam = quadratics.CurvatureQuadraticFamily(dim=3)
-    with pytest.raises(KeyError, match="Known: full_es, full_grad"):
+    with pytest.raises(KeyError, match=r"did you mean 'pes'.*known: full_es, full_grad"):
         build.make_estimator("pes2", fam, lopt_base.LearnableSGD())
     with pytest.raises(ValueError, match="trunc_length"):
         build.make_estimator("pes", fam, lopt_base.LearnableSGD(), trunc_length=10, total_length=5)

@@ -11,6 +11,7 @@ which holds the loop, the checkpoints and the resume logic::
     learnopt meta-train --lopt MLPLOpt --trainer pes --family meta-train --eval-every 1000
     learnopt evaluate --theta runs/pes/theta.msgpack     # against tuned baselines
     learnopt list                                        # tasks, optimizers, trainers
+    learnopt list families                               # one registered name per line
 
 The default run is the notes' tutorial: ``LearnableAdam`` on the embedded 8x8 digits
 MLP (``ImageMLP_Digits8_Relu32``, offline stand-in for ``ImageMLP_FashionMnist8_Relu32``),
@@ -24,7 +25,9 @@ Output folder (``--out``): ``config.json``, ``metrics.csv`` (one row per meta-st
 ``learning_rate.png``. An ``--out`` that holds a run is never replaced unless
 ``--overwrite`` is given. Exit status: 0 done, 1 the run failed (diverged, stalled, data
 missing, disk full), 2 bad input, 130/143 stopped by SIGINT/SIGTERM (checkpointed; resume
-with ``--resume``). Heavy imports (JAX, the tasks, matplotlib) happen only when a command
+with ``--resume``). An unknown name (task, family, learned optimizer, optimizer, suite, ...)
+is a one-line error naming the closest matches and the ``learnopt list`` topic that shows
+them all. Heavy imports (JAX, the tasks, matplotlib) happen only when a command
 runs, so ``learnopt --help`` is instant.
 
 One run can span several processes and machines (JAX's multi-controller runtime, see
@@ -47,9 +50,21 @@ from learnopt.cli import meta_train as meta_train_cmd
 from learnopt.cli.args import HelpFormatter
 from learnopt.run.config import LOPTS, TRAINERS
 
-__all__ = ["main", "build_parser", "PROG", "TRAINERS", "LOPTS"]
+__all__ = ["main", "build_parser", "list_names", "PROG", "TRAINERS", "LOPTS", "LISTINGS"]
 
 PROG = "learnopt"
+
+#: ``learnopt list TOPIC``: what each topic lists (the registries' ``listing`` names).
+LISTINGS: dict[str, str] = {
+    "tasks": "registered tasks (--task, evaluate --tasks)",
+    "families": "registered task families (--family, --task)",
+    "lopts": "registered learned optimizers (--lopt)",
+    "optimizers": "registered optimizers (evaluate --optimizer, --baselines)",
+    "suites": "task suites and their number of tasks (evaluate --suite, --eval-suite)",
+    "trainers": "meta-gradient estimators of the command line (--trainer)",
+    "estimators": "registered gradient estimator classes",
+    "pretrained": "meta-trained thetas that ship with learnopt (learnopt.pretrained)",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "meta-train  meta-train a learned optimizer on a task\n"
             "evaluate    evaluate a learned optimizer against tuned baselines on a suite\n"
-            "list        list the registered tasks, learned optimizers and trainers"
+            "list        list the registered tasks, learned optimizers, ... (list TOPIC:\n"
+            "            one name per line)"
         ),
         dest="command",
         metavar="COMMAND",
@@ -88,18 +104,74 @@ def build_parser() -> argparse.ArgumentParser:
     meta_train_cmd.add_parser(sub, HelpFormatter)
     ls = sub.add_parser(
         "list",
-        description="List the registered tasks, learned optimizers and trainers.",
+        formatter_class=HelpFormatter,
+        description=(
+            "Without a topic, list the registered tasks, learned optimizers and trainers.\n"
+            "With one, print its names one per line:\n"
+            + "".join(f"  {k:<11} {text}\n" for k, text in LISTINGS.items())
+        ),
+    )
+    ls.add_argument(
+        "topic", nargs="?", choices=tuple(LISTINGS), metavar="TOPIC", help="what to list"
     )
     ls.set_defaults(parser=ls)
     evaluate_cmd.add_parser(sub, HelpFormatter)
     return parser
 
 
-def _list(out: Any = None) -> None:
+def list_names(topic: str) -> list[str]:
+    """The lines ``learnopt list TOPIC`` prints: one registered name each.
+
+    Suites come with their number of tasks (``heldout  9 tasks``).
+
+    Args:
+      topic: a key of :data:`LISTINGS`.
+
+    Returns:
+      The lines, sorted by name.
+    """
+    if topic not in LISTINGS:
+        from learnopt.registry import unknown_name_message
+
+        raise ValueError(f"topic: {unknown_name_message('list topic', topic, LISTINGS)}")
+    if topic == "trainers":
+        return sorted(TRAINERS)
+    if topic == "pretrained":
+        from learnopt import pretrained
+
+        return pretrained.names()
+    if topic == "suites":
+        from learnopt.evaluation import suites
+
+        names = suites.suite_names()
+        width = max(map(len, names), default=0)
+        counts = {name: len(suites.get_suite(name)) for name in names}
+        return [f"{n:<{width}}  {k} task{'s' * (k != 1)}" for n, k in counts.items()]
+    # JAX and the registries' modules: imported only to list them.
+    from learnopt.learned_optimizers import base as lopt_base
+    from learnopt.optimizers import base as opt_base
+    from learnopt.outer_trainers import gradient_estimator
+    from learnopt.tasks import base as tasks_base
+
+    registry = {
+        "tasks": tasks_base.TASKS,
+        "families": tasks_base.TASK_FAMILIES,
+        "lopts": lopt_base.LOPTS,
+        "optimizers": opt_base.OPTIMIZERS,
+        "estimators": gradient_estimator.ESTIMATORS,
+    }[topic]
+    return registry.names()
+
+
+def _list(topic: str | None = None, out: Any = None) -> None:
+    out = out or sys.stdout
+    if topic is not None:
+        for line in list_names(topic):
+            print(line, file=out)
+        return
     from learnopt.learned_optimizers import base as lopt_base
     from learnopt.tasks import base as tasks_base
 
-    out = out or sys.stdout
     print("tasks:", file=out)
     for name in tasks_base.registered_tasks():
         print(f"  {name}", file=out)
@@ -109,6 +181,7 @@ def _list(out: Any = None) -> None:
     print("trainers:", file=out)
     for name, (cls, text) in TRAINERS.items():
         print(f"  {name:<10} {cls}: {text}", file=out)
+    print(f"more: {PROG} list {{{','.join(LISTINGS)}}} (one name per line)", file=out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -126,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "list":
-        _list()
+        _list(args.topic)
         return 0
     if args.command == "evaluate":
         return evaluate_cmd.run(args)

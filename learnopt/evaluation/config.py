@@ -146,7 +146,8 @@ class EvaluateConfig:
     )
     optimizer: str | None = setting(
         None,
-        "evaluate this registered hand-designed optimizer instead (with --lr)",
+        "evaluate this registered hand-designed optimizer instead (with --lr; 'learnopt "
+        "list optimizers' shows all)",
         metavar="NAME",
         group=_CANDIDATE,
     )
@@ -158,11 +159,14 @@ class EvaluateConfig:
         group=_CANDIDATE,
     )
     suite: str | None = setting(
-        None, "task suite (default: the held-out suite)", metavar="NAME", group=_TASKS
+        None,
+        "task suite (default: the held-out suite; 'learnopt list suites' shows all)",
+        metavar="NAME",
+        group=_TASKS,
     )
     tasks: tuple[str, ...] | None = setting(
         None,
-        "registered task names instead of --suite",
+        "registered task names instead of --suite ('learnopt list tasks' shows all)",
         metavar="A,B",
         parse="name_list",
         group=_TASKS,

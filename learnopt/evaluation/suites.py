@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from learnopt.evaluation.config import DEFAULT_SUITE_PREFERENCE
+from learnopt.registry import UnknownNameError, unknown_name_message
 from learnopt.tasks import base as tasks_base
 
 __all__ = ["LOCAL_SUITES", "get_suite", "suite_names", "default_suite", "task_and_name"]
@@ -60,7 +61,7 @@ def get_suite(name: str) -> list[str | tasks_base.Task]:
       The suite's entries, task names or :class:`~learnopt.tasks.base.Task` objects.
 
     Raises:
-      KeyError: an unknown name (the message lists the known suites).
+      KeyError: an unknown name (the message names the closest suites).
     """
     if not isinstance(name, str):
         raise TypeError(f"suite name must be a string, got {type(name).__name__}")
@@ -78,7 +79,7 @@ def get_suite(name: str) -> list[str | tasks_base.Task]:
             pass
     if name in LOCAL_SUITES:
         return list(LOCAL_SUITES[name])
-    raise tasks_base.UnknownNameError(f"Unknown suite {name!r}. Known: {', '.join(suite_names())}.")
+    raise UnknownNameError(unknown_name_message("suite", name, suite_names(), listing="suites"))
 
 
 def default_suite() -> str:

@@ -293,7 +293,7 @@ def baseline_sweep(name: str, learning_rates: Sequence[float] = DEFAULT_LEARNING
       The :class:`Sweep`.
 
     Raises:
-      KeyError: an unknown name (the message lists the registered optimizers).
+      KeyError: an unknown name (the message names the closest optimizers).
       ValueError: a bad ``OptList<k>`` count.
     """
     if name == REFERENCE_SCHEDULE:

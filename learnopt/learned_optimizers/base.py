@@ -281,7 +281,7 @@ class LearnableAdam(LearnedOptimizer):
 #: Every registered learned optimizer: ``LOPTS.get(name, **kwargs)`` builds one. Each
 #: architecture module registers its learned optimizers; ``learnopt.learned_optimizers``
 #: imports them all, so the registry is full whichever module was imported first.
-LOPTS: Registry[LearnedOptimizer] = Registry("learned optimizer")
+LOPTS: Registry[LearnedOptimizer] = Registry("learned optimizer", listing="lopts")
 for _cls in (LearnableSGD, LearnableSGDM, LearnableAdam):
     LOPTS.register(_cls)
 

@@ -466,7 +466,7 @@ def require_optimizer(opt: Any, what: str) -> None:
 #: them all. Entries whose class needs arguments (``AdamW``'s learning rate, a wrapped
 #: optimizer) are registered with small-problem values that keyword arguments
 #: override. The dtype conformance sweep (``tests/test_conformance.py``) runs every entry.
-OPTIMIZERS: Registry[Optimizer] = Registry("optimizer")
+OPTIMIZERS: Registry[Optimizer] = Registry("optimizer", listing="optimizers")
 
 
 def register_optimizer(name: str, fn: Callable[..., Optimizer]) -> None:

@@ -22,6 +22,8 @@ import jax.numpy as jnp
 import optax
 import optax.contrib
 
+from learnopt.registry import UnknownNameError, unknown_name_message
+
 __all__ = ["OPTAX_ZOO", "optax_zoo", "get_optax", "optax_names"]
 
 LR = 1e-2
@@ -155,8 +157,10 @@ def get_optax(name: str) -> optax.GradientTransformation:
       A fresh optax ``GradientTransformation``.
 
     Raises:
-      KeyError: ``name`` is not in the zoo (the message lists the names).
+      KeyError: ``name`` is not in the zoo (the message names the closest entries).
     """
     if name not in OPTAX_ZOO:
-        raise KeyError(f"Unknown optax zoo entry {name!r}; known: {', '.join(OPTAX_ZOO)}")
+        raise UnknownNameError(
+            unknown_name_message("optax zoo entry", name, OPTAX_ZOO, lister="optax_names()")
+        )
     return OPTAX_ZOO[name]()

@@ -302,4 +302,4 @@ def add_subclass_hook(hook: Callable[[type], None]) -> None:
 #: Estimator classes by class name (``"TruncatedPES"``, ...): each class registers itself
 #: where it is defined. The command line's short names (``pes``, ...) map onto these in
 #: :mod:`learnopt.run.config`.
-ESTIMATORS: Registry[GradientEstimator] = Registry("estimator")
+ESTIMATORS: Registry[GradientEstimator] = Registry("estimator", listing="estimators")

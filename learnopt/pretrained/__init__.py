@@ -65,14 +65,14 @@ def path(name: str = DEFAULT) -> Path:
       TypeError: ``name`` is not a string.
       KeyError: no such entry (:class:`~learnopt.registry.UnknownNameError`).
     """
-    from learnopt.registry import UnknownNameError
+    from learnopt.registry import UnknownNameError, unknown_name_message
 
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
     file = _folder() / f"{name}.msgpack"
     if not file.is_file():
         raise UnknownNameError(
-            f"Unknown pretrained theta {name!r}. Known: {', '.join(names()) or 'none'}."
+            unknown_name_message("pretrained theta", name, names(), listing="pretrained")
         )
     return file
 

@@ -8,7 +8,6 @@ truncation schedule's ``total_length``). A full-run estimator unrolls a whole ru
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +19,7 @@ from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
 from learnopt.outer_trainers import gradient_learner, lopt_truncated_step, truncation_schedule
 from learnopt.outer_trainers.gradient_estimator import ESTIMATORS, GradientEstimator
-from learnopt.registry import UnknownNameError
+from learnopt.registry import UnknownNameError, unknown_name_message
 from learnopt.run import config as run_config
 from learnopt.run import settings as run_settings
 from learnopt.tasks import base as tasks_base
@@ -71,7 +70,7 @@ def build_task(task: Any, data_dir: str | os.PathLike | None = None) -> Any:
             return tasks_base.TASK_FAMILIES.get(task)
         try:
             return tasks_base.get_task(task)
-        except KeyError as e:  # the registry's message lists close matches and known names
+        except KeyError as e:  # the registry's message names the closest matches
             raise ValueError(f"task: {e}") from None
 
 
@@ -125,7 +124,7 @@ def expand_families(names: Sequence[str]) -> list[str]:
         elif name in tasks_base.TASK_FAMILIES or name in tasks_base.TASKS:
             out.append(name)
         else:
-            # The registry's message lists close matches and the known names.
+            # The registry's message names the closest matches.
             try:
                 tasks_base.TASK_FAMILIES.constructor(name)
             except KeyError as e:
@@ -174,10 +173,8 @@ def make_estimator(
       The gradient estimator.
     """
     if name not in run_config.TRAINERS:
-        close = difflib.get_close_matches(str(name), run_config.TRAINERS, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise UnknownNameError(
-            f"Unknown trainer {name!r}.{hint} Known: {', '.join(sorted(run_config.TRAINERS))}."
+            unknown_name_message("trainer", name, run_config.TRAINERS, listing="trainers")
         )
     cls = ESTIMATORS.constructor(run_config.TRAINERS[name][0])
     if name in run_config.FULL_TRAINERS and trunc_length is not None:

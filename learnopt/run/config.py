@@ -46,7 +46,7 @@ __all__ = [
 DEFAULT_TASK = "ImageMLP_Digits8_Relu32"
 DEFAULT_LOPT = "LearnableAdam"
 DEFAULT_TRAINER = "full_grad"
-#: Learned optimizers that ``--help`` names (the registry has more: ``learnopt list``).
+#: Learned optimizers that ``--help`` names (the registry has more: ``learnopt list lopts``).
 LOPTS = ("LearnableSGD", "LearnableSGDM", "LearnableAdam", "MLPLOpt")
 #: The command line's trainer names: ``name -> (estimator class, what it does)``. The
 #: classes are registered in ``learnopt.outer_trainers.gradient_estimator.ESTIMATORS``.
@@ -105,7 +105,8 @@ class RunConfig:
     )
     task: str | None = setting(
         None,
-        f"registered task or task family (default: {DEFAULT_TASK}; 'learnopt list' shows all)",
+        f"registered task or task family (default: {DEFAULT_TASK}; 'learnopt list tasks' "
+        "and 'learnopt list families' show all)",
         metavar="NAME",
         group=_WHAT,
     )
@@ -113,7 +114,7 @@ class RunConfig:
         None,
         "meta-train on this task family instead of --task; repeat it for several (one "
         "gradient estimator each, their estimates averaged every meta-step); 'meta-train' "
-        "stands for its four MetaTrain_* buckets",
+        "stands for its four MetaTrain_* buckets ('learnopt list families' shows all)",
         flag="--family",
         metavar="NAME",
         repeat=True,
@@ -121,7 +122,7 @@ class RunConfig:
     )
     lopt: str | None = setting(
         None,
-        f"learned optimizer: {', '.join(LOPTS)}, ... ('learnopt list' shows all; default: "
+        f"learned optimizer: {', '.join(LOPTS)}, ... ('learnopt list lopts' shows all; default: "
         f"{DEFAULT_LOPT}); built "
         "with its meta-training defaults (learnopt.recipes), which also set --outer-lr, "
         "--max-grad-norm, --trunc-length, --total-length, --num-tasks and --std where not "

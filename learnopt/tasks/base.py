@@ -284,12 +284,12 @@ def single_task_to_family(task: Task) -> TaskFamily:
 #: Every registered task: ``TASKS.get(name)`` builds one (zero-argument constructors).
 #: Each task module registers its tasks; ``learnopt.tasks`` imports them all, so the
 #: registry is full whichever module of the package was imported first.
-TASKS: Registry[Task] = Registry("task")
+TASKS: Registry[Task] = Registry("task", listing="tasks")
 
 
 #: Every registered task family: ``TASK_FAMILIES.get(name)`` builds one (filled the
 #: same way, by the modules of ``learnopt.tasks.parametric``, ``quadratics`` and ``suites``).
-TASK_FAMILIES: Registry[TaskFamily] = Registry("task family")
+TASK_FAMILIES: Registry[TaskFamily] = Registry("task family", listing="families")
 
 
 def register_task(fn_or_name: Any = None, *, name: str | None = None):

@@ -312,7 +312,7 @@ META_VALID: tuple[str, ...] = (
 META_TRAIN_TASKS: tuple[str, ...] = ("ImageMLP_Digits8_Relu32",)
 
 #: Suites by name: ``SUITES.get(name)`` is a tuple of registered task names.
-SUITES: Registry[tuple[str, ...]] = Registry("task suite")
+SUITES: Registry[tuple[str, ...]] = Registry("task suite", listing="suites")
 SUITES.register(lambda: HELDOUT, name="heldout")
 SUITES.register(lambda: META_VALID, name="meta-valid")
 SUITES.register(lambda: META_TRAIN_TASKS, name="meta-train")
