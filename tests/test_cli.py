@@ -42,6 +42,7 @@ ALL_FLAGS = (
     "--overwrite",
     "--no-plots",
     "--quiet",
+    "--tensorboard",
     # the recipe (tests/test_recipe.py)
     "--family",
     "--lopt-arg",
