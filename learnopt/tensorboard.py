@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,13 @@ __all__ = ["summary_writer", "require", "MetaTrainWriter", "read_scalars", "EXTR
 EXTRA = "tensorboard"
 
 
-def summary_writer(logdir: str | os.PathLike) -> Any:
+def summary_writer(logdir: str | os.PathLike, purge_step: int | None = None) -> Any:
     """A TensorBoard writer into ``logdir`` (created if needed).
 
     Args:
       logdir: the folder of the event file (one TensorBoard "run").
+      purge_step: TensorBoard hides the events of earlier files in ``logdir`` at this
+        step and later (a resumed run rewrites them), or ``None``.
 
     Returns:
       A ``tensorboardX.SummaryWriter``; call ``close()`` when done.
@@ -39,7 +42,10 @@ def summary_writer(logdir: str | os.PathLike) -> Any:
     """
     SummaryWriter = require()
     Path(logdir).mkdir(parents=True, exist_ok=True)
-    return SummaryWriter(logdir=str(logdir))
+    # tensorboardX names the file by the second and the host: a second writer in the same
+    # second would replace the first one's file. The nanoseconds keep both, in order.
+    suffix = f".{time.time_ns():020d}"
+    return SummaryWriter(logdir=str(logdir), purge_step=purge_step, filename_suffix=suffix)
 
 
 def require() -> Any:
@@ -68,7 +74,9 @@ class MetaTrainWriter:
     ``theta/<name>``, ...) becomes the scalar ``meta_train/<column>`` at the row's meta
     step; empty cells are left out. Events are flushed after every call. In a
     multi-process run only process 0 writes. The writer is made on the first call, so
-    building the callback costs nothing.
+    building the callback costs nothing; a resumed run's first call purges the steps
+    from its first one on (TensorBoard hides what the killed run wrote past its last
+    checkpoint, as metrics.csv drops those rows).
 
     Args:
       logdir: the folder of the event file.
@@ -96,8 +104,11 @@ class MetaTrainWriter:
 
         if not distributed.is_primary():
             return
+        if not info.rows:
+            return
         if self._writer is None:
-            self._writer = summary_writer(self.logdir)
+            first = int(info.rows[0]["step"])
+            self._writer = summary_writer(self.logdir, purge_step=first if first > 1 else None)
         for row in info.rows:
             step = int(row["step"])
             for name, value in row.items():
@@ -118,7 +129,8 @@ def read_scalars(path: str | os.PathLike) -> dict[str, list[tuple[int, float]]]:
 
     Reads the TFRecord framing (length, its CRC, the ``Event`` protobuf, its CRC)
     itself and parses the events with tensorboardX's protobuf classes; CRCs are not
-    checked.
+    checked. A session start at step ``s`` (a writer made with ``purge_step=s``) drops
+    the values read so far at step ``s`` and later, as TensorBoard does.
 
     Args:
       path: an event file, or a folder whose ``events.out.tfevents.*`` files are read
@@ -142,6 +154,9 @@ def read_scalars(path: str | os.PathLike) -> dict[str, list[tuple[int, float]]]:
             if len(record) < length:
                 break  # a partly written last record
             event = event_pb2.Event.FromString(record)
+            if event.session_log.status == event_pb2.SessionLog.START:
+                for tag, values in out.items():
+                    out[tag] = [(step, v) for step, v in values if step < event.step]
             for value in event.summary.value:
                 if value.HasField("simple_value"):
                     out.setdefault(value.tag, []).append((event.step, value.simple_value))

@@ -155,6 +155,9 @@ def test_candidate_flags_must_agree(tmp_path, capsys):
     assert "--theta PATH" in _error(base, capsys)[1]
     code, err = _error([*base, "--optimizer", "Adam", "--lr", "0.1", "--suite", "smoke"], capsys)
     assert code == 2 and "not both" in err
+    argv = [*base, "--optimizer", "SGD", "--lr", "0.1", "--no-baseline-cache"]
+    code, err = _error([*argv, "--baseline-cache", str(tmp_path / "c")], capsys)
+    assert code == 2 and "--baseline-cache and --no-baseline-cache exclude each other" in err
     assert (
         "Unknown task"
         in _error([*base[:3], "--tasks", "Nope", "--optimizer", "SGD", "--lr", "0.1"], capsys)[1]

@@ -43,3 +43,21 @@ def test_a_missing_extra_is_named_before_anything_runs(tmp_path, monkeypatch, ca
     assert e.value.code == 1
     assert "pip install 'learnopt[tensorboard]'" in capsys.readouterr().err
     assert not (tmp_path / "eval").exists()
+
+
+def test_a_resumed_run_hides_what_the_killed_one_wrote_past_its_checkpoint(tmp_path):
+    class Info:  # what meta_train passes its callbacks (learnopt.run.results.StepInfo)
+        def __init__(self, first, last, offset):
+            self.rows = [
+                {"step": s, "meta_loss": s + offset, "note": "x"} for s in range(first, last)
+            ]
+
+    killed = tensorboard.MetaTrainWriter(tmp_path)
+    killed(Info(1, 6, 0.0))  # steps 1-5 written, the checkpoint at step 3
+    killed.close()
+    resumed = tensorboard.MetaTrainWriter(tmp_path)
+    resumed(Info(4, 7, 0.5))  # the resumed run redoes steps 4-6
+    resumed.close()
+    assert tensorboard.read_scalars(tmp_path) == {
+        "meta_train/meta_loss": [(1, 1.0), (2, 2.0), (3, 3.0), (4, 4.5), (5, 5.5), (6, 6.5)]
+    }

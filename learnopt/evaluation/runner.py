@@ -177,6 +177,7 @@ class _RunsBar:
         self.num_seeds = settings.num_seeds
         total = len(entries) * sum(s.size for s in sweeps) * settings.num_seeds
         self.runs = 0  # runs of the task being trained
+        self.done = 0  # runs of the tasks started so far (all done once the next starts)
         self.bar = tqdm(
             total=total,
             desc="evaluate",
@@ -187,10 +188,16 @@ class _RunsBar:
 
     def start_task(self, trained: Sequence[Sweep], cached: Sequence[Sweep]) -> None:
         """A task starts: ``trained`` sweeps will run, ``cached`` ones come from the cache."""
+        self._settle()
         self.runs = sum(s.size for s in trained) * self.num_seeds
-        skipped = sum(s.size for s in cached) * self.num_seeds
-        if skipped:
-            self.bar.total -= skipped
+        self.done += self.runs
+        self.bar.total -= sum(s.size for s in cached) * self.num_seeds
+        self.bar.refresh()
+
+    def _settle(self) -> None:
+        """The count at its whole number of runs (the fractions of a task may not add up)."""
+        if self.bar.n != self.done:
+            self.bar.n = self.done
             self.bar.refresh()
 
     def task_callback(self, steps: int) -> None:
@@ -202,7 +209,9 @@ class _RunsBar:
         self.bar.set_postfix_str(text)
 
     def close(self) -> None:
-        """Closes the bar."""
+        """Closes the bar (complete if every task finished)."""
+        if self.bar.n >= self.done - 1e-6 * max(1, self.done):
+            self._settle()
         self.bar.close()
 
 
