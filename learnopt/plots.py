@@ -8,7 +8,8 @@ this module is imported.
 * :func:`new_figure` / :func:`save_figure`: the two halves every plot shares;
 * :func:`plot_mean_band`: seed-mean curve with a min-max band over seeds;
 * :func:`line_plot`: one or more curves into a PNG (linear or log y);
-* :func:`use_log_scale`: whether values call for a log axis;
+* :func:`use_log_scale`: whether values call for a log axis (a span of more than 10x);
+* :func:`legend_outside`: a legend beside the axes, off the curves;
 * :func:`meta_train_plots`: a meta-training run's meta-loss (with a running mean and the
   skipped steps marked) and learned learning rate, written by ``learnopt meta-train``.
 """
@@ -28,6 +29,8 @@ __all__ = [
     "plot_mean_band",
     "line_plot",
     "use_log_scale",
+    "legend_outside",
+    "LOG_SCALE_RATIO",
     "meta_train_plots",
     "COLORS",
 ]
@@ -83,20 +86,44 @@ def save_figure(fig: Any, path: str | os.PathLike) -> Path:
     return path
 
 
-def use_log_scale(values: np.ndarray) -> bool:
-    """Log scale for non-negative values spanning more than a factor of 30 (zeros hidden).
+#: A log axis only for values spanning more than this factor (:func:`use_log_scale`):
+#: over a narrower range a log axis has one or no labelled decade and reads badly
+#: (ticks such as ``2x10^0``).
+LOG_SCALE_RATIO = 10.0
+
+
+def use_log_scale(values: np.ndarray, ratio: float = LOG_SCALE_RATIO) -> bool:
+    """Log scale for non-negative values spanning more than a factor of ``ratio``.
+
+    Zeros and non-finite values are ignored; any negative value means a linear axis.
 
     Args:
-      values: the values to be plotted (non-finite ones are ignored).
+      values: the values to be plotted.
+      ratio: the smallest ``max / min`` of the positive values that calls for a log axis.
 
     Returns:
       Whether a log y axis suits them.
     """
+    values = np.asarray(values, np.float64)
     finite = values[np.isfinite(values)]
     positive = finite[finite > 0]
     if finite.size == 0 or np.any(finite < 0) or positive.size == 0:
         return False
-    return bool(positive.max() > 30 * positive.min())
+    return bool(positive.max() > ratio * positive.min())
+
+
+def legend_outside(ax: Any, **kwargs: Any) -> Any:
+    """A legend to the right of ``ax``, off the data (:func:`save_figure` makes room).
+
+    Args:
+      ax: the matplotlib axes.
+      **kwargs: more ``ax.legend`` arguments (``handles=``, ``labels=``, ``fontsize=``).
+
+    Returns:
+      The legend.
+    """
+    kwargs.setdefault("fontsize", 8)
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
 
 
 def plot_mean_band(
@@ -148,8 +175,9 @@ def line_plot(
     ylabel: str,
     title: str = "",
     logy: bool | None = None,
+    reference: float | None = None,
 ) -> Path:
-    """Curves ``ys[label]`` against ``x`` into a PNG.
+    """Curves ``ys[label]`` against ``x`` into a PNG, the legend beside the axes.
 
     Args:
       path: the PNG file.
@@ -157,14 +185,16 @@ def line_plot(
       ys: the curves by label (non-finite points are skipped).
       xlabel: the x axis label.
       ylabel: the y axis label.
-      title: the title (none if empty).
+      title: the title (default: ``"<ylabel> by <xlabel>"``: every figure has one).
       logy: a log y axis; ``None`` picks one for non-negative values that span more
-        than a factor of 30 (:func:`use_log_scale`).
+        than a factor of :data:`LOG_SCALE_RATIO` (:func:`use_log_scale`).
+      reference: a value marked by a dashed horizontal line (e.g. 1 on a plot of
+        ratios), or ``None``.
 
     Returns:
       The path of the PNG.
     """
-    fig = new_figure()
+    fig = new_figure(8.0 if len(ys) > 1 else 6.4, 4.0)
     ax = fig.add_subplot()
     x = np.asarray(x)
     all_values = np.concatenate([np.asarray(y, np.float64).ravel() for y in ys.values()])
@@ -173,14 +203,15 @@ def line_plot(
         y = np.asarray(y, np.float64)
         ok = np.isfinite(y) & ((y > 0) if log else True)
         ax.plot(x[ok], y[ok], lw=1.2, color=COLORS[i % len(COLORS)], label=label)
+    if reference is not None:
+        ax.axhline(reference, color="k", ls="--", lw=0.9, zorder=1.5)
     if log:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
+    ax.set_title(title or f"{ylabel} by {xlabel}")
     if len(ys) > 1:
-        ax.legend()
+        legend_outside(ax)
     ax.grid(True, which="both", alpha=0.3)
     return save_figure(fig, path)
 
@@ -190,7 +221,7 @@ def meta_train_plots(out_dir: str | os.PathLike, columns: Mapping[str, Any]) -> 
 
     ``columns`` is a run's metrics.csv as arrays (:func:`learnopt.train.read_metrics`):
     ``step``, ``meta_loss``, optionally ``learning_rate`` and ``skipped``. The meta-loss is
-    drawn on a log scale with a running mean over about 2% of the run; skipped
+    drawn with a running mean over about 2% of the run; skipped
     (non-finite) steps are marked along the bottom edge.
 
     Args:
@@ -206,12 +237,13 @@ def meta_train_plots(out_dir: str | os.PathLike, columns: Mapping[str, Any]) -> 
     loss = np.asarray(columns["meta_loss"], np.float64)
     fig = new_figure()
     ax = fig.add_subplot()
-    ok = np.isfinite(loss) & (loss > 0)
-    ax.semilogy(steps[ok], loss[ok], lw=0.8, alpha=0.5, color=COLORS[1], label="meta-loss")
+    log = use_log_scale(loss)
+    ok = np.isfinite(loss) & ((loss > 0) if log else True)
+    ax.plot(steps[ok], loss[ok], lw=0.8, alpha=0.5, color=COLORS[1], label="meta-loss")
     window = max(1, len(loss) // 50)
     if window > 1 and ok.sum() > window:
         smooth = np.convolve(loss[ok], np.ones(window) / window, mode="valid")
-        ax.semilogy(
+        ax.plot(
             steps[ok][window - 1 :],
             smooth,
             lw=1.5,
@@ -228,8 +260,10 @@ def meta_train_plots(out_dir: str | os.PathLike, columns: Mapping[str, Any]) -> 
             transform=ax.get_xaxis_transform(),
             label=f"skipped ({int(skipped.sum())})",
         )
+    if log:
+        ax.set_yscale("log")
     if window > 1 or skipped.any():
-        ax.legend()
+        ax.legend(loc="best", fontsize=8, framealpha=0.9)
     ax.set_xlabel("meta-step")
     ax.set_ylabel("meta-loss")
     ax.set_title("meta-loss")

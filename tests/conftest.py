@@ -6,16 +6,40 @@ and command-line tests) do not pay for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
+#: learnopt's cache folder variable (``learnopt.evaluation.cache.ENV_CACHE_DIR``, written
+#: out so that this file imports no JAX).
+ENV_CACHE_DIR = "LEARNOPT_CACHE_DIR"
 
 #: The run that the resume, fault and multi-process tests meta-train: PES on a quadratic
 #: family with noise data, so that inner states, PES accumulators and a host-side data
 #: stream all live in the checkpoint, and nothing needs a dataset on disk. Each file sets
 #: its own lengths and cadence on top (``dict(PES_QUADRATIC, trunc_length=..., ...)``).
 PES_QUADRATIC = dict(task="FixedDimQuadraticFamilyData", trainer="pes", num_tasks=4)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """learnopt's cache in a fresh folder for the session, never the user's home.
+
+    Session-wide so that module-scoped fixtures (which run before function-scoped ones)
+    are covered too; subprocesses inherit it.
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(ENV_CACHE_DIR, str(tmp_path_factory.mktemp("learnopt_cache")))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _test_cache_dir(
+    _session_cache_dir: None, tmp_path_factory: pytest.TempPathFactory, monkeypatch
+) -> None:
+    """A fresh cache folder for every test: no test reads baselines another one trained."""
+    monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path_factory.mktemp("learnopt_cache")))
 
 
 def _fast_compile_options() -> dict[str, Any] | None:

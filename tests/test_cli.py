@@ -43,6 +43,7 @@ ALL_FLAGS = (
     "--overwrite",
     "--no-plots",
     "--quiet",
+    "--tensorboard",
     # the recipe (tests/test_recipe.py)
     "--family",
     "--lopt-arg",

@@ -155,6 +155,9 @@ def test_candidate_flags_must_agree(tmp_path, capsys):
     assert "--theta PATH" in _error(base, capsys)[1]
     code, err = _error([*base, "--optimizer", "Adam", "--lr", "0.1", "--suite", "smoke"], capsys)
     assert code == 2 and "not both" in err
+    argv = [*base, "--optimizer", "SGD", "--lr", "0.1", "--no-baseline-cache"]
+    code, err = _error([*argv, "--baseline-cache", str(tmp_path / "c")], capsys)
+    assert code == 2 and "--baseline-cache and --no-baseline-cache exclude each other" in err
     assert (
         "Unknown task"
         in _error([*base[:3], "--tasks", "Nope", "--optimizer", "SGD", "--lr", "0.1"], capsys)[1]
@@ -179,3 +182,125 @@ def test_flags_are_the_evaluate_configuration():
     defaults = eval_config.EvaluateConfig()
     assert (defaults.steps, defaults.seeds, defaults.select_by) == (1000, 3, "final")
     assert (defaults.valid_split, defaults.valid_batches, defaults.seed) == ("outer_valid", 5, 0)
+
+
+def test_the_default_baseline_cache_follows_xdg(monkeypatch, tmp_path):
+    from learnopt.evaluation import cache
+
+    monkeypatch.setenv(cache.ENV_CACHE_DIR, str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.default_cache_dir() == tmp_path / "mine" / "baselines"
+    monkeypatch.delenv(cache.ENV_CACHE_DIR)
+    assert cache.default_cache_dir() == tmp_path / "xdg" / "learnopt" / "baselines"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")  # ignored, as XDG says
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.default_cache_dir() == tmp_path / "home" / ".cache" / "learnopt" / "baselines"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert cache.default_cache_dir() == tmp_path / "home" / ".cache" / "learnopt" / "baselines"
+
+
+def _count_trained(monkeypatch):
+    """Every sweep the evaluation trains, as ``(task, sweep name, runs)``."""
+    from learnopt.evaluation import runner
+
+    trained = []
+
+    class Counting(runner.TaskEvaluator):
+        def __init__(self, task, sweeps, **kwargs):
+            super().__init__(task, sweeps, **kwargs)
+            for s in self.sweeps:
+                trained.append((task.name, s.name, s.size * self.num_seeds))
+
+    monkeypatch.setattr(runner, "TaskEvaluator", Counting)
+    return trained
+
+
+def test_a_killed_run_keeps_its_finished_tasks_and_a_rerun_reuses_their_baselines(
+    tmp_path, monkeypatch, capsys
+):
+    from learnopt import tensorboard
+    from learnopt.evaluation import cache, runner
+
+    out = tmp_path / "out"
+    argv = ["evaluate", "--optimizer", "Adam", "--lr", "0.05", "--out", str(out), *FAST]
+    argv[argv.index("QuadraticTask")] = "QuadraticTask,SumQuadraticTask"
+    trained = _count_trained(monkeypatch)
+    train_task, calls = runner._train_task, []
+
+    def killed_on_the_second_task(*args, **kwargs):
+        calls.append(args[0].name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # Ctrl-C while the second task trains
+        return train_task(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "_train_task", killed_on_the_second_task)
+    assert cli.main(argv) == 130
+    assert calls == ["QuadraticTask", "SumQuadraticTask"]
+    rows = _rows(out / "summary.csv")
+    assert [(r["task"], r["optimizer"]) for r in rows] == [
+        ("QuadraticTask", "Adam(lr=0.05)"),
+        ("QuadraticTask", "SGD"),
+    ]
+    assert {r["task"] for r in _rows(out / "curves.csv")} == {"QuadraticTask"}
+    assert (out / "summary.md").read_text().startswith("Partial: 1 of 2 tasks done.")
+    assert (out / "curves_QuadraticTask.png").read_bytes()[:8] == PNG_MAGIC
+    config = json.loads((out / "config.json").read_text())
+    cache_dir = cache.default_cache_dir()  # the test's own folder (tests/conftest.py)
+    assert config["tasks_done"] == 1 and config["baseline_cache_dir"] == str(cache_dir)
+    assert [p.name.split("__")[:2] for p in cache_dir.glob("*.npz")] == [["QuadraticTask", "SGD"]]
+    assert trained == [
+        ("QuadraticTask", "Adam(lr=0.05)", SEEDS),
+        ("QuadraticTask", "SGD", 2 * SEEDS),
+    ]
+
+    # The same evaluation again: the first task's baselines come from the cache.
+    monkeypatch.setattr(runner, "_train_task", train_task)
+    trained.clear()
+    board = tmp_path / "tb"
+    assert cli.main([*argv, "--overwrite", "--tensorboard", str(board)]) == 0
+    assert trained == [
+        ("QuadraticTask", "Adam(lr=0.05)", SEEDS),
+        ("SumQuadraticTask", "Adam(lr=0.05)", SEEDS),
+        ("SumQuadraticTask", "SGD", 2 * SEEDS),
+    ]
+    rerun = _rows(out / "summary.csv")
+    assert rerun[:2] == rows  # cached baselines and a retrained candidate: same numbers
+    assert [r["task"] for r in rerun] == ["QuadraticTask"] * 2 + ["SumQuadraticTask"] * 2
+    assert not (out / "summary.md").read_text().startswith("Partial")
+    assert json.loads((out / "config.json").read_text())["tasks_done"] == 2
+
+    # TensorBoard: one run per optimizer, the seed-mean curves of curves.csv.
+    scalars = tensorboard.read_scalars(board / "Adam_lr_0.05_")
+    for task in ("QuadraticTask", "SumQuadraticTask"):
+        losses = [
+            float(r["loss"])
+            for r in _rows(out / "curves.csv")
+            if r["task"] == task and r["optimizer"] == "Adam(lr=0.05)" and r["split"] == "train"
+        ]
+        mean = [sum(losses[s::STEPS][:SEEDS]) / SEEDS for s in range(STEPS)]
+        got = scalars[f"train_loss/{task}"]
+        assert [step for step, _ in got] == list(range(STEPS))
+        assert [v for _, v in got] == pytest.approx(mean, rel=1e-6)
+        assert f"summary/normalized_loss/{task}" in scalars
+    assert [step for step, _ in scalars["suite/wins"]] == [1, 2]
+    assert "train_loss/QuadraticTask" in tensorboard.read_scalars(board / "SGD")
+
+
+def test_the_progress_bar_counts_training_runs_and_drops_cached_ones(capsys):
+    from learnopt.evaluation import engine, runner, sweeps
+
+    candidate, sgd = sweeps.lr_sweep("Adam", [0.1], name="cand"), sweeps.lr_sweep("SGD", [0.1, 1])
+    settings = engine.training_settings(None, num_steps=10, num_seeds=3)
+    bar = runner._RunsBar(["A", "B"], [candidate, sgd], settings)
+    assert bar.bar.total == 2 * (1 + 2) * 3
+    bar.start_task([candidate, sgd], [])
+    for _ in range(5):
+        bar.task_callback(2)  # five chunks of 2 of the 10 steps
+    assert bar.bar.n == pytest.approx(9)
+    bar.start_task([candidate], [sgd])  # task B: SGD from the cache
+    assert bar.bar.total == 9 + 3
+    bar.task_callback(10)
+    assert bar.bar.n == pytest.approx(bar.bar.total)
+    bar.close()
+    err = capsys.readouterr().err
+    assert "12/12 runs" in err.replace(".0/", "/") and "<00:00" in err  # the ETA

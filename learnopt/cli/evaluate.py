@@ -35,13 +35,17 @@ def add_parser(subparsers: Any, formatter_class: Any = None) -> argparse.Argumen
             "Evaluate a learned optimizer (or a hand-designed one) against learning-rate-\n"
             "tuned baselines on a suite of tasks, over several seeds. Writes summary.md,\n"
             "summary.csv, sweep.csv, curves.csv, curves.npz, curves_<task>.png and\n"
-            "config.json into --out."
+            "config.json into --out, rewritten as each task finishes (an interrupted run\n"
+            "keeps its finished tasks). The tuned baselines are cached (default:\n"
+            "~/.cache/learnopt/baselines, see --baseline-cache): a rerun with the same\n"
+            "settings trains only the candidate."
         ),
         epilog=(
             "examples:\n"
             "  learnopt evaluate --theta runs/meta-train-X/theta.msgpack\n"
             "  learnopt evaluate --theta theta.msgpack --lopt LearnableAdam --steps 500\n"
             "  learnopt evaluate --optimizer Adam --lr 3e-3 --suite smoke\n"
+            "  learnopt evaluate --theta theta.msgpack --tensorboard runs/tb  # also events\n"
         ),
         **kwargs,
     )

@@ -173,8 +173,22 @@ def meta_train_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         plots=launch.plots,
         progress=not launch.quiet,
         mesh="all" if launch.all_devices else None,
-        callbacks=_eval_callbacks(args, quiet=launch.quiet, resume=launch.resume),
+        callbacks=_eval_callbacks(args, quiet=launch.quiet, resume=launch.resume)
+        + _tensorboard_callbacks(launch.tensorboard),
     )
+
+
+def _tensorboard_callbacks(logdir: str | None) -> list[Any]:
+    """The TensorBoard writer of ``--tensorboard DIR`` (none without it)."""
+    if logdir is None:
+        return []
+    from learnopt import tensorboard
+
+    try:
+        tensorboard.require()
+    except ImportError as e:
+        raise RuntimeError(str(e)) from None
+    return [tensorboard.MetaTrainWriter(logdir)]
 
 
 def lopt_config(items: Sequence[str]) -> dict[str, Any]:
@@ -298,7 +312,12 @@ def run(args: argparse.Namespace) -> int:
         _join_processes(args)
         from learnopt import train  # JAX: only once a run starts (--help stays instant)
 
-        result = train.meta_train(**kwargs)
+        try:
+            result = train.meta_train(**kwargs)
+        finally:
+            for cb in kwargs["callbacks"]:
+                if hasattr(cb, "close"):
+                    cb.close()
     except (ValueError, TypeError, KeyError) as e:
         text = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         sub.error(as_flags(str(text)))  # exits 2

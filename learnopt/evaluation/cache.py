@@ -9,6 +9,11 @@ of the ``learnopt`` package, the JAX version and the backend: changed code or se
 never reuse old curves. Only tasks given by name and sweeps from
 :func:`~learnopt.evaluation.sweeps.lr_sweep` with a registered optimizer are cached
 (their ``cache_id``).
+
+``learnopt evaluate`` keeps its cache in :func:`default_cache_dir` unless told
+otherwise (``--baseline-cache DIR``, ``--no-baseline-cache``): ``$LEARNOPT_CACHE_DIR/
+baselines``, else ``$XDG_CACHE_HOME/learnopt/baselines``, else
+``~/.cache/learnopt/baselines`` (the XDG base directory convention).
 """
 
 from __future__ import annotations
@@ -28,10 +33,32 @@ from learnopt.evaluation.report import file_safe
 from learnopt.evaluation.results import Curves, TaskResult
 from learnopt.evaluation.sweeps import Sweep
 
-__all__ = ["BaselineCache", "source_hash"]
+__all__ = ["BaselineCache", "source_hash", "default_cache_dir", "ENV_CACHE_DIR"]
 
 #: The ``learnopt`` package: every ``.py`` file under it is part of the cache key.
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+#: learnopt's cache folder; the baselines go into its ``baselines`` subfolder.
+ENV_CACHE_DIR = "LEARNOPT_CACHE_DIR"
+
+
+def default_cache_dir() -> Path:
+    """Where ``learnopt evaluate`` keeps the baselines' curves unless told otherwise.
+
+    ``$LEARNOPT_CACHE_DIR/baselines`` if that variable is set, else
+    ``$XDG_CACHE_HOME/learnopt/baselines`` if that one is an absolute path (the XDG base
+    directory specification ignores relative ones), else ``~/.cache/learnopt/baselines``.
+    Nothing is created here.
+
+    Returns:
+      The folder, as an absolute path.
+    """
+    root = os.environ.get(ENV_CACHE_DIR)
+    if root:
+        return Path(root).expanduser().absolute() / "baselines"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "learnopt" / "baselines"
 
 
 @functools.lru_cache(maxsize=1)

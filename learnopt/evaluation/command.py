@@ -15,7 +15,13 @@ untuned reference schedule) train every task of the suite for ``--steps`` steps 
 ``summary.md`` (also printed), ``summary.csv`` (one row per task and optimizer),
 ``sweep.csv`` (every learning rate), ``curves.csv`` (candidate and tuned baselines, per
 seed), ``curves.npz`` (every curve), ``curves_<task>.png`` and ``config.json``.
-Nothing already in the output folder is overwritten without ``--overwrite``.
+Nothing already in the output folder is overwritten without ``--overwrite``. The
+files are rewritten as each task finishes (``summary.md`` says "Partial" until the last
+one, ``config.json`` counts ``tasks_done``), so an interrupted evaluation keeps the tasks
+it finished. Tuned baselines are cached (:mod:`learnopt.evaluation.cache`, in
+:func:`~learnopt.evaluation.cache.default_cache_dir` unless ``--baseline-cache DIR`` or
+``--no-baseline-cache``): a rerun with the same settings trains only the candidate.
+``--tensorboard DIR`` also writes the curves as TensorBoard events.
 
 :func:`evaluate` runs it for an :class:`~learnopt.evaluation.config.EvaluateConfig`
 (``learnopt.cli.evaluate`` builds one from the flags); every failure it can name is an
@@ -338,6 +344,8 @@ def _evaluate(cfg: EvaluateConfig) -> SuiteResult:
     except (KeyError, ValueError) as e:
         raise EvalError(f"--baselines: {e}", usage=True) from None
     _check_data(tasks)
+    cache_dir = _baseline_cache(cfg)
+    board = _tensorboard(cfg)
     if not cfg.quiet:
         names = ", ".join(b.name for b in baselines)
         print(
@@ -346,6 +354,23 @@ def _evaluate(cfg: EvaluateConfig) -> SuiteResult:
             f"{cfg.seeds} seeds -> {out}",
             flush=True,
         )
+        where = cache_dir if cache_dir is not None else "off (--no-baseline-cache)"
+        print(f"baseline cache: {where}", flush=True)
+    cand_info = {**cand_info, "candidate": candidate.name}
+
+    def write(partial: SuiteResult) -> None:
+        """The tasks done so far, written as each one finishes (a killed run keeps them)."""
+        done = len(partial.tasks)
+        note = "" if done == len(tasks) else f"Partial: {done} of {len(tasks)} tasks done."
+        out.mkdir(parents=True, exist_ok=True)
+        plots = [partial.tasks[-1].task] if cfg.plots else False
+        report.write_results(partial, out, plots=plots, note=note)
+        _write_config(
+            out, cfg, partial, cand_info, suite_name, tasks, baselines, t_start, cache_dir
+        )
+        if board is not None:
+            board.add_task(partial)
+
     try:
         result = evaluate_suite(
             tasks,  # names are built afresh there: reproducible data, cacheable baselines
@@ -360,19 +385,45 @@ def _evaluate(cfg: EvaluateConfig) -> SuiteResult:
             valid_batches=cfg.valid_batches,
             seed=cfg.seed,
             vectorize=cfg.vectorize,
-            baseline_cache=cfg.baseline_cache,
+            baseline_cache=cache_dir,
+            on_task=write,
         )
     except (datasets_base.DatasetNotFoundError, datasets_base.ChecksumMismatchError) as e:
         raise EvalError(
             f"a task's data is not available (--data-dir sets the data dir).\n{e}"
         ) from None
-    out.mkdir(parents=True, exist_ok=True)
-    report.write_results(result, out, plots=cfg.plots)
-    cand_info = {**cand_info, "candidate": candidate.name}
-    _write_config(out, cfg, result, cand_info, suite_name, tasks, baselines, t_start)
+    finally:
+        if board is not None:
+            board.close()
+    _write_config(out, cfg, result, cand_info, suite_name, tasks, baselines, t_start, cache_dir)
     print(result.markdown(), flush=True)
     print(f"{time.perf_counter() - t_start:.1f} s; wrote {out}", flush=True)
     return result
+
+
+def _baseline_cache(cfg: EvaluateConfig) -> Path | None:
+    """The baseline cache's folder: ``--baseline-cache``, the default one, or None."""
+    from learnopt.evaluation.cache import default_cache_dir
+
+    if not cfg.use_baseline_cache:
+        if cfg.baseline_cache is not None:
+            raise EvalError(
+                "--baseline-cache and --no-baseline-cache exclude each other", usage=True
+            )
+        return None
+    if cfg.baseline_cache is not None:
+        return Path(cfg.baseline_cache).expanduser().absolute()
+    return default_cache_dir()
+
+
+def _tensorboard(cfg: EvaluateConfig) -> report.TensorBoardReport | None:
+    """The TensorBoard writer of ``--tensorboard`` (None without it)."""
+    if cfg.tensorboard is None:
+        return None
+    try:
+        return report.TensorBoardReport(cfg.tensorboard)
+    except ImportError as e:
+        raise EvalError(str(e)) from None
 
 
 def _write_config(
@@ -384,8 +435,10 @@ def _write_config(
     tasks: list[Any],
     baselines: list[Sweep],
     t_start: float,
+    cache_dir: Path | None,
 ) -> None:
-    """``config.json``: the settings, the candidate, the tasks and how long it took."""
+    """``config.json``: the settings, the candidate, the tasks, how many are done and how
+    long it took."""
     import jax
 
     config = {"command": "evaluate", **dataclasses.asdict(cfg)}
@@ -394,6 +447,8 @@ def _write_config(
         suite=suite_name,
         tasks=[_task_name(t) for t in tasks],
         baselines=[b.name for b in baselines],
+        tasks_done=len(result.tasks),
+        baseline_cache_dir=None if cache_dir is None else str(cache_dir),
         settings=result.settings,
         out=str(out),
         seconds=round(time.perf_counter() - t_start, 2),

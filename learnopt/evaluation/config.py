@@ -243,7 +243,23 @@ class EvaluateConfig:
     baseline_cache: str | None = setting(
         None,
         "keep the baselines' curves here and reuse them when the settings and "
-        "learnopt's source are unchanged (default: no cache)",
+        "learnopt's source are unchanged (default: $LEARNOPT_CACHE_DIR/baselines, else "
+        "$XDG_CACHE_HOME/learnopt/baselines, else ~/.cache/learnopt/baselines)",
+        metavar="DIR",
+        group=_OUTPUT,
+    )
+    use_baseline_cache: bool = setting(
+        True,
+        "train the baselines afresh and keep nothing",
+        flag="--no-baseline-cache",
+        switch="negate",
+        group=_OUTPUT,
+    )
+    tensorboard: str | None = setting(
+        None,
+        "also write each task's curves and the summary figures as TensorBoard events here, "
+        "one run per optimizer (needs the 'tensorboard' extra: pip install "
+        "'learnopt[tensorboard]'; default: off)",
         metavar="DIR",
         group=_OUTPUT,
     )

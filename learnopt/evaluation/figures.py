@@ -24,7 +24,9 @@ def eval_task_figure(result: TaskResult, summary: TaskSummary, path: str | os.Pa
     """Candidate vs tuned baselines on one task: train loss (smoothed) and valid loss.
 
     Each line is the mean over seeds, the band the range over seeds. Baselines are
-    shown at their tuned learning rate.
+    shown at their tuned learning rate. Each panel has a title and a log axis only for
+    losses spanning more than :data:`learnopt.plots.LOG_SCALE_RATIO`; the legend sits
+    beside the panels.
 
     Args:
       result: a :class:`~learnopt.evaluation.results.TaskResult`.
@@ -35,7 +37,7 @@ def eval_task_figure(result: TaskResult, summary: TaskSummary, path: str | os.Pa
       The path of the PNG.
     """
     smoothing, _ = windows(result.num_steps)
-    fig = plots.new_figure(11.0, 4.2)
+    fig = plots.new_figure(13.5, 4.2)
     ax_train, ax_valid = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     picks = [(summary.candidate, 0, f"{summary.candidate} (candidate)")]
     for name, b in summary.baselines.items():
@@ -52,10 +54,11 @@ def eval_task_figure(result: TaskResult, summary: TaskSummary, path: str | os.Pa
         plots.plot_mean_band(ax_valid, curves.valid_steps, valid, label=label, color=color, lw=lw)
         train_all.append(train)
         valid_all.append(valid)
-    for ax, values, ylabel in (
-        (ax_train, train_all, f"train loss (trailing mean of {smoothing})"),
-        (ax_valid, valid_all, f"{result.valid_split} loss"),
+    for ax, values, ylabel, title in (
+        (ax_train, train_all, f"train loss (trailing mean of {smoothing})", "train loss"),
+        (ax_valid, valid_all, f"{result.valid_split} loss", f"{result.valid_split} loss"),
     ):
+        ax.set_title(title, fontsize=10)
         log = plots.use_log_scale(np.concatenate([v.ravel() for v in values]))
         if log:
             ax.set_yscale("log")
@@ -64,7 +67,8 @@ def eval_task_figure(result: TaskResult, summary: TaskSummary, path: str | os.Pa
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
     handles, labels = ax_train.get_legend_handles_labels()
-    ax_train.legend(handles[::-1], labels[::-1], fontsize=8)  # the candidate first
+    # Beside the valid-loss axes, off the curves; the candidate first.
+    plots.legend_outside(ax_valid, handles=handles[::-1], labels=labels[::-1])
     fig.suptitle(
         f"{result.task}: {summary.candidate} vs tuned baselines "
         f"({result.num_seeds} seeds, band = range over seeds)",

@@ -6,6 +6,8 @@ every baseline, :func:`sweep_rows`), ``curves.csv`` (the candidate and each tune
 baseline per seed, long format, :func:`curve_rows`), ``summary.md``
 (:meth:`~learnopt.evaluation.results.SuiteResult.markdown`), ``curves.npz`` (every curve
 of every sweep point) and ``curves_<task>.png`` (:mod:`learnopt.evaluation.figures`).
+:class:`TensorBoardReport` writes the same curves and figures as TensorBoard events
+(``learnopt evaluate --tensorboard DIR``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "plot_name",
     "file_safe",
     "csv_cell",
+    "TensorBoardReport",
 ]
 
 SUMMARY_COLUMNS = (
@@ -201,14 +204,21 @@ def csv_cell(value: Any) -> str:
     return str(value)
 
 
-def write_results(result: SuiteResult, out_dir: Any, *, plots: bool = True) -> dict[str, Any]:
+def write_results(
+    result: SuiteResult,
+    out_dir: Any,
+    *,
+    plots: bool | Sequence[str] = True,
+    note: str = "",
+) -> dict[str, Any]:
     """Writes ``summary.csv``, ``sweep.csv``, ``curves.csv``, ``summary.md``,
     ``curves.npz`` (every curve of every sweep point) and ``curves_<task>.png``.
 
     Args:
-      result: an evaluated suite.
+      result: an evaluated suite (or the tasks of one done so far).
       out_dir: the folder (created if needed); files of the same names are replaced.
-      plots: whether to draw ``curves_<task>.png``.
+      plots: whether to draw ``curves_<task>.png``, or the names of the tasks to draw.
+      note: a line written above the tables of ``summary.md`` (none if empty).
 
     Returns:
       ``{file name: path}``; ``"plots"``: the list of PNG paths.
@@ -237,7 +247,7 @@ def write_results(result: SuiteResult, out_dir: Any, *, plots: bool = True) -> d
     write_csv("sweep.csv", sweep_cols, ([r[c] for c in sweep_cols] for r in sweep_rows(result)))
     write_csv("curves.csv", CURVE_COLUMNS, curve_rows(result))
     md = out / "summary.md"
-    md.write_text(result.markdown())
+    md.write_text(f"{note}\n\n{result.markdown()}" if note else result.markdown())
     written["summary.md"] = md
 
     arrays = {}
@@ -255,11 +265,91 @@ def write_results(result: SuiteResult, out_dir: Any, *, plots: bool = True) -> d
     if plots:
         from learnopt.evaluation import figures  # matplotlib only when plots are drawn
 
+        drawn = None if plots is True else set(plots)
         written["plots"] = [
             figures.eval_task_figure(t, s, out / plot_name(t.task))
             for t, s in zip(result.tasks, result.summaries, strict=True)
+            if drawn is None or t.task in drawn
         ]
     return written
+
+
+class TensorBoardReport:
+    """An evaluation as TensorBoard events: one run (subfolder) per optimizer.
+
+    For each task added, the candidate and each tuned baseline (at its tuned setting) get
+    the seed-mean curves ``train_loss/<task>`` (per step) and ``<split>_loss/<task>``
+    (at the valid evaluations); the candidate's run also gets the task's figures against
+    the best baseline (``summary/<figure>/<task>``, at step ``num_steps``) and the suite's
+    so far (``suite/<figure>``, at step = tasks done). Non-finite values are left out.
+
+    Args:
+      logdir: the folder; each optimizer writes into ``logdir/<optimizer>``.
+    """
+
+    FIGURES = ("normalized_loss", "speedup", "log_loss_diff", "normalized_valid")
+    SUITE_FIGURES = ("wins", "geomean_normalized_loss", "geomean_speedup", "mean_log_loss_diff")
+
+    def __init__(self, logdir: str | Path):
+        from learnopt import tensorboard
+
+        self.logdir = Path(logdir)
+        self._tb = tensorboard
+        self._writers: dict[str, Any] = {}
+        tensorboard.require()  # fails before any training when the extra is missing
+
+    def _writer(self, name: str) -> Any:
+        if name not in self._writers:
+            self._writers[name] = self._tb.summary_writer(self.logdir / file_safe(name))
+        return self._writers[name]
+
+    def add_task(self, result: SuiteResult) -> None:
+        """Writes the last task of ``result`` (the suite so far) and the suite's figures.
+
+        Args:
+          result: the evaluated tasks so far; the last one is written.
+        """
+        t, s = result.tasks[-1], result.summaries[-1]
+        picks = [(s.candidate, 0)] + [(n, b.index) for n, b in s.baselines.items()]
+        for name, index in picks:
+            w = self._writer(name)
+            c = t.curves[name]
+            with np.errstate(all="ignore"):
+                train = _finite_mean(c.train_loss[index])
+                valid = _finite_mean(c.valid_loss[index])
+            for step, value in enumerate(train.tolist()):
+                if math.isfinite(value):
+                    w.add_scalar(f"train_loss/{t.task}", value, step)
+            for step, value in zip(c.valid_steps.tolist(), valid.tolist(), strict=True):
+                if math.isfinite(value):
+                    w.add_scalar(f"{t.valid_split}_loss/{t.task}", value, step)
+        w = self._writer(s.candidate)
+        for figure in self.FIGURES:
+            value = float(getattr(s.vs_best, figure))
+            if math.isfinite(value):
+                w.add_scalar(f"summary/{figure}/{t.task}", value, t.num_steps)
+        best = result.aggregate()["best"]
+        for figure in self.SUITE_FIGURES:
+            value = float(best[figure])
+            if math.isfinite(value):
+                w.add_scalar(f"suite/{figure}", value, len(result.tasks))
+        for writer in self._writers.values():
+            writer.flush()
+
+    def close(self) -> None:
+        """Closes every event file."""
+        for writer in self._writers.values():
+            writer.close()
+        self._writers.clear()
+
+
+def _finite_mean(runs: np.ndarray) -> np.ndarray:
+    """The mean over seeds (axis 0) of the finite values; NaN where there is none."""
+    runs = np.asarray(runs, np.float64)
+    finite = np.isfinite(runs)
+    count = finite.sum(axis=0)
+    total = np.where(finite, runs, 0.0).sum(axis=0)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def plot_name(task: str) -> str:

@@ -26,7 +26,13 @@ from learnopt.evaluation.cache import BaselineCache
 from learnopt.evaluation.config import SELECT_BY
 from learnopt.evaluation.engine import TaskEvaluator, TrainingSettings, training_settings
 from learnopt.evaluation.metrics import windows
-from learnopt.evaluation.results import Curves, SuiteResult, TaskResult, summarize_task
+from learnopt.evaluation.results import (
+    Curves,
+    SuiteResult,
+    TaskResult,
+    TaskSummary,
+    summarize_task,
+)
 from learnopt.evaluation.suites import get_suite, task_and_name
 from learnopt.evaluation.sweeps import Sweep, baseline_sweeps
 from learnopt.tasks import base as tasks_base
@@ -69,6 +75,7 @@ def evaluate_suite(
     select_by: str = SELECT_BY,
     progress: bool | Callable[[int], None] = False,
     baseline_cache: str | os.PathLike | None = None,
+    on_task: Callable[[SuiteResult], None] | None = None,
     **overrides: Any,
 ) -> SuiteResult:
     """Evaluates ``candidate`` against tuned ``baselines`` on every task of a suite.
@@ -80,12 +87,15 @@ def evaluate_suite(
       baselines: sweeps to tune (default: :func:`~learnopt.evaluation.sweeps.baseline_sweeps`).
       settings: how every run trains (:class:`~learnopt.evaluation.engine.TrainingSettings`).
       select_by: how a baseline's learning rate is picked, ``"final"`` or ``"mean"``.
-      progress: ``True`` for a tqdm bar over all tasks' steps, or a callback.
+      progress: ``True`` for a tqdm bar over all training runs with an ETA, or a
+        callback, called with the number of steps just finished (per chunk and task).
       baseline_cache: a folder where the baselines' curves are kept and reused by
         later evaluations with the same settings (tasks given by name, sweeps from
         ``lr_sweep`` with a registered optimizer). The key includes every setting
         and a hash of learnopt's source, so changed code never reuses old curves. The
         candidate always runs, and sees the same data as the cached baselines did.
+      on_task: called after each task with the result so far (the tasks done, in suite
+        order), e.g. to write it, so that an interrupted evaluation keeps what it did.
       **overrides: fields of ``TrainingSettings`` as keywords (``num_steps=``,
         ``num_seeds=``, ``eval_every=``, ...), alone or on top of ``settings``.
 
@@ -107,28 +117,37 @@ def evaluate_suite(
     names = [b.name for b in baselines]
     if candidate.name in names:
         candidate = dataclasses.replace(candidate, name=f"{candidate.name} (candidate)")
-    bar = None
-    callback = progress if callable(progress) else None
-    if progress is True:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=settings.num_steps * len(entries), desc="evaluate", unit="step")
-        callback = bar.update
     cache = BaselineCache(baseline_cache) if baseline_cache is not None else None
+    bar = _RunsBar(entries, [candidate, *baselines], settings) if progress is True else None
+    callback = bar.task_callback if bar is not None else progress if callable(progress) else None
     tasks, summaries = [], []
     try:
         for entry in entries:
             task, name = task_and_name(entry)
-            if bar is not None:
-                bar.set_postfix_str(name)
             # Only tasks given by name are rebuilt the same way: they alone are cached.
             task_cache = cache if isinstance(entry, str) else None
-            result = _train_task(task, candidate, baselines, settings, task_cache, callback)
+            if bar is not None:
+                bar.set_postfix_str(name)
+            result = _train_task(task, candidate, baselines, settings, task_cache, callback, bar)
             tasks.append(result)
             summaries.append(summarize_task(result, candidate.name, names, select_by))
+            if on_task is not None:
+                on_task(_suite_result(candidate, baselines, settings, select_by, tasks, summaries))
     finally:
         if bar is not None:
             bar.close()
+    return _suite_result(candidate, baselines, settings, select_by, tasks, summaries)
+
+
+def _suite_result(
+    candidate: Sweep,
+    baselines: list[Sweep],
+    settings: TrainingSettings,
+    select_by: str,
+    tasks: list[TaskResult],
+    summaries: list[TaskSummary],
+) -> SuiteResult:
+    """The suite's result over the tasks done so far (all of them at the end)."""
     report = {
         "num_steps": settings.num_steps,
         "num_seeds": settings.num_seeds,
@@ -139,7 +158,61 @@ def evaluate_suite(
         "window": windows(settings.num_steps)[1],
         "learning_rates": {b.name: list(b.values.get("learning_rate", ())) for b in baselines},
     }
-    return SuiteResult(candidate.name, tuple(names), tasks, summaries, report)
+    names = tuple(b.name for b in baselines)
+    return SuiteResult(candidate.name, names, list(tasks), list(summaries), report)
+
+
+class _RunsBar:
+    """A tqdm bar over the suite's training runs (sweep points x seeds x tasks), with an ETA.
+
+    The engine reports finished steps per chunk; each counts as ``steps / num_steps`` of
+    every run of the task being trained. Runs read from the baseline cache cost nothing:
+    they leave the total when their task starts.
+    """
+
+    def __init__(self, entries: Sequence[Any], sweeps: Sequence[Sweep], settings: TrainingSettings):
+        from tqdm.auto import tqdm
+
+        self.num_steps = settings.num_steps
+        self.num_seeds = settings.num_seeds
+        total = len(entries) * sum(s.size for s in sweeps) * settings.num_seeds
+        self.runs = 0  # runs of the task being trained
+        self.done = 0  # runs of the tasks started so far (all done once the next starts)
+        self.bar = tqdm(
+            total=total,
+            desc="evaluate",
+            unit="run",
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total} runs "
+            "[{elapsed}<{remaining}{postfix}]",
+        )
+
+    def start_task(self, trained: Sequence[Sweep], cached: Sequence[Sweep]) -> None:
+        """A task starts: ``trained`` sweeps will run, ``cached`` ones come from the cache."""
+        self._settle()
+        self.runs = sum(s.size for s in trained) * self.num_seeds
+        self.done += self.runs
+        self.bar.total -= sum(s.size for s in cached) * self.num_seeds
+        self.bar.refresh()
+
+    def _settle(self) -> None:
+        """The count at its whole number of runs (the fractions of a task may not add up)."""
+        if self.bar.n != self.done:
+            self.bar.n = self.done
+            self.bar.refresh()
+
+    def task_callback(self, steps: int) -> None:
+        """``steps`` more steps of every run of the task are done."""
+        self.bar.update(steps / self.num_steps * self.runs)
+
+    def set_postfix_str(self, text: str) -> None:
+        """Shows ``text`` (the task's name) after the ETA."""
+        self.bar.set_postfix_str(text)
+
+    def close(self) -> None:
+        """Closes the bar (complete if every task finished)."""
+        if self.bar.n >= self.done - 1e-6 * max(1, self.done):
+            self._settle()
+        self.bar.close()
 
 
 def _train_task(
@@ -149,6 +222,7 @@ def _train_task(
     settings: TrainingSettings,
     cache: BaselineCache | None,
     callback: Callable[[int], None] | None,
+    bar: _RunsBar | None = None,
 ) -> TaskResult:
     """One task of a suite: the candidate and the baselines not found in ``cache``."""
     sweeps = [candidate, *baselines]
@@ -156,6 +230,8 @@ def _train_task(
     if cache is not None:
         cached = cache.load(task.name, settings, baselines)
     rest = [s for s in sweeps if s.name not in cached]
+    if bar is not None:
+        bar.start_task(rest, [s for s in sweeps if s.name in cached])
     result = TaskEvaluator(task, rest, settings=settings).run(callback)
     if cache is not None:
         cache.save(task.name, settings, [b for b in baselines if b.name not in cached], result)

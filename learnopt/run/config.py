@@ -425,6 +425,14 @@ class LaunchConfig:
         group=_OUTPUT,
     )
     quiet: bool = setting(False, "no progress bar, only the summary", switch="on", group=_OUTPUT)
+    tensorboard: str | None = setting(
+        None,
+        "also write metrics.csv's columns as TensorBoard scalars (meta_train/<column>) "
+        "into DIR (needs the 'tensorboard' extra: pip install 'learnopt[tensorboard]'; "
+        "default: off, metrics.csv is always written)",
+        metavar="DIR",
+        group=_OUTPUT,
+    )
     all_devices: bool = setting(
         False,
         "split the population over every device of this process (e.g. the GPUs of one "
