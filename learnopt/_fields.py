@@ -10,10 +10,12 @@ no numpy, so that the command line's ``--help`` stays instant.
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["setting", "Flag", "flags_of", "MISSING"]
+__all__ = ["setting", "Flag", "flags_of", "document_settings", "show_default", "MISSING"]
 
 MISSING = dataclasses.MISSING
 #: The value parsers a flag can name (``learnopt.cli.args`` implements them).
@@ -145,3 +147,66 @@ def flags_of(config_cls: type) -> list[Flag]:
             )
         )
     return out
+
+
+def show_default(value: Any) -> str:
+    """A default as ``--help`` and the API docs show it.
+
+    Args:
+      value: the default.
+
+    Returns:
+      ``"none"`` for None (and empty sequences), ``"a,b"`` for sequences, ``"0.01"`` for
+      floats (``%g``), ``str(value)`` otherwise.
+    """
+    if value is None:
+        return "none"
+    if isinstance(value, tuple | list):
+        return ",".join(show_default(v) for v in value) or "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def document_settings(config_cls: type) -> type:
+    """Appends an ``Attributes:`` section, one entry per :func:`setting`, to the docstring.
+
+    Each entry is the field's flag and its help text (the one home of both), so the API
+    reference documents every field without a second copy of the text. Use it above
+    ``@dataclasses.dataclass``.
+
+    Args:
+      config_cls: a dataclass whose fields are declared with :func:`setting`.
+
+    Returns:
+      ``config_cls``, its ``__doc__`` extended.
+    """
+    flags = {f.field: f for f in flags_of(config_cls)}
+    entries = []
+    for f in dataclasses.fields(config_cls):
+        meta = f.metadata.get("learnopt")
+        if meta is None:
+            continue
+        flag = flags.get(f.name)
+        if flag is not None:
+            default = flag.default
+            shown = flag.flag if flag.metavar is None else f"{flag.flag} {flag.metavar}"
+            text = f"``{shown}``: {meta['help']}"
+        else:
+            default = f.default if f.default is not MISSING else None
+            text = f"{meta['help']} (no command-line flag)"
+        text = text.replace("{default}", show_default(default))
+        entries.append(
+            textwrap.fill(
+                f"{f.name}: {text}",
+                width=88,
+                initial_indent="  ",
+                subsequent_indent="    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+    if entries:
+        doc = inspect.cleandoc(config_cls.__doc__ or "")
+        config_cls.__doc__ = doc + "\n\nAttributes:\n" + "\n".join(entries) + "\n"
+    return config_cls

@@ -22,7 +22,13 @@ from learnopt.tree_utils import tree_cast_like, tree_path_str
 
 PyTree = Any
 
-__all__ = ["settle_dtypes", "compute_dtype", "type_signature", "StateTypeError"]
+__all__ = [
+    "settle_dtypes",
+    "compute_dtype",
+    "type_signature",
+    "StateTypeError",
+    "leaf_compute_dtype",
+]
 
 
 class StateTypeError(TypeError):

@@ -49,6 +49,14 @@ class TrainState(train_state.TrainState):
     the same fields and is a pytree, so it goes through ``jax.jit`` and checkpoints the
     same way. Any optax transformation works; for learnopt's learned optimizers, pass
     the loss of the batch the gradients came from.
+
+    Attributes:
+      step: the number of ``apply_gradients`` calls so far.
+      apply_fn: the model's apply function (usually ``module.apply``), not a pytree leaf.
+      params: the parameters being trained.
+      tx: the optax transformation (e.g. a learned optimizer's ``opt_to_optax``), not a
+        pytree leaf.
+      opt_state: ``tx``'s state.
     """
 
     def apply_gradients(self, *, grads: Any, loss: Any = None, **kwargs: Any) -> TrainState:

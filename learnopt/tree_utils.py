@@ -229,6 +229,10 @@ class PartitionUnflatten:
 
     ``data`` is ``(keys, names, treedef)`` and is static (not a pytree leaf), so an
     unflattener can be closed over or passed through ``jax.jit``.
+
+    Attributes:
+      data: ``(keys, names, treedef)``: every leaf's path name in tree order, the path
+        names of each partition's leaves, and the tree's structure (static).
     """
 
     data: Any = flax.struct.field(pytree_node=False)

@@ -198,14 +198,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
 assert set(PARSERS) == set(_fields.PARSERS)
 
 
-def _show_default(value: Any) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, tuple | list):
-        return ",".join(_show_default(v) for v in value) or "none"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+_show_default = _fields.show_default
 
 
 def add_flags(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from learnopt._fields import setting
+from learnopt._fields import document_settings, setting
 
 __all__ = [
     "EvaluateConfig",
@@ -121,6 +121,7 @@ _OUTPUT = "input and output"
 _PERIODIC = "periodic meta-validation (eval.csv, eval.png, theta_best.msgpack)"
 
 
+@document_settings
 @dataclasses.dataclass(frozen=True)
 class EvaluateConfig:
     """The settings of ``learnopt evaluate``, one field per flag.
@@ -197,10 +198,18 @@ class EvaluateConfig:
         group=_TASKS,
     )
     steps: int = setting(
-        1000, "(default: {default})", metavar="N", parse="positive_int", group=_TRAINING
+        1000,
+        "inner training steps of each run (default: {default})",
+        metavar="N",
+        parse="positive_int",
+        group=_TRAINING,
     )
     seeds: int = setting(
-        NUM_SEEDS, "(default: {default})", metavar="S", parse="positive_int", group=_TRAINING
+        NUM_SEEDS,
+        "runs (seeds) per task and optimizer (default: {default})",
+        metavar="S",
+        parse="positive_int",
+        group=_TRAINING,
     )
     eval_every: int | None = setting(
         None,
@@ -276,6 +285,7 @@ class EvaluateConfig:
     quiet: bool = setting(False, "no progress bar, only the summary", switch="on", group=_OUTPUT)
 
 
+@document_settings
 @dataclasses.dataclass(frozen=True)
 class PeriodicEvalConfig:
     """The settings of the periodic meta-validation during meta-training.

@@ -134,7 +134,14 @@ def factored_dims(shape: Sequence[int]) -> tuple[int, int] | None:
 
 
 class Decays(NamedTuple):
-    """The decays of the three accumulators, one 1-D array each (trailing-axis order)."""
+    """The decays of the three accumulators, one 1-D array each (trailing-axis order).
+
+    Attributes:
+      mom: decays of the momentum accumulators, shape ``[num_mom_decays]`` (e.g. 0.9, 0.99,
+        0.999).
+      rms: decays of the second-moment accumulators, shape ``[num_rms_decays]``.
+      fac: decays of the Adafactor factored accumulators, shape ``[num_fac_decays]``.
+    """
 
     mom: jax.Array
     rms: jax.Array
@@ -186,14 +193,24 @@ def constant_decays(mom: Sequence[float], rms: Sequence[float], fac: Sequence[fl
 
 @flax.struct.dataclass
 class MomAccumulator:
-    """Momentum accumulators ``m``: per param, ``p.shape + (num_decays,)`` (library name)."""
+    """Momentum accumulators ``m``: per param, ``p.shape + (num_decays,)`` (library name).
+
+    Attributes:
+      m: the momenta, a tree like the params; each leaf ``p.shape + (num_decays,)``, slice
+        ``i`` the exponential moving average of the gradient with decay ``i``.
+    """
 
     m: PyTree
 
 
 @flax.struct.dataclass
 class RMSAccumulator:
-    """Second-moment accumulators ``rms``: per param, ``p.shape + (num_decays,)``."""
+    """Second-moment accumulators ``rms``: per param, ``p.shape + (num_decays,)``.
+
+    Attributes:
+      rms: the second moments, a tree like the params; each leaf ``p.shape + (num_decays,)``,
+        slice ``i`` the exponential moving average of ``g**2`` with decay ``i``.
+    """
 
     rms: PyTree
 
@@ -207,6 +224,14 @@ class FactoredAccum:
     plus the decays axis), ``v_col`` the mean over ``d1``; ``v_diag`` is empty. For
     rank < 2, ``v_diag`` holds the full running ``g^2`` and the others are empty.
     The fields may also be trees like the params (see :func:`factored_tree_init`).
+
+    Attributes:
+      v_row: running mean of ``g**2`` over axis ``d0``, plus a trailing decays axis (empty
+        for rank < 2).
+      v_col: running mean of ``g**2`` over axis ``d1``, plus a trailing decays axis (empty
+        for rank < 2).
+      v_diag: for rank < 2, the running ``g**2`` itself, ``shape + (num_decays,)``; empty
+        otherwise.
     """
 
     v_row: jax.Array

@@ -53,7 +53,18 @@ from learnopt.learned_optimizers import base as lopt_base
 
 PyTree = Any
 
-__all__ = ["AdafacMLPLOpt", "AdafacMLPLOptState", "adafac_features", "num_adafac_features"]
+__all__ = [
+    "AdafacMLPLOpt",
+    "AdafacMLPLOptState",
+    "adafac_features",
+    "num_adafac_features",
+    "AdafacMLPLOptTau",
+    "adafac_decays",
+    "adafac_init",
+    "adafac_update",
+    "init_adafac_theta",
+    "mlp_forward",
+]
 
 
 @flax.struct.dataclass

@@ -36,7 +36,11 @@ from learnopt.learned_optimizers import adafac_mlp_lopt as adafac
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.learned_optimizers import common, progress
 
-__all__ = ["MLPNomLOpt", "NOMINAL_GRAD_ESTIMATORS"]
+__all__ = [
+    "MLPNomLOpt",
+    "NOMINAL_GRAD_ESTIMATORS",
+    "MLPNomLOptTau",
+]
 
 NOMINAL_GRAD_ESTIMATORS = ("SGD", "SGDM", "AggMo", "Adam", "AdamAggMo")
 
@@ -115,8 +119,11 @@ class MLPNomLOpt(adafac.AdafacMLPLOpt):
       exp_mult: three scales inside the exponentials of the black-box step, the
         nominal step and the weight decay.
       step_mult: scale of the black-box step.
-      hidden_size, hidden_layers, initial_*_decays, concat_weights,
-        make_separate_weights, split_weights: as :class:`AdafacMLPLOpt`.
+      hidden_size: width of the MLP's hidden layers.
+      hidden_layers: number of hidden layers.
+      initial_momentum_decays: decays of the momentum accumulators at ``theta = 0``.
+      initial_rms_decays: decays of the second-moment accumulators.
+      initial_adafactor_decays: decays of the factored accumulators.
       nominal_stepsize: learning rate of the nominal step (0 turns it off).
       weight_decay: weight decay (0 turns it off).
       nominal_controller: let the MLP's third output scale the nominal step.
@@ -126,7 +133,15 @@ class MLPNomLOpt(adafac.AdafacMLPLOpt):
         that output over the tensor (one value per tensor).
       normalize_blackbox: divide the black-box step by ``sqrt(rms + 1e-6)``.
       selfnormalize_blackbox: multiply the black-box step by the tensor's mean gradient.
-      tau_features, default_num_steps: learnopt options, as :class:`AdafacMLPLOpt`.
+      concat_weights: the library's matmul code path (True) or scalar-math path (False);
+        both compute the same function here.
+      make_separate_weights: the library's one-scalar-per-weight theta layout; not
+        supported (raises ValueError).
+      split_weights: a variant of the scalar-math path; same function.
+      tau_features: learnopt option: also feed the fraction of training done (see
+        :mod:`learnopt.learned_optimizers.progress`).
+      default_num_steps: with ``tau_features``, the run length assumed when
+        ``opt.init`` gets no ``num_steps`` (None: ``num_steps`` is required).
     """
 
     mom_eps = 1e-6

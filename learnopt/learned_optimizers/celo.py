@@ -87,10 +87,26 @@ class Celo(hyper_v2.HyperV2):
         optimizer that is meta-tested; meta-train the scheduler).
       validation_mode: value of the extra LSTM input with ``with_validation_feature_dim``.
       with_validation_feature_dim: add that input (a 19th).
-      with_g, with_m, with_m_feat, with_rms, with_rms_feat, with_rms_norm_g,
-        with_rsqrt_rms, with_p, with_fac_norm_g, with_fac_rms, with_fac_rsqrt,
-        with_grad_clip_feat, with_fac_mom_mult, with_rms_only_norm_g: the MLP's feature
-        groups (ablations; the theta layout depends on them).
+      with_g: feed the gradient ``g`` (one input).
+      with_m: keep the momentum inputs (with ``with_m_feat``; off drops them).
+      with_m_feat: feed the momenta ``m``, one input per momentum decay (needs ``with_m``).
+      with_rms: keep the second-moment inputs (with ``with_rms_feat``; off drops them).
+      with_rms_feat: feed the second moments ``rms``, one input per rms decay (needs
+        ``with_rms``).
+      with_rms_norm_g: feed ``m / sqrt(rms + 1e-6)``, one input per momentum decay
+        (broadcast against the rms decays).
+      with_rsqrt_rms: feed ``1 / sqrt(rms + 1e-6)``, one input per rms decay.
+      with_p: feed the parameter value.
+      with_fac_norm_g: feed the Adafactor-preconditioned gradient, one input per factored
+        decay.
+      with_fac_rms: feed the factored row and column second moments broadcast to the
+        tensor, two inputs per factored decay (only with ``adafactor_accumulator``).
+      with_fac_rsqrt: feed ``rsqrt`` of those row and column moments, two inputs per
+        factored decay (only with ``adafactor_accumulator``).
+      with_grad_clip_feat: feed the clipped gradient ``clip(g, -0.1, 0.1)``.
+      with_fac_mom_mult: feed the momenta preconditioned by the factored second moments,
+        one input per momentum decay (only with ``adafactor_accumulator``).
+      with_rms_only_norm_g: feed ``g / sqrt(rms + 1e-6)``, one input per rms decay.
       adafactor_accumulator: use the factored feature groups.
       param_scale_mult: multiply steps by the tensor's parameter RMS.
       precondition_output: divide steps by ``sqrt(rms + 1e-6)``.

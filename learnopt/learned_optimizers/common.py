@@ -158,7 +158,13 @@ def truncated_normal(key: jax.Array, shape: Sequence[int], stddev: float) -> jax
 
 @dataclasses.dataclass(frozen=True)
 class Normal:
-    """A theta leaf to draw: truncated normal, ``shape`` and std ``stddev`` (see :func:`draw`)."""
+    """A theta leaf to draw: truncated normal, ``shape`` and std ``stddev`` (see :func:`draw`).
+
+    Attributes:
+      shape: the leaf's shape.
+      stddev: standard deviation of the truncated normal (truncated at two standard
+        deviations, as ``jax.random.truncated_normal(-2, 2)``).
+    """
 
     shape: tuple[int, ...]
     stddev: float
@@ -218,7 +224,10 @@ def linear_init(
 
     Args:
       key: the PRNG key.
-      fan_in, fan_out, zero_weights: as :func:`linear_spec`.
+      fan_in: the input width.
+      fan_out: the output width.
+      zero_weights: zero weights instead of truncated-normal ones (std
+        ``1 / sqrt(fan_in)``).
 
     Returns:
       ``{"w": [fan_in, fan_out], "b": [fan_out]}``.
@@ -262,7 +271,8 @@ def mlp_init(key: jax.Array, sizes: Sequence[int], name: str = "mlp") -> dict[st
 
     Args:
       key: the PRNG key.
-      sizes, name: as :func:`mlp_spec`.
+      sizes: the layer widths ``[in, h1, ..., out]``, input first.
+      name: the module name in the keys (Haiku's default ``"mlp"``).
 
     Returns:
       ``{f"{name}/~/linear_{i}": {"w", "b"}}``.
@@ -290,7 +300,12 @@ def mlp_apply(params: dict[str, dict], x: jax.Array, name: str = "mlp") -> jax.A
 
 
 class LSTMState(NamedTuple):
-    """LSTM state ``[batch, hidden]`` (Haiku's ``LSTMState``: same fields, same order)."""
+    """LSTM state ``[batch, hidden]`` (Haiku's ``LSTMState``: same fields, same order).
+
+    Attributes:
+      hidden: the hidden state ``h``, ``[batch, hidden]``.
+      cell: the cell state ``c``, ``[batch, hidden]``.
+    """
 
     hidden: jax.Array
     cell: jax.Array

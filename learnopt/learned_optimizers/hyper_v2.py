@@ -70,7 +70,15 @@ from learnopt.learned_optimizers import base as lopt_base
 
 PyTree = Any
 
-__all__ = ["HyperV2", "HyperV2State", "LossBufferState"]
+__all__ = [
+    "HyperV2",
+    "HyperV2State",
+    "LossBufferState",
+    "HyperV2Tau",
+    "loss_buffer_init",
+    "loss_buffer_update",
+    "loss_buffer_features",
+]
 
 _FRACTION_TIMESCALES = (0.03, 0.1, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)
 _NUM_LOSS_TIMESCALES = 10
@@ -354,6 +362,26 @@ class HyperV2(lopt_base.LearnedOptimizer):
       step_mult: scale of the step.
       validation_mode: value of the extra LSTM input with ``with_validation_feature_dim``.
       with_validation_feature_dim: add that input.
+      with_g: feed the gradient ``g`` (one input).
+      with_m: keep the momentum inputs (with ``with_m_feat``; off drops them).
+      with_m_feat: feed the momenta ``m``, one input per momentum decay (needs ``with_m``).
+      with_rms: keep the second-moment inputs (with ``with_rms_feat``; off drops them).
+      with_rms_feat: feed the second moments ``rms``, one input per rms decay (needs
+        ``with_rms``).
+      with_rms_norm_g: feed ``m / sqrt(rms + 1e-6)``, one input per momentum decay
+        (broadcast against the rms decays).
+      with_rsqrt_rms: feed ``1 / sqrt(rms + 1e-6)``, one input per rms decay.
+      with_p: feed the parameter value.
+      with_fac_norm_g: feed the Adafactor-preconditioned gradient, one input per factored
+        decay.
+      with_fac_rms: feed the factored row and column second moments broadcast to the
+        tensor, two inputs per factored decay (only with ``adafactor_accumulator``).
+      with_fac_rsqrt: feed ``rsqrt`` of those row and column moments, two inputs per
+        factored decay (only with ``adafactor_accumulator``).
+      with_grad_clip_feat: feed the clipped gradient ``clip(g, -0.1, 0.1)``.
+      with_fac_mom_mult: feed the momenta preconditioned by the factored second moments,
+        one input per momentum decay (only with ``adafactor_accumulator``).
+      with_rms_only_norm_g: feed ``g / sqrt(rms + 1e-6)``, one input per rms decay.
       adafactor_accumulator: use the factored feature groups.
       param_scale_mult: multiply steps by the tensor's parameter RMS.
       use_bugged_next_lstm_state: never advance the LSTM state (old checkpoints).

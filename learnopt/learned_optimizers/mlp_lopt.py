@@ -69,6 +69,7 @@ __all__ = [
     "MomAccumulator",
     "MOMENTUM_DECAYS",
     "NUM_FEATURES",
+    "MLPLOptTau",
 ]
 
 #: Decays of the momentum accumulators (one feature each).
@@ -107,7 +108,12 @@ class MLPLOptState:
 
 
 class MLPLOptOptimizer(common.ThetaOptimizer):
-    """The optimizer :meth:`MLPLOpt.opt_fn` returns: the MLP update with a fixed ``theta``."""
+    """The optimizer :meth:`MLPLOpt.opt_fn` returns: the MLP update with a fixed ``theta``.
+
+    Args:
+      theta: the meta-parameters of :class:`MLPLOpt` (concrete or traced).
+      lopt: the :class:`MLPLOpt` that built it (its ``step_mult``, ``exp_mult``, decays...).
+    """
 
     def init(self, params, model_state=None, num_steps=None, key=None):
         """Zero momentum accumulators, one per decay, in each leaf's arithmetic dtype.

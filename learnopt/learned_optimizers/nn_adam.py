@@ -51,7 +51,12 @@ from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any
 
-__all__ = ["NNAdam", "NNAdamState", "MeanAndMeanSquareAccumulator"]
+__all__ = [
+    "NNAdam",
+    "NNAdamState",
+    "MeanAndMeanSquareAccumulator",
+    "NNAdamTau",
+]
 
 _LSTM_HIDDEN = 32
 _NUM_FEATURES = 19
@@ -59,7 +64,12 @@ _NUM_FEATURES = 19
 
 @flax.struct.dataclass
 class MeanAndMeanSquareAccumulator:
-    """``m`` and ``rms`` (second moment) per param, in the arithmetic dtype."""
+    """``m`` and ``rms`` (second moment) per param, in the arithmetic dtype.
+
+    Attributes:
+      m: the first moments (EMA of the gradient), a tree like the params.
+      rms: the second moments (EMA of the squared gradient), a tree like the params.
+    """
 
     m: PyTree
     rms: PyTree

@@ -137,6 +137,19 @@ def param_scale(p: jax.Array, floor: float) -> jax.Array:
     return rms + jnp.asarray(floor, p.dtype)
 
 
+def _args_section(cls: type) -> str:
+    """The ``Args:`` section of ``cls``'s docstring, so that a variant lists its arguments."""
+    lines = inspect.cleandoc(cls.__doc__ or "").splitlines()
+    if "Args:" not in lines:
+        return ""
+    section = ["Args:"]
+    for line in lines[lines.index("Args:") + 1 :]:
+        if line.strip() and not line.startswith(" "):
+            break
+        section.append(line)
+    return "\n".join(section).rstrip() + "\n"
+
+
 def tau_variant(cls: type, name: str) -> type:
     """``cls`` with ``tau_features=True`` by default, named ``name`` (for the registry).
 
@@ -163,6 +176,9 @@ def tau_variant(cls: type, name: str) -> type:
         cls.__init__(self, *args, **kwargs)
 
     __init__.__signature__ = sig.replace(parameters=params)
+    __init__.__doc__ = (
+        f"Builds the variant; ``tau_features`` defaults to True.\n\n{_args_section(cls)}"
+    )
     doc = (
         f"{cls.__name__} with the fraction-of-training inputs on (``tau_features=True``;\n"
         f"see :mod:`learnopt.learned_optimizers.progress`). Arguments as {cls.__name__}'s.\n"

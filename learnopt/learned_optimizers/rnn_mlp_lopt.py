@@ -58,7 +58,13 @@ from learnopt.learned_optimizers import common, per_element, progress
 
 PyTree = Any
 
-__all__ = ["RNNMLPLOpt", "RNNMLPLOptState", "LossNormalizerState", "DynamicClipState"]
+__all__ = [
+    "RNNMLPLOpt",
+    "RNNMLPLOptState",
+    "LossNormalizerState",
+    "DynamicClipState",
+    "RNNMLPLOptTau",
+]
 
 _TENSOR_FEATURES = 18
 _MLP_FEATURES = 37
@@ -68,7 +74,14 @@ _VALID_DECAY = 0.95
 
 @flax.struct.dataclass
 class LossNormalizerState:
-    """Running mean and variance of a loss and the number of updates."""
+    """Running mean and variance of a loss and the number of updates.
+
+    Attributes:
+      mean: running (exponential) mean of the loss, a scalar.
+      var: running variance of the loss around that mean, a scalar.
+      updates: how many losses have been folded in (int32 scalar; sets the bias
+        correction ``1 / (1 - decay**updates)``).
+    """
 
     mean: jax.Array
     var: jax.Array
@@ -77,7 +90,14 @@ class LossNormalizerState:
 
 @flax.struct.dataclass
 class DynamicClipState:
-    """The gradient clipper's step count (float) and running gradient RMS."""
+    """The gradient clipper's step count (float) and running gradient RMS.
+
+    Attributes:
+      iteration: steps taken, as a float scalar (for the bias correction
+        ``1 - 0.99**iteration``).
+      value: running RMS of the clipped gradients (EMA with decay 0.99); the clip is
+        ``10 *`` its bias-corrected value.
+    """
 
     iteration: jax.Array
     value: jax.Array

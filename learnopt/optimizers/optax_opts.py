@@ -131,7 +131,9 @@ class AdaGrad(OptaxOptimizer):
 class Adafactor(OptaxOptimizer):
     """Adafactor (Shazeer & Stern, 2018, arXiv:1804.04235): ``optax.adafactor``.
 
-    Args (as ``optax.adafactor``'s):
+    The arguments are ``optax.adafactor``'s.
+
+    Args:
       learning_rate: step size.
       min_dim_size_to_factor: only params whose two largest dimensions are at least
         this size get factored second moments.

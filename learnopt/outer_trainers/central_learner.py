@@ -36,7 +36,13 @@ __all__ = ["GradientLearnerState", "OptCheckpoint", "GradientLearner", "frozen_m
 
 @flax.struct.dataclass
 class GradientLearnerState:
-    """The learner's state: the outer optimizer's state on ``theta`` and two counters."""
+    """The learner's state: the outer optimizer's state on ``theta`` and two counters.
+
+    Attributes:
+      theta_opt_state: the outer optimizer's state; ``theta`` is its params.
+      outer_iteration: int32 scalar, outer steps taken (applied or skipped).
+      num_nonfinite: int32 scalar, estimates skipped because they were not finite.
+    """
 
     theta_opt_state: PyTree
     outer_iteration: jax.Array  # int32: outer steps taken (applied or skipped)

@@ -510,8 +510,15 @@ class TruncatedAntitheticEstimator(AntitheticEstimator):
       std: perturbation standard deviation.
       steps_per_jit: the library's chunking of a truncation; accepted and validated
         (``trunc_length`` must be a multiple of it), the whole truncation is one program.
-      stack_antithetic_samples, clip_loss_diff, sign_delta_loss_scalar: see
-        :class:`AntitheticEstimator`.
+      stack_antithetic_samples: run the + and - halves as one population of
+        ``2 * num_tasks`` (faster; learnopt's default) or as two unrolls (half the peak
+        memory; the library's default). Same results either way.
+      sign_delta_loss_scalar: use ``sign(L+ - L-)`` times this instead of the
+        difference (None: the difference).
+      clip_loss_diff: clip ``L+ - L-`` to this magnitude (robustness to outliers; None:
+        no clipping).
+      unroll_length: the library's name for ``trunc_length`` (keyword only; both given
+        must agree).
     """
 
     default_trunc_length = 10

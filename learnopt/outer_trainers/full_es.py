@@ -55,8 +55,13 @@ class FullES(common.AntitheticEstimator):
         an end-of-run objective over the whole horizon (one program of ``horizon``
         steps, any length).
       recompute_samples: batches for ``"last_recompute"``.
-      clip_loss_diff, stack_antithetic_samples, sign_delta_loss_scalar: see
-        :class:`~learnopt.outer_trainers.common.AntitheticEstimator`.
+      clip_loss_diff: clip ``L+ - L-`` to this magnitude (robustness to outliers; None:
+        no clipping).
+      stack_antithetic_samples: run the + and - halves as one population of
+        ``2 * num_tasks`` (faster; learnopt's default) or as two unrolls (half the peak
+        memory; the library's default). Same results either way.
+      sign_delta_loss_scalar: use ``sign(L+ - L-)`` times this instead of the
+        difference (None: the difference).
     """
 
     def __init__(

@@ -42,6 +42,7 @@ __all__ = [
     "add_subclass_hook",
     "is_host_style",
     "outer_kwargs",
+    "parameter_names",
 ]
 
 
@@ -50,7 +51,11 @@ __all__ = [
 
 @flax.struct.dataclass
 class OuterState:
-    """What an estimator knows of outer training: the outer iteration (int32)."""
+    """What an estimator knows of outer training: the outer iteration (int32).
+
+    Attributes:
+      outer_iteration: int32 scalar, the outer steps taken so far.
+    """
 
     outer_iteration: jax.Array
 
@@ -66,6 +71,12 @@ class UnrollInfo:
 
     ``task_param`` is the population's task samples at the end of the unroll (``[P, ...]``;
     the library records it per step).
+
+    Attributes:
+      loss: ``[K, P]``, the meta-loss of each of the ``K`` steps of each of the ``P`` runs.
+      iteration: int32 ``[K, P]``, the inner step each loss was taken at.
+      task_param: ``[P, ...]``, the runs' task samples at the end of the unroll.
+      is_done: bool ``[P]``, whether each run ended during the unroll.
     """
 
     loss: jax.Array

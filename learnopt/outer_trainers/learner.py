@@ -38,7 +38,14 @@ __all__ = ["SingleMachineState", "SingleMachineGradientLearner"]
 
 @flax.struct.dataclass
 class SingleMachineState:
-    """The learner's state and every estimator's state."""
+    """The learner's state and every estimator's state.
+
+    Attributes:
+      gradient_learner_state: the :class:`GradientLearnerState` (outer optimizer on
+        ``theta`` and the step counters).
+      gradient_estimator_states: one state per gradient estimator, in the order the
+        estimators were given.
+    """
 
     gradient_learner_state: GradientLearnerState
     gradient_estimator_states: tuple

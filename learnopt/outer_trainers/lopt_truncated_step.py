@@ -47,6 +47,7 @@ __all__ = [
     "META_LOSS_SPLITS",
     "tree_where",
     "tile_population",
+    "population_size",
 ]
 
 #: Values of ``meta_loss_split``: None (the training loss of each step, before its
@@ -58,7 +59,16 @@ _DATA_SPLITS = ("train", "inner_valid", "outer_valid", "test")
 
 @flax.struct.dataclass
 class TruncatedUnrollState:
-    """State of a population of inner runs; every leaf has a leading population axis."""
+    """State of a population of inner runs; every leaf has a leading population axis.
+
+    Attributes:
+      inner_opt_state: the inner optimizers' states (params, model state, accumulators),
+        leading axis ``[P]``.
+      inner_step: int32 ``[P]``, inner steps taken in each member's current run.
+      truncation_length: int32 ``[P]``, the step at which each member's run ends (from the
+        truncation schedule).
+      task_param: each member's task sample (the task family's ``cfg``), leading ``[P]``.
+    """
 
     inner_opt_state: PyTree
     inner_step: jax.Array  # int32 [P]: inner steps taken in the current run
@@ -78,7 +88,16 @@ class TruncatedUnrollState:
 
 @flax.struct.dataclass
 class TruncatedUnrollOut:
-    """What an unroll of ``K`` steps reports."""
+    """What an unroll of ``K`` steps reports.
+
+    Attributes:
+      loss: float32 ``[K, P]``, the meta-loss of every step of every member.
+      iteration: int32 ``[K, P]``, the inner step each loss was taken at.
+      is_done: bool ``[P]``, whether the member's run reached its truncation length in
+        this unroll.
+      weight: float32 ``[K, P]``, each loss's weight in the meta-loss
+        (``meta_loss_weighting``; mean 1 over a run), or None: every step weighs 1.
+    """
 
     loss: jax.Array  # float32 [K, P]: meta-loss of every step of every run
     iteration: jax.Array  # int32 [K, P]: the inner step each loss was taken at
@@ -523,6 +542,8 @@ class VectorizedLOptTruncatedStep:
           key: randomness for the inner losses and updates (shared between copies).
           data: from :meth:`get_batch` (``[num_steps, num_tasks, ...]``) or ``None``.
           num_steps: the unroll length (static).
+          theta_is_vector: whether ``theta`` has a leading population axis (one theta
+            per member, e.g. ES perturbations); False: one ``theta`` for all.
           num_copies: 2 for antithetic pairs stacked along the population axis.
           length: optional int32 scalar shared by all members: steps ``i >= length`` are
             skipped (state unchanged, loss 0) with a ``lax.cond`` outside the ``vmap``,

@@ -24,7 +24,14 @@ __all__ = ["NoiseReuseES", "NRESState"]
 
 @flax.struct.dataclass
 class NRESState:
-    """Both halves' states of every pair and the perturbation of each pair's run."""
+    """Both halves' states of every pair and the perturbation of each pair's run.
+
+    Attributes:
+      pos_state: the ``+`` halves' :class:`TruncatedUnrollState` (``[num_tasks]`` runs).
+      neg_state: the ``-`` halves' state, same structure.
+      perturbation: theta-shaped with a leading ``[num_tasks]`` axis: each pair's
+        perturbation, drawn when its run starts and reused for the whole run.
+    """
 
     pos_state: Any
     neg_state: Any
@@ -37,6 +44,23 @@ class NoiseReuseES(common.TruncatedAntitheticEstimator):
 
     Arguments as :class:`~learnopt.outer_trainers.common.TruncatedAntitheticEstimator`
     (default 10 steps per estimate, as PES). learnopt's own; not in the notes' library.
+
+    Args:
+      truncated_step: the population of inner runs; its ``num_tasks`` is the number of
+        antithetic pairs.
+      trunc_length: inner steps per estimate (default 10).
+      std: perturbation standard deviation (default 0.01).
+      steps_per_jit: the library's chunking of a truncation; accepted and validated
+        (``trunc_length`` must be a multiple of it), the whole truncation is one program.
+      stack_antithetic_samples: run the + and - halves as one population of
+        ``2 * num_tasks`` (faster; learnopt's default) or as two unrolls (half the peak
+        memory; the library's default). Same results either way.
+      sign_delta_loss_scalar: use ``sign(L+ - L-)`` times this instead of the
+        difference (None: the difference).
+      clip_loss_diff: clip ``L+ - L-`` to this magnitude (robustness to outliers; None:
+        no clipping).
+      unroll_length: the library's name for ``trunc_length`` (keyword only; both given
+        must agree).
     """
 
     def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> NRESState:

@@ -33,9 +33,15 @@ class TruncatedES(common.TruncatedAntitheticEstimator):
       steps_per_jit: the library's chunking of a truncation; accepted and validated
         (``trunc_length`` must be a multiple of it).
       std: perturbation standard deviation.
-      stack_antithetic_samples, sign_delta_loss_scalar, clip_loss_diff: see
-        :class:`~learnopt.outer_trainers.common.AntitheticEstimator`.
-      unroll_length: the library's name for ``trunc_length`` (both given must agree).
+      stack_antithetic_samples: run the + and - halves as one population of
+        ``2 * num_tasks`` (faster; learnopt's default) or as two unrolls (half the peak
+        memory; the library's default). Same results either way.
+      sign_delta_loss_scalar: use ``sign(L+ - L-)`` times this instead of the
+        difference (None: the difference).
+      clip_loss_diff: clip ``L+ - L-`` to this magnitude (robustness to outliers; None:
+        no clipping).
+      unroll_length: the library's name for ``trunc_length`` (keyword only; both given
+        must agree).
     """
 
     default_trunc_length = 20

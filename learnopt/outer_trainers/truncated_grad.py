@@ -41,6 +41,8 @@ class TruncatedGrad(GradientEstimator):
         ``unroll_length``, which is accepted as the same).
       steps_per_jit: the library's chunking; accepted and validated (``trunc_length``
         must be a multiple of it), the whole truncation is one program.
+      unroll_length: the library's name for ``trunc_length`` (keyword only; both given
+        must agree).
     """
 
     def __init__(

@@ -24,7 +24,14 @@ __all__ = ["TruncatedPES", "PESState", "PESWorkerState"]
 
 @flax.struct.dataclass
 class PESState:
-    """Both halves' states of every pair and the perturbations each pair has received."""
+    """Both halves' states of every pair and the perturbations each pair has received.
+
+    Attributes:
+      pos_state: the ``+`` halves' :class:`TruncatedUnrollState` (``[num_tasks]`` runs).
+      neg_state: the ``-`` halves' state, same structure.
+      accumulator: theta-shaped with a leading ``[num_tasks]`` axis: the perturbations
+        each pair has received since its run started (zeroed when the run restarts).
+    """
 
     pos_state: Any
     neg_state: Any
@@ -41,6 +48,23 @@ class TruncatedPES(common.TruncatedAntitheticEstimator):
 
     Arguments as :class:`~learnopt.outer_trainers.common.TruncatedAntitheticEstimator`
     (the library's order; default 10 steps per estimate, as the library's).
+
+    Args:
+      truncated_step: the population of inner runs; its ``num_tasks`` is the number of
+        antithetic pairs.
+      trunc_length: inner steps per estimate (default 10).
+      std: perturbation standard deviation (default 0.01).
+      steps_per_jit: the library's chunking of a truncation; accepted and validated
+        (``trunc_length`` must be a multiple of it), the whole truncation is one program.
+      stack_antithetic_samples: run the + and - halves as one population of
+        ``2 * num_tasks`` (faster; learnopt's default) or as two unrolls (half the peak
+        memory; the library's default). Same results either way.
+      sign_delta_loss_scalar: use ``sign(L+ - L-)`` times this instead of the
+        difference (None: the difference).
+      clip_loss_diff: clip ``L+ - L-`` to this magnitude (robustness to outliers; None:
+        no clipping).
+      unroll_length: the library's name for ``trunc_length`` (keyword only; both given
+        must agree).
     """
 
     def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> PESState:

@@ -46,7 +46,11 @@ LengthSchedule = Callable[..., Any]
 
 @flax.struct.dataclass
 class ConstantTruncationState:
-    """The state of a schedule for one run: its length (int32)."""
+    """The state of a schedule for one run: its length (int32).
+
+    Attributes:
+      length: int32 scalar, the run's length in inner steps.
+    """
 
     length: jax.Array
 
@@ -108,7 +112,8 @@ class TruncationSchedule:
 
         Args:
           key: randomness of the run's length.
-          outer_state: as in :meth:`sample_length`.
+          outer_state: an ``OuterState`` (or an outer iteration, or None: iteration 0),
+            for schedules that depend on the outer iteration.
 
         Returns:
           ``ConstantTruncationState(length)``.
@@ -124,7 +129,8 @@ class TruncationSchedule:
           state: the run's state (from :meth:`init`).
           step: the inner steps the run has taken.
           key: randomness of a new length.
-          outer_state: as in :meth:`sample_length`.
+          outer_state: an ``OuterState`` (or an outer iteration, or None: iteration 0),
+            for schedules that depend on the outer iteration.
 
         Returns:
           ``(state, is_done)``: a finished run (``step >= length``) gets a new length.

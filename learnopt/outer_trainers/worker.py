@@ -42,7 +42,13 @@ __all__ = [
 
 @flax.struct.dataclass
 class WorkerWeights:
-    """What a worker needs from the learner: ``theta``, its model state, the outer state."""
+    """What a worker needs from the learner: ``theta``, its model state, the outer state.
+
+    Attributes:
+      theta: the meta-parameters to estimate a gradient at.
+      theta_model_state: the learned optimizer's model state (None for most).
+      outer_state: the :class:`OuterState` (the outer iteration, for schedules of it).
+    """
 
     theta: MetaParams
     theta_model_state: PyTree

@@ -165,9 +165,20 @@ def make_estimator(
         200).
       num_tasks: inner runs (ES: antithetic pairs); default 1 for ``full_grad``, else 8.
       std: ES perturbation standard deviation.
-      meta_loss_split, meta_loss_weighting, meta_loss_window, meta_loss_power,
-        meta_loss_transform: the meta-objective, see ``VectorizedLOptTruncatedStep``
-        (None: its default; ``meta_loss_power`` None is 1).
+      meta_loss_split: what a step's meta-loss is measured on: None, the training loss of
+        the step (params before its update); ``"same_data"``, the updated params on the
+        same batch; a split name (``"outer_valid"``, ...), the updated params on a batch
+        of that split.
+      meta_loss_weighting: the weight of a step's meta-loss by its position in its run:
+        None or ``"uniform"`` (all alike), ``"last_window"`` (the last
+        ``meta_loss_window`` steps) or ``"late"`` (growing as ``(t / T) **
+        meta_loss_power``); weights have mean 1 over a run (see
+        :mod:`learnopt.outer_trainers.meta_objective`).
+      meta_loss_window: the ``"last_window"`` window: a number of steps (int) or a
+        fraction of the run in ``(0, 1]`` (float).
+      meta_loss_power: the ``"late"`` exponent ``p >= 0`` (None: 1, linear).
+      meta_loss_transform: None (the value as it is) or ``"log"`` (``log(max(v,
+        1e-8))``, so that tasks of different loss scales weigh alike).
 
     Returns:
       The gradient estimator.
@@ -257,15 +268,37 @@ def build_learner(
         each, their estimates averaged).
       lopt: a learned optimizer (name or object).
       trainer: a trainer name of :data:`learnopt.run.config.TRAINERS`.
-      trunc_length, total_length, num_tasks, std: see :func:`make_estimator`.
-      meta_loss_split, meta_loss_weighting, meta_loss_window, meta_loss_power,
-        meta_loss_transform: the meta-objective, see :func:`make_estimator`.
+      trunc_length: inner steps per estimate of the truncated trainers (``tbptt``,
+        ``tes``, ``pes``, ``nres``; default 4); must be ``<= total_length``; an error
+        with a full-run trainer.
+      total_length: length of every inner run: the horizon of ``full_grad`` /
+        ``full_es`` (default 4); the truncated trainers' runs start staggered in
+        ``[0, total_length)`` and restart when they reach it (default 200).
+      num_tasks: inner runs per estimator (ES: antithetic pairs); default 1 for
+        ``full_grad``, else 8.
+      std: ES perturbation standard deviation.
+      meta_loss_split: what a step's meta-loss is measured on: None, the training loss of
+        the step (params before its update); ``"same_data"``, the updated params on the
+        same batch; a split name (``"outer_valid"``, ...), the updated params on a batch
+        of that split.
+      meta_loss_weighting: the weight of a step's meta-loss by its position in its run:
+        None or ``"uniform"`` (all alike), ``"last_window"`` (the last
+        ``meta_loss_window`` steps) or ``"late"`` (growing as ``(t / T) **
+        meta_loss_power``); weights have mean 1 over a run (see
+        :mod:`learnopt.outer_trainers.meta_objective`).
+      meta_loss_window: the ``"last_window"`` window: a number of steps (int) or a
+        fraction of the run in ``(0, 1]`` (float).
+      meta_loss_power: the ``"late"`` exponent ``p >= 0`` (None: 1, linear).
+      meta_loss_transform: None (the value as it is) or ``"log"`` (``log(max(v,
+        1e-8))``, so that tasks of different loss scales weigh alike).
       outer_lr: the learning rate of the outer ``opt_base.Adam`` (unless ``theta_opt``).
       max_grad_norm: clip the meta-gradient to this global norm (None: no clipping).
       steps: the number of meta-steps (for outer learning-rate schedules).
       theta_opt: an outer optimizer instead of ``Adam(outer_lr)``.
       data_dir: the data dir of tasks given by name.
-      mesh: as :func:`resolve_mesh`.
+      mesh: where the population runs: None (one device; in a multi-process run every
+        device of every process), ``"all"`` (every device of every process) or a
+        ``jax.sharding.Mesh`` (see :func:`resolve_mesh`).
 
     Returns:
       The learner.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from learnopt._fields import setting
+from learnopt._fields import document_settings, setting
 
 __all__ = [
     "RunConfig",
@@ -84,6 +84,7 @@ _DEVICES = "devices, processes and machines (docs/distributed.md)"
 _NOTE_RECIPE = "; an architecture's recipe may set its own (learnopt.recipes)"
 
 
+@document_settings
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """The settings of a meta-training run.
@@ -392,6 +393,7 @@ def lengths(
     return trunc_length, total_length, num_tasks
 
 
+@document_settings
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """How ``learnopt meta-train`` starts a run: where it writes, and on which devices.

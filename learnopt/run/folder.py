@@ -99,18 +99,22 @@ class RunFolder:
     # -- files
     @property
     def config_path(self) -> Path:
+        """The run's settings file, ``<run>/config.json``."""
         return self.path / CONFIG_FILE
 
     @property
     def metrics_path(self) -> Path:
+        """The run's metrics table, ``<run>/metrics.csv``."""
         return self.path / METRICS_FILE
 
     @property
     def theta_path(self) -> Path:
+        """Where the final theta is written, ``<run>/theta.msgpack``."""
         return self.path / THETA_FILE
 
     @property
     def checkpoint_dir(self) -> Path:
+        """The folder of the run's checkpoints."""
         return self.path / checkpoints.CHECKPOINT_DIR
 
     def holds_run(self) -> bool:

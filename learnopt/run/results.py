@@ -57,6 +57,11 @@ class MetaTrainResult:
       theta, state, learner: the final theta (last finite one), the whole state.
       columns: metrics.csv as numpy arrays (``NaN`` where a cell is empty).
       checkpoint: the folder of the last checkpoint written, if any.
+      out_dir: the run's output folder (None: the run wrote no files).
+      message: why the run ended, empty for ``"completed"``.
+      num_steps: the meta-steps asked for (the total, with a resumed run's).
+      summary: the one-line summary printed at the end (steps, meta-loss, time).
+      signal: the signal that interrupted the run (``"SIGINT"``, ``"SIGTERM"``), or None.
     """
 
     out_dir: Path | None
@@ -74,10 +79,12 @@ class MetaTrainResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the run completed (``status == "completed"``)."""
         return self.status == "completed"
 
     @property
     def interrupted(self) -> bool:
+        """Whether a signal (SIGINT/SIGTERM) stopped the run."""
         return self.status == "interrupted"
 
     @property

@@ -147,7 +147,9 @@ class MixtureTaskFamily(tasks_base.TaskFamily):
     costs about the sum of the members' steps.
 
     Args:
-      families: ``{member name: family}``; weights: sampling probabilities (uniform).
+      families: ``{member name: family}``.
+      weights: one non-negative weight per member, in ``families``' order, normalized to
+        the sampling probabilities (None: uniform).
       name: the family's name.
     """
 

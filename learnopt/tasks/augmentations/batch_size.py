@@ -82,6 +82,7 @@ class ReducedBatchsizeTask(_TaskWrapper):
 
     @property
     def datasets(self):
+        """The wrapped task's datasets with every batch cut to the reduced size."""
         return self._datasets
 
 

@@ -110,6 +110,7 @@ class DatasetSpec:
 
     @property
     def files(self) -> tuple[str, ...]:
+        """The names of the source files (the keys of ``sha256``)."""
         return tuple(self.sha256)
 
     @property

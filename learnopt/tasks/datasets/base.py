@@ -179,6 +179,7 @@ class Datasets:
 
     @property
     def splits(self) -> dict[str, SplitIterator]:
+        """Every split's iterator by name: ``train``, ``inner_valid``, ``outer_valid``, ``test``."""
         return {name: getattr(self, name) for name in SPLITS}
 
     def split(self, name: str) -> SplitIterator:
@@ -224,6 +225,7 @@ class Datasets:
 
     @property
     def loaded(self) -> bool:
+        """Whether the data is in memory already (true when no lazily loaded data is behind it)."""
         return self._data is None or self._data.loaded
 
     def check_available(self) -> Datasets:

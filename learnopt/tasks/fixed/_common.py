@@ -36,6 +36,26 @@ Batch = Any
 DatasetsOrFactory = Any  # a Datasets, or a zero-argument callable returning one
 
 
+def factory_doc(summary: str, task_class: str) -> str:
+    """The docstring of a registered task's factory: ``summary``, its argument and result.
+
+    Args:
+      summary: what the task is (one line: data, model, batch size).
+      task_class: the class the factory builds, as Sphinx should link it (``ConvTask``).
+
+    Returns:
+      The docstring, with ``Args:`` (``param_dtype``) and ``Returns:`` sections.
+    """
+    return (
+        f"{summary}\n\n"
+        "Args:\n"
+        "  param_dtype: float dtype the parameters are created in (default float32; e.g.\n"
+        "    ``jnp.bfloat16``); batches and the loss keep their own dtypes.\n\n"
+        "Returns:\n"
+        f"  The task, a :class:`{task_class}`.\n"
+    )
+
+
 def softmax_cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     """Per-example ``-log softmax(logits)[label]``, computed in at least float32.
 

@@ -92,10 +92,15 @@ class ConvTask(_common.ImageClassifierTask):
 
     Args:
       dataset: dataset name (``"cifar10"``, ``"mnist5k"``, ``"digits8"``, ...).
-      hidden_units: conv channels; activation, norm, pool: see :class:`ConvNet`.
+      hidden_units: channels of each conv layer (the first has stride 2, the others 1).
+      activation: applied after each conv (default ReLU).
+      norm: ``None``, ``"batchnorm"`` (statistics in ``model_state``) or
+        ``"layernorm"`` (over channels), after each activation.
+      pool: ``"avg"`` or ``"max"`` over the spatial axes before the linear head.
       image_size: ``(H, W)`` the images are resized to (default: native).
       batch_size: examples per batch.
-      param_dtype: dtype of the parameters; name: task name.
+      param_dtype: float dtype of the parameters made by ``init`` (default float32).
+      name: the task's name (default: the class name).
     """
 
     def __init__(
@@ -132,7 +137,7 @@ def _register(name: str, doc: str, dataset: str, hidden: Sequence[int], **kwargs
         return ConvTask(dataset, hidden, param_dtype=param_dtype, name=name, **kwargs)
 
     make.__name__ = make.__qualname__ = name
-    make.__doc__ = doc
+    make.__doc__ = _common.factory_doc(doc, "ConvTask")
     globals()[name] = tasks_base.register_task(make)
     __all__.append(name)
 

@@ -31,9 +31,13 @@ class ImageMLPAETask(_common.FlaxModelTask):
     """An MLP auto-encoder of the images of a registered dataset.
 
     Args:
-      dataset: dataset name; hidden_sizes: hidden widths; activation: between layers.
+      dataset: dataset name (``"cifar10"``, ``"mnist"``, ``"digits8"``, ...).
+      hidden_sizes: widths of the hidden layers (the output is the flattened image).
+      activation: applied between layers (default ReLU).
       image_size: ``(H, W)`` the images are resized to (default: native).
-      batch_size: examples per batch; param_dtype: parameter dtype; name: task name.
+      batch_size: examples per batch.
+      param_dtype: float dtype of the parameters made by ``init`` (default float32).
+      name: the task's name (default: the class name).
     """
 
     def __init__(
@@ -113,8 +117,9 @@ def _register(
 
     make.__name__ = make.__qualname__ = name
     widths = "-".join(map(str, hidden))
-    make.__doc__ = (
-        f"MLP auto-encoder of {dataset} images, hidden {widths}, ReLU, batch {batch_size}{note}."
+    make.__doc__ = _common.factory_doc(
+        f"MLP auto-encoder of {dataset} images, hidden {widths}, ReLU, batch {batch_size}{note}.",
+        "ImageMLPAETask",
     )
     globals()[name] = tasks_base.register_task(make)
     __all__.append(name)

@@ -155,6 +155,7 @@ class ImageMLPTask(tasks_base.Task):
 
     @property
     def datasets(self) -> datasets_base.Datasets:
+        """The task's datasets, created by the factory on first access."""
         if self._datasets is None:
             self._datasets = self._datasets_fn()
         return self._datasets
@@ -317,9 +318,18 @@ class ImageMLPNormTask(ImageMLPTask):
     the statistics). See the module docstring for the layout and maths.
 
     Args:
-      datasets, hidden_sizes, act_fn, num_classes, loss_type, image_shape, param_dtype,
-        name: as for :class:`ImageMLPTask` (no dropout).
+      datasets: a :class:`~learnopt.tasks.datasets.base.Datasets`, or a zero-argument
+        callable returning one (called on first access of ``task.datasets``).
+      hidden_sizes: widths of the hidden layers.
       norm_type: ``"layer_norm"`` or ``"batch_norm"``.
+      act_fn: activation between layers.
+      num_classes: output width; default ``datasets.extra_info["num_classes"]``.
+      loss_type: ``"softmax_cross_entropy"`` or ``"mse"``; also picks the normalizer.
+      image_shape: ``(H, W, C)`` of one image; default from ``datasets.abstract_batch``.
+      param_dtype: float dtype of the parameters made by ``init`` (default float32).
+      name: the task's name (default: the class name).
+
+    Unlike :class:`ImageMLPTask` it has no dropout.
     """
 
     def __init__(

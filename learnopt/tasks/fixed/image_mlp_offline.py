@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks.datasets import base as datasets_base
-from learnopt.tasks.fixed import image_mlp
+from learnopt.tasks.fixed import _common, image_mlp
 
 __all__: list[str] = []
 
@@ -48,7 +48,7 @@ def _register(
         )
 
     make.__name__ = make.__qualname__ = name
-    make.__doc__ = doc
+    make.__doc__ = _common.factory_doc(doc, "~learnopt.tasks.fixed.image_mlp.ImageMLPTask")
     globals()[name] = tasks_base.register_task(make)
     __all__.append(name)
 

@@ -28,7 +28,11 @@ from learnopt.tasks import base as tasks_base
 from learnopt.tasks.fixed import _common
 from learnopt.tasks.fixed.conv import haiku_default_init
 
-__all__ = ["ResNet", "ResnetTask"]
+__all__ = [
+    "ResNet",
+    "ResnetTask",
+    "Block",
+]
 
 
 def _batch_norm(train: bool, name: str, scale_init: Any = nn.initializers.ones) -> nn.Module:
@@ -120,7 +124,9 @@ class ResNet(nn.Module):
     Attributes:
       blocks_per_group, channels_per_group, use_projection: one entry per group (4).
       num_classes: output width.
-      resnet_v2: pre-activation blocks; bottleneck: 1x1-3x3-1x1 blocks.
+      resnet_v2: pre-activation (BN-ReLU-conv) blocks instead of v1's conv-BN-ReLU.
+      bottleneck: 1x1-3x3-1x1 blocks (inner width ``channels // 4``) instead of two 3x3
+        convs (default True).
       initial_conv_channels, initial_conv_kernel_size, initial_conv_stride: the stem.
       max_pool: 3x3 / stride-2 max pool after the stem.
       act_fn: activation of the stem and of the v2 head.
@@ -243,7 +249,7 @@ def _register(name: str, doc: str, cfg: Mapping[str, Any]) -> None:
         return ResnetTask(cfg, name, param_dtype=param_dtype)
 
     make.__name__ = make.__qualname__ = name
-    make.__doc__ = doc
+    make.__doc__ = _common.factory_doc(doc, "ResnetTask")
     globals()[name] = tasks_base.register_task(make)
     __all__.append(name)
 

@@ -155,7 +155,8 @@ class VanillaRNN(_Core):
 
     Attributes:
       hidden_size: width of ``h``.
-      kernel_init: initializer of ``W``; recurrent_init: initializer of ``U``.
+      kernel_init: initializer of ``W``.
+      recurrent_init: initializer of ``U``.
       activation: ``act``.
     """
 
@@ -289,7 +290,8 @@ class TeacherForcedRNNLM(_common.LanguageModelTask):
       batch_size, sequence_length: batch shape (default: from ``datasets`` when given).
       data_vocab_size: the data's vocabulary (default: from ``datasets``; give it, with
         the batch shape, for a factory).
-      param_dtype: dtype of the parameters; name: task name.
+      param_dtype: float dtype of the parameters made by ``init`` (default float32).
+      name: the task's name (default: the class name).
     """
 
     def __init__(
@@ -349,9 +351,10 @@ def _register(core: str, hidden: int, embed: int, seq_len: int, batch_size: int 
         )
 
     make.__name__ = make.__qualname__ = name
-    make.__doc__ = (
+    make.__doc__ = _common.factory_doc(
         f"Byte-level {core}({hidden}) LM, embedding {embed}, on the Python standard "
-        f"library's sources, sequences of {seq_len}, batch {batch_size} (offline)."
+        f"library's sources, sequences of {seq_len}, batch {batch_size} (offline).",
+        "TeacherForcedRNNLM",
     )
     globals()[name] = tasks_base.register_task(make)
     __all__.append(name)

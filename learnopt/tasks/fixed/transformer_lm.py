@@ -193,10 +193,11 @@ def _register(name: str, cfg: Mapping[str, Any]) -> None:
         return TransformerLMTask(cfg, name, param_dtype=param_dtype)
 
     make.__name__ = make.__qualname__ = name
-    make.__doc__ = (
+    make.__doc__ = _common.factory_doc(
         f"Byte-level Transformer LM on the Python standard library's sources (offline): "
         f"{cfg['num_layers']} layers, d_model {cfg['d_model']}, {cfg['num_heads']} heads, "
-        f"batch {cfg['batch_size']} x {cfg['sequence_length']} tokens."
+        f"batch {cfg['batch_size']} x {cfg['sequence_length']} tokens.",
+        "TransformerLMTask",
     )
     globals()[name] = tasks_base.register_task(make)
     __all__.append(name)

@@ -65,8 +65,12 @@ class ParametricImageConv(_family.ImageFamily):
     """Conv nets of fixed shape on ``datasets``; sampled activation and initializer.
 
     Args:
-      datasets: a Datasets (or a factory); num_classes: output width.
-      hidden_sizes, kernel_sizes, strides: one entry per conv layer.
+      datasets: a :class:`~learnopt.tasks.datasets.base.Datasets` or a zero-argument
+        factory returning one.
+      num_classes: output width (default: the data's ``extra_info["num_classes"]``).
+      hidden_sizes: channels of each conv layer.
+      kernel_sizes: each conv layer's kernel ``(h, w)``.
+      strides: each conv layer's stride.
       name: the family's name (default: the class name).
     """
 
@@ -156,9 +160,10 @@ def _register(name, dataset, image_size, hidden, strides, batch, doc):
         )
 
     make.__name__ = make.__qualname__ = name
-    make.__doc__ = doc
+    make.__doc__ = f"{doc}\n\nReturns:\n  The task family, a :class:`ParametricImageConv`.\n"
     tasks_base.TASK_FAMILIES.register(make, name=name)
     globals()[name] = make
+    __all__.append(name)
 
 
 _register(

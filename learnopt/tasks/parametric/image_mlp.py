@@ -97,9 +97,10 @@ def _register(name: str, dataset: str, image_size, hidden: Sequence[int], batch:
         )
 
     make.__name__ = make.__qualname__ = name
-    make.__doc__ = doc
+    make.__doc__ = f"{doc}\n\nReturns:\n  The task family, a :class:`ParametricImageMLP`.\n"
     tasks_base.TASK_FAMILIES.register(make, name=name)
     globals()[name] = make
+    __all__.append(name)
 
 
 _register(

@@ -61,7 +61,10 @@ class ParametricImageMLPAE(tasks_base.TaskFamily):
     """MLP auto-encoders with hidden widths ``hidden_sizes`` on ``datasets``.
 
     Args:
-      datasets: a Datasets (or a factory); hidden_sizes: hidden widths; name: family name.
+      datasets: a :class:`~learnopt.tasks.datasets.base.Datasets` or a zero-argument
+        factory returning one.
+      hidden_sizes: widths of the hidden layers (the output is the flattened image).
+      name: the family's name (default: the class name).
     """
 
     def __init__(self, datasets: Any, hidden_sizes: Sequence[int] = (32, 32), name=None):

@@ -19,7 +19,11 @@ from learnopt.tasks import base as tasks_base
 from learnopt.tasks.fixed import _common, rnn_lm
 from learnopt.tasks.parametric import _family, cfgobject, parametric_utils
 
-__all__ = ["ParametricLMRNN", "sample_lm_rnn"]
+__all__ = [
+    "ParametricLMRNN",
+    "sample_lm_rnn",
+    "lm_shape",
+]
 
 
 class _SampledLM(_common.LanguageModelTask):
@@ -58,7 +62,8 @@ class ParametricLMRNN(tasks_base.TaskFamily):
 
     Args:
       datasets: a language Datasets (or a factory).
-      rnn_size: hidden width of the core; embed_size: embedding width.
+      rnn_size: hidden width of the core.
+      embed_size: width of the token embedding.
       rnn_core_fn: ``hidden_size -> core`` (e.g. :class:`~learnopt.tasks.fixed.rnn_lm.LSTM`).
       vocab_size: the model's vocabulary (default: the data's); larger ids are folded.
       name: the family's name (default: the class name).

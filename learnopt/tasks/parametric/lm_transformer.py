@@ -24,8 +24,13 @@ class ParametricLMTransformer(tasks_base.TaskFamily):
     """Decoder-only Transformer LMs of one shape (see :mod:`learnopt.tasks.fixed.transformer_lm`).
 
     Args:
-      datasets: a language Datasets (or a factory); vocab_size: model vocabulary.
-      num_heads, num_layers, d_model, dropout_rate: the model.
+      datasets: a language :class:`~learnopt.tasks.datasets.base.Datasets` or a
+        zero-argument factory returning one.
+      vocab_size: the model's vocabulary (None: the data's).
+      num_heads: attention heads per layer.
+      num_layers: number of Transformer blocks.
+      d_model: width of the residual stream.
+      dropout_rate: dropout probability in training, in ``[0, 1)`` (default 0.1).
       name: the family's name (default: the class name).
     """
 
