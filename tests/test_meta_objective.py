@@ -205,6 +205,43 @@ def test_full_grad_follows_the_end_of_run_objective(transform):
         np.testing.assert_allclose(float(out.mean_loss), by_hand, rtol=1e-5)
 
 
+class _ShiftedNormalizerTask(_TargetTask):
+    """A normalizer that shifts the loss below zero, as the library's parametric ones do."""
+
+    def normalizer(self, loss):
+        return loss - 100.0
+
+
+def test_the_log_transform_reads_the_raw_loss_not_a_shifting_normalizer():
+    lopt = lopt_base.LearnableSGD(initial_lr=0.1)
+    theta = lopt.init(jax.random.PRNGKey(0))
+    step = lopt_truncated_step.VectorizedLOptTruncatedStep(
+        _ShiftedNormalizerTask(),
+        lopt,
+        truncation_schedule.ConstantTruncationSchedule(10),
+        num_tasks=1,
+        meta_loss_weighting="last_window",
+        meta_loss_window=3,
+        meta_loss_transform="log",
+    )
+    est = full_grad.FullGrad(step)
+    out, _ = jax.jit(
+        lambda th: est.compute_gradient_estimate(th, jax.random.PRNGKey(3), None, est.get_datas())
+    )(theta)
+    # Every normalized value is negative: through the normalizer the log would floor at
+    # log(LOG_FLOOR) everywhere, with a zero gradient.
+    np.testing.assert_allclose(float(out.mean_loss), _objective(0.1, "log"), rtol=1e-5)
+    h = 1e-5
+    log_lr = float(theta["log_lr"])
+    grad = (_objective(np.exp(log_lr + h), "log") - _objective(np.exp(log_lr - h), "log")) / (2 * h)
+    np.testing.assert_allclose(float(out.grad["log_lr"]), grad, rtol=1e-4)
+    assert abs(grad) > 1.0
+    values = meta_objective.finite_loss(jnp.asarray([jnp.nan, jnp.inf, 2.0, 1e9]))
+    np.testing.assert_array_equal(
+        np.asarray(values), [meta_objective.LOG_CEIL, meta_objective.LOG_CEIL, 2.0, 1e6]
+    )
+
+
 # ------------------------------------------------------------------------- PES and FullES
 def test_pes_counts_only_the_window():
     step, theta = _step(num_tasks=4, meta_loss_weighting="last_window", meta_loss_window=3)

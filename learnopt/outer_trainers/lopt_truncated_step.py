@@ -446,7 +446,11 @@ class VectorizedLOptTruncatedStep:
     # ------------------------------------------------------------------- unroll (traced)
     def _meta_value(self, task: tasks_base.Task, loss: jax.Array, aux: Any) -> jax.Array:
         key = self.meta_loss_with_aux_key
-        if key is None:
+        if key is None and self.meta_loss_transform == "log":
+            # The log is scale-free already; a normalizer that shifts the loss (the
+            # library's parametric ones subtract log(C / 5)) would make it negative.
+            value = meta_objective.finite_loss(loss)
+        elif key is None:
             value = jnp.asarray(task.normalizer(loss), jnp.float32)
         elif key not in aux:
             raise ValueError(

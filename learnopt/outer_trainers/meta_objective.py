@@ -36,7 +36,13 @@ the formula: they belong to the end of their run.
 the weighting:
 
 * ``None``: ``v`` (the default);
-* ``"log"``: ``log(max(v, LOG_FLOOR))``. Since ``d log v = dv / v``, each task's
+* ``"log"``: ``log(max(v, LOG_FLOOR))`` of the *raw* loss (non-finite values as
+  :data:`LOG_CEIL`), not of ``normalizer(loss)``: the log is scale-free by itself, and
+  normalizers that shift the loss (the library's parametric classifiers map ``l`` to
+  ``(l - log(C / 5)) * 10 / log(C)``, negative below ``log 2`` for 10 classes) would
+  floor every step of a well-trained run at ``log(LOG_FLOOR)``, where it has no
+  gradient. For positive losses (the aux entry of ``meta_loss_with_aux_key`` is
+  taken as it is). Since ``d log v = dv / v``, each task's
   meta-gradient is relative to its own loss: tasks whose losses differ by a constant
   factor weigh alike (the factor adds a constant, which has no gradient and cancels in
   the ES differences ``L+ - L-``). The log of the loss relative to its value at
@@ -58,6 +64,8 @@ __all__ = [
     "WEIGHTINGS",
     "TRANSFORMS",
     "LOG_FLOOR",
+    "LOG_CEIL",
+    "finite_loss",
     "check_weighting",
     "check_transform",
     "step_weight",
@@ -70,6 +78,8 @@ WEIGHTINGS = (None, "uniform", "last_window", "late")
 TRANSFORMS = (None, "log")
 #: The smallest meta-loss value ``"log"`` takes the log of (clipped normalizers reach 0).
 LOG_FLOOR = 1e-8
+#: The value ``"log"`` takes for a non-finite loss (and the largest it takes the log of).
+LOG_CEIL = 1e6
 
 
 def check_weighting(
@@ -167,6 +177,20 @@ def step_weight(
     if weighting == "late":
         return ((power + 1.0) * ((t + 0.5) / n) ** power).astype(jnp.float32)
     raise ValueError(f"step_weight: no weights for meta_loss_weighting={weighting!r}")
+
+
+def finite_loss(loss: jax.Array) -> jax.Array:
+    """A raw loss made finite for the ``"log"`` transform (NaN and +-inf as ``LOG_CEIL``).
+
+    Args:
+      loss: the inner losses.
+
+    Returns:
+      float32 losses in ``(-inf, LOG_CEIL]``: non-finite values replaced by ``LOG_CEIL``
+      and larger ones clipped to it.
+    """
+    loss = jnp.asarray(loss, jnp.float32)
+    return jnp.minimum(jnp.where(jnp.isfinite(loss), loss, LOG_CEIL), LOG_CEIL)
 
 
 def transform(name: str | None, value: jax.Array) -> jax.Array:
