@@ -183,7 +183,7 @@ RECIPES: dict[str, Recipe] = {
         ),
         Recipe(
             "scheduledadam-cosine-tensor",
-            "ScheduledAdam on a warmup-cosine prior with per-tensor offsets, MLP + conv buckets",
+            "ScheduledAdam on a warmup-cosine prior with per-tensor offsets, late log train loss",
             dict(
                 lopt="ScheduledAdam",
                 lopt_config={
@@ -191,7 +191,7 @@ RECIPES: dict[str, Recipe] = {
                     "schedule_prior": "warmup_cosine",
                     "tensor_features": True,
                 },
-                families=(*_MLP_BUCKETS, "MetaTrain_Conv_Digits8_8x16"),
+                families=_MLP_BUCKETS,
                 **_PES,
                 **_LATE_LOG,
                 outer_lr=1e-3,
