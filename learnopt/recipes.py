@@ -200,6 +200,26 @@ RECIPES: dict[str, Recipe] = {
             ),
             dict(every=2000, steps=1000),
         ),
+        Recipe(
+            "scheduledadam-cosine-tensor-valid",
+            "scheduledadam-cosine-tensor with the meta-loss on the outer-valid split",
+            dict(
+                lopt="ScheduledAdam",
+                lopt_config={
+                    "initial_lr": 0.0316,
+                    "schedule_prior": "warmup_cosine",
+                    "tensor_features": True,
+                },
+                families=_MLP_BUCKETS,
+                **_PES,
+                **_LATE_LOG,
+                meta_loss_split="outer_valid",
+                outer_lr=1e-3,
+                max_grad_norm=1.0,
+                steps=30000,
+            ),
+            dict(every=2000, steps=1000),
+        ),
     )
 }
 
