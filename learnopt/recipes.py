@@ -156,6 +156,19 @@ _PES = dict(trainer="pes", trunc_length=20, total_length=1000, num_tasks=8, std=
 #: The meta-objective that counts late training: log loss, weights growing as (t/T)^2.
 _LATE_LOG = dict(meta_loss_weighting="late", meta_loss_power=2.0, meta_loss_transform="log")
 
+#: ScheduledAdam started at Adam + warmup/cosine at 0.0316 (the rate meta-valid prefers in
+#: benchmarks/choose_reference_schedule.py), with per-tensor offsets.
+_COSINE_TENSOR = dict(
+    lopt="ScheduledAdam",
+    lopt_config={"initial_lr": 0.0316, "schedule_prior": "warmup_cosine", "tensor_features": True},
+    families=_MLP_BUCKETS,
+    **_PES,
+    **_LATE_LOG,
+    outer_lr=1e-3,
+    max_grad_norm=1.0,
+    steps=30000,
+)
+
 #: The recipes of the table in ``docs/meta-training.md`` ("Runs with the fair evaluation").
 RECIPES: dict[str, Recipe] = {
     r.name: r
@@ -184,40 +197,13 @@ RECIPES: dict[str, Recipe] = {
         Recipe(
             "scheduledadam-cosine-tensor",
             "ScheduledAdam on a warmup-cosine prior with per-tensor offsets, late log train loss",
-            dict(
-                lopt="ScheduledAdam",
-                lopt_config={
-                    "initial_lr": 0.0316,
-                    "schedule_prior": "warmup_cosine",
-                    "tensor_features": True,
-                },
-                families=_MLP_BUCKETS,
-                **_PES,
-                **_LATE_LOG,
-                outer_lr=1e-3,
-                max_grad_norm=1.0,
-                steps=30000,
-            ),
+            _COSINE_TENSOR,
             dict(every=2000, steps=1000),
         ),
         Recipe(
             "scheduledadam-cosine-tensor-valid",
             "scheduledadam-cosine-tensor with the meta-loss on the outer-valid split",
-            dict(
-                lopt="ScheduledAdam",
-                lopt_config={
-                    "initial_lr": 0.0316,
-                    "schedule_prior": "warmup_cosine",
-                    "tensor_features": True,
-                },
-                families=_MLP_BUCKETS,
-                **_PES,
-                **_LATE_LOG,
-                meta_loss_split="outer_valid",
-                outer_lr=1e-3,
-                max_grad_norm=1.0,
-                steps=30000,
-            ),
+            {**_COSINE_TENSOR, "meta_loss_split": "outer_valid"},
             dict(every=2000, steps=1000),
         ),
     )
