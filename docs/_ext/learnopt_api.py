@@ -150,6 +150,25 @@ def plan(modules: list[str]) -> dict[str, list[tuple[str, str, str]]]:
     return result
 
 
+def _public_bases_if_private_ones(cls: type) -> list[str]:
+    """The names of ``cls``'s public bases when it also has private learnopt ones, else [].
+
+    Members a class inherits from a private base (``_common.FlaxModelTask``) have no other
+    page, so the class documents them; ``:inherited-members:`` with the public bases' names
+    leaves out what those bases document themselves.
+    """
+    bases = cls.__mro__[1:]
+    private = [
+        b
+        for b in bases
+        if b.__module__.startswith("learnopt")
+        and (_is_private(b.__module__) or _is_private(b.__qualname__))
+    ]
+    if not private:
+        return []
+    return sorted({b.__name__ for b in bases if b not in private})
+
+
 def _simple_value(obj: object) -> bool:
     return isinstance(obj, bool | int | float | str) and len(repr(obj)) <= 80
 
@@ -176,8 +195,11 @@ def render(modname: str, entries: list[tuple[str, str, str]]) -> str:
                 "   :members:",
                 "   :undoc-members:",
                 "   :show-inheritance:",
-                "",
             ]
+            public_bases = _public_bases_if_private_ones(getattr(module, name))
+            if public_bases:  # also the members inherited from private bases (no page)
+                lines += [f"   :inherited-members: {', '.join(public_bases)}"]
+            lines += [""]
         elif kind == "function":
             lines += [f".. autofunction:: {target}", ""]
         else:
