@@ -83,8 +83,8 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(jax|jaxlib|jnp|optax|flax|nnx|numpy|np|chex|orbax)(\..*)?"),
     (r"py:.*", r"(tensorflow_datasets|tfds)(\..*)?"),
     (r"py:.*", r"ArrayTree"),  # chex's / optax's alias, as printed in flax's TrainState
-    (r"py:.*", r"(typing|collections|collections\.abc|abc|types|enum|dataclasses)(\..*)?"),
-    (r"py:.*", r"(argparse|concurrent|functools|os|pathlib|io|json|csv|logging|threading)(\..*)?"),
+    # the standard library's modules (typing, pathlib, difflib, ...)
+    (r"py:.*", rf"({'|'.join(sorted(sys.stdlib_module_names))})(\..*)?"),
     (r"py:.*", r"(matplotlib|array_record|sklearn|mlxtend|tqdm|msgpack)(\..*)?"),
     (r"py:.*", r"(Any|Callable|Iterable|Iterator|Mapping|Sequence|Optional|Union|TypeVar)"),
     (r"py:.*", r"learnopt(\.\w+)*\.T"),  # type variables (``T = TypeVar("T")``)
