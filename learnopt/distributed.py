@@ -144,7 +144,7 @@ def initialize(
       verbose: print one line per process to stderr while joining.
 
     Raises:
-      ValueError / TypeError: a bad argument (named).
+      ValueError or TypeError: a bad argument (named).
       DistributedError: no cluster environment was found and no address given, the
         runtime was already initialized differently, or JAX's backends already started.
     """

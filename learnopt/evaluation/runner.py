@@ -1,10 +1,10 @@
 """Evaluating an optimizer on tasks: one task's sweeps, or a candidate on a whole suite.
 
-:func:`evaluate_task` trains sweeps on one task (:class:`~learnopt.evaluation.engine.
-TaskEvaluator`) and returns their curves; :func:`evaluate_suite` trains a candidate and
-the baselines on every task of a suite, tunes the baselines and compares (the figures
-of :mod:`learnopt.evaluation.results`), reusing cached baselines where it may
-(:mod:`learnopt.evaluation.cache`)::
+:func:`evaluate_task` trains sweeps on one task
+(:class:`~learnopt.evaluation.engine.TaskEvaluator`) and returns their curves;
+:func:`evaluate_suite` trains a candidate and the baselines on every task of a suite,
+tunes the baselines and compares (the figures of :mod:`learnopt.evaluation.results`),
+reusing cached baselines where it may (:mod:`learnopt.evaluation.cache`)::
 
     from learnopt import evaluation
     from learnopt.learned_optimizers import base as lopt_base

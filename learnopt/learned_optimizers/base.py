@@ -107,8 +107,8 @@ class LearnedOptimizer:
             :meth:`~learnopt.optimizers.base.Optimizer.as_optax`).
           weight_decay_mask: which parameters decay (None: all).
           num_steps: the planned length of the run, passed to the optimizer's ``init``:
-          architectures that read the fraction of training done (``ScheduledAdam``,
-          ``Celo``, the ``*_tau`` variants) need it.
+            architectures that read the fraction of training done (``ScheduledAdam``,
+            ``Celo``, the ``*_tau`` variants) need it.
 
         Returns:
           ``opt_fn(theta).as_optax(...)``: an ``optax.GradientTransformationExtraArgs``

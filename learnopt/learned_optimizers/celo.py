@@ -250,7 +250,8 @@ class Celo(hyper_v2.HyperV2):
           m: its momenta (only their dtype is used).
           rms: its second moments (unused).
           fraction_trained: ``tau = iteration / num_steps``.
-          loss_features: the 9 features of :func:`hyper_v2.loss_buffer_features`.
+          loss_features: the 9 features of
+            :func:`~learnopt.learned_optimizers.hyper_v2.loss_buffer_features`.
 
         Returns:
           ``[tanh(10 (tau - s)) for s in timescales] + loss_features`` (plus the

@@ -412,7 +412,7 @@ def load(path: str | os.PathLike, lopt: lopt_base.LearnedOptimizer | None = None
       FileNotFoundError: no file at ``path``.
       IsADirectoryError: ``path`` is a folder (the message names the ``theta.msgpack``
         in it, if any: a run folder's theta file).
-      ThetaFileError (a ``ValueError``): a corrupted or truncated file, broken
+      ThetaFileError: (a ``ValueError``) a corrupted or truncated file, broken
         metadata, an architecture that is not registered, or a theta that does not fit
         the learned optimizer (the message names the file and the mismatching entries).
     """

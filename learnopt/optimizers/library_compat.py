@@ -48,7 +48,7 @@ class OptaxStateAlias:
 
     @property
     def optax_opt_state(self) -> Any:
-        """The library's name for :attr:`optax_state` (read-only)."""
+        """The library's name for ``optax_state`` (read-only)."""
         return self.optax_state
 
 

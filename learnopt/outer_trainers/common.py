@@ -551,7 +551,7 @@ class TruncatedAntitheticEstimator(AntitheticEstimator):
 
     @property
     def unroll_length(self) -> int:
-        """The same as :attr:`trunc_length` (the library's name in TES and TBPTT)."""
+        """The same as ``trunc_length`` (the library's name in TES and TBPTT)."""
         return self.trunc_length
 
     def get_datas(self) -> Any:

@@ -69,7 +69,8 @@ class SingleMachineState:
 class SingleMachineGradientLearner:
     """Meta-trains ``learned_opt`` with the averaged estimates of ``gradient_estimators``.
 
-    :meth:`update` is a worker's computation followed by :meth:`GradientLearner.update`,
+    :meth:`update` is a worker's computation followed by
+    :meth:`~learnopt.outer_trainers.library_convention.GradientLearner.update`,
     fused into one jitted program. Estimators written in the library's convention run on
     the host instead (see :mod:`learnopt.outer_trainers.library_convention`).
 

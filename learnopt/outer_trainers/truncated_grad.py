@@ -63,7 +63,7 @@ class TruncatedGrad(GradientEstimator):
 
     @property
     def unroll_length(self) -> int:
-        """The same as :attr:`trunc_length` (the library's name)."""
+        """The same as ``trunc_length`` (the library's name)."""
         return self.trunc_length
 
     def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> Any:

@@ -82,7 +82,7 @@ def meta_train(
       a :class:`MetaTrainResult`; check ``result.ok`` (or ``status``).
 
     Raises:
-      ValueError / TypeError: bad arguments (naming the argument), a resume whose settings
+      ValueError or TypeError: bad arguments (naming the argument), a resume whose settings
         differ, a corrupted or mismatched checkpoint (``RunExistsError`` when ``out_dir``
         holds a run and neither ``resume`` nor ``overwrite`` is set).
       RunLockedError: another live process is writing ``out_dir``.

@@ -90,7 +90,7 @@ class MetricsFile:
         """Appends ``rows`` and flushes them to the operating system.
 
         Args:
-          rows: one list of cells per meta-step, in :attr:`columns` order.
+          rows: one list of cells per meta-step, in ``columns`` order.
         """
         self._writer.writerows(rows)
         self._file.flush()

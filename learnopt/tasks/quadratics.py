@@ -4,22 +4,22 @@ The names below mean what they mean in the notes' library (``learned_optimizatio
 ``tasks/quadratics.py``): same constructor arguments, same initialization, same loss,
 and the same use of PRNG keys (so one key gives the same task and the same init):
 
-============================  ===========================================================
-``QuadraticTask(dim=10)``     ``sum(p^2)``, ``p ~ N(0, I_dim)``; no data.
-``BatchQuadraticTask()``      ``sum(p^2)``, ``p ~ N(0, I_10)``; has noise batches
-                              (``float32 [4, 2]``, standard normal) that the loss ignores.
-``LogQuadraticTask()``        ``log(sum(p^2))``, ``p ~ N(0, I_10)``.
-``SumQuadraticTask()``        ``sum((a + b)^2)`` over params ``{"a": [10], "b": [10]}``.
-``NoisyMeanQuadraticTask``    ``sum((p - s * eps)^2)``, ``eps ~ N(0, I_dim)`` drawn from
-                              the loss key at every call (a noisy target).
-``FixedDimQuadraticFamily``   target ``c ~ N(0, I_dim)``; ``sum((c - p)^2)``.
+===============================  ============================================================
+``QuadraticTask(dim=10)``        ``sum(p^2)``, ``p ~ N(0, I_dim)``; no data.
+``BatchQuadraticTask()``         ``sum(p^2)``, ``p ~ N(0, I_10)``; has noise batches
+                                 (``float32 [4, 2]``, standard normal) that the loss ignores.
+``LogQuadraticTask()``           ``log(sum(p^2))``, ``p ~ N(0, I_10)``.
+``SumQuadraticTask()``           ``sum((a + b)^2)`` over params ``{"a": [10], "b": [10]}``.
+``NoisyMeanQuadraticTask``       ``sum((p - s * eps)^2)``, ``eps ~ N(0, I_dim)`` drawn from
+                                 the loss key at every call (a noisy target).
+``FixedDimQuadraticFamily``      target ``c ~ N(0, I_dim)``; ``sum((c - p)^2)``.
 ``FixedDimQuadraticFamilyData``  as above plus a scalar noise batch added to the loss;
-                              aux ``l2 = mean(p^2)``, ``l1 = mean(|p|)``; normalizer clips
-                              to ``[0, 1000]``.
-``NoisyQuadraticFamily``      center ``c ~ N(0, I)``, scales ``s ~ 25 U[0, 1)^dim``;
-                              ``sum((s * (c - p))^2)`` whose *gradient* carries
-                              multiplicative noise ``cov * eps * p`` (the value does not).
-============================  ===========================================================
+                                 aux ``l2 = mean(p^2)``, ``l1 = mean(|p|)``; normalizer clips
+                                 to ``[0, 1000]``.
+``NoisyQuadraticFamily``         center ``c ~ N(0, I)``, scales ``s ~ 25 U[0, 1)^dim``;
+                                 ``sum((s * (c - p))^2)`` whose *gradient* carries
+                                 multiplicative noise ``cov * eps * p`` (the value does not).
+===============================  ============================================================
 
 learnopt's own quadratics, with maths of their own, have their own names:
 ``CurvatureQuadraticFamily`` (``0.5 * sum(c_i p_i^2)``, curvatures log-uniform in a

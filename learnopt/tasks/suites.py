@@ -6,14 +6,14 @@
 differ (traced) in activation (12 choices) and weight initializer (5 kinds, scale
 0.5-2):
 
-=================================  ===========================================  =====
+==================================  ===========================================  =====
 bucket (also in ``TASK_FAMILIES``)  model and data                               batch
-=================================  ===========================================  =====
+==================================  ===========================================  =====
 ``MetaTrain_MLP_Digits8_32``        MLP 64-32-10, 8x8 digits                     128
 ``MetaTrain_MLP_Mnist5k8_32x32``    MLP 64-32-32-10, mnist5k resized to 8x8      128
 ``MetaTrain_Conv_Digits8_8x16``     conv 8 (stride 2) - 16, mean pool, digits    64
 ``MetaTrain_Conv_Mnist5k8_16x16``   conv 16 (stride 2) - 16, mnist5k at 8x8      64
-=================================  ===========================================  =====
+==================================  ===========================================  =====
 
 Two ways to meta-train on it: the mixture family in one estimator (each member draws a
 bucket; a population ``vmap`` evaluates every bucket's model and selects one, so a step

@@ -146,8 +146,8 @@ class Datasets:
       abstract_batch: the shapes and dtypes of one batch (see Attributes), or ``None``.
 
     Attributes:
-      train, inner_valid, outer_valid, test: the split iterators (e.g.
-        :class:`SplitIterator` s).
+      train: the split iterators (e.g. :class:`SplitIterator` s), as are
+        ``inner_valid``, ``outer_valid`` and ``test``.
       extra_info: static facts, e.g. ``name``, ``num_classes``, ``image_shape``
         ``(H, W, C)`` and ``batch_size`` for image datasets.
       abstract_batch: the pytree of ``jax.ShapeDtypeStruct`` of one batch, e.g.

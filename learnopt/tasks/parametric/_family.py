@@ -131,7 +131,7 @@ class ImageFamily(tasks_base.TaskFamily):
           cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
 
         Returns:
-          A :class:`SampledImageClassifier` named ``<family name>_sample``.
+          A ``SampledImageClassifier`` (a task) named ``<family name>_sample``.
         """
         values = cfg.values
         act = parametric_utils.SampleActivation.get_dynamic(values["activation"])
