@@ -44,6 +44,7 @@ __all__ = [
     "TruncatedUnrollState",
     "TruncatedUnrollOut",
     "VectorizedLOptTruncatedStep",
+    "SimpleVecLOptTruncatedStep",
     "META_LOSS_SPLITS",
     "tree_where",
     "tile_population",
@@ -686,6 +687,48 @@ class VectorizedLOptTruncatedStep:
             data = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], data)
         copies = population_size(unroll_state) // self.num_tasks
         return self.mean_meta_loss(theta, unroll_state, key, data, theta_is_vector, copies)
+
+
+class SimpleVecLOptTruncatedStep(VectorizedLOptTruncatedStep):
+    """``num_tasks`` runs of one ``task``, each ``unroll_length`` steps long (library name).
+
+    The notes' library's simplified truncated step: a single task (no task family), a
+    fixed run length (no truncation schedule), the meta-loss the training loss of each
+    step and the outer batches from the training split. In learnopt it *is*
+    :class:`VectorizedLOptTruncatedStep` with
+    ``single_task_to_family(task)``, ``ConstantTruncationSchedule(unroll_length)`` and
+    every other argument at its default, so it works with every estimator and learner.
+
+    One difference from the library: a run that reaches ``unroll_length`` restarts right
+    after its last step (:meth:`~VectorizedLOptTruncatedStep.reset_done`); the library
+    spends one more ``unroll_step`` on the restart, reporting loss 0 with ``mask`` False.
+
+    Args:
+      task: the task every member trains.
+      lopt: the learned optimizer whose ``theta`` is meta-trained.
+      num_tasks: population size.
+      unroll_length: the length of every inner run (>= 1; the library's default 5).
+    """
+
+    def __init__(
+        self,
+        task: tasks_base.Task,
+        lopt: lopt_base.LearnedOptimizer,
+        num_tasks: int,
+        unroll_length: int = 5,
+    ):
+        if not isinstance(task, tasks_base.Task):
+            raise TypeError(f"task must be a learnopt Task, got {type(task).__name__}")
+        _validate.positive_int("unroll_length", unroll_length)
+        super().__init__(
+            tasks_base.single_task_to_family(task),
+            lopt,
+            ts.ConstantTruncationSchedule(unroll_length),
+            num_tasks,
+        )
+        self.task = task
+        self.lopt = lopt
+        self.unroll_length = int(unroll_length)
 
 
 def population_size(state: TruncatedUnrollState) -> int:

@@ -1,0 +1,222 @@
+"""The last names of the notes' library's API, tested by what they must do.
+
+* ``optimizers.shampoo.Shampoo``: equal to a numpy re-derivation of Shampoo with SGD
+  grafting (Gupta et al. 2018, arXiv:1802.09568; grafting and momentum as in Anil et al.
+  2020, arXiv:2002.09018) for a few steps on a small matrix and a vector; blocks and
+  merged dimensions; registered, so the conformance sweeps run it (``-k Shampoo``).
+* ``lopt_truncated_step.SimpleVecLOptTruncatedStep``: the vectorized step on the task
+  with a constant schedule, bit for bit; runs restart after ``unroll_length`` steps.
+* ``GradientLearner(init_outer_state_from_path=, reset_outer_iteration=)``: the whole
+  learner state round-trips through an ``OptCheckpoint`` file; the reset zeroes only
+  the iteration counters.
+* The library's test helpers at its paths (``tasks.test_utils`` ...) catch what they
+  should.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from learnopt import checkpoints
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers import test_utils as lopt_test_utils
+from learnopt.optimizers import base as opt_base
+from learnopt.optimizers import shampoo
+from learnopt.outer_trainers import gradient_learner, lopt_truncated_step
+from learnopt.outer_trainers import truncation_schedule as tsched
+from learnopt.tasks import base as tasks_base
+from learnopt.tasks import quadratics
+from learnopt.tasks import test_utils as task_test_utils
+from learnopt.testing import count_compiles
+
+# ------------------------------------------------------------------------------ Shampoo
+
+
+def _np_inv_root(s, p, eps):
+    """(S + eps * max_eig * I)^(-1/p) by numpy's eigendecomposition (float64)."""
+    w, v = np.linalg.eigh(s)
+    ridge = eps * max(w.max(), 1e-16)
+    return (v * (w + ridge) ** (-1.0 / p)) @ v.T
+
+
+def _np_shampoo(p0, grads, lr, b1, b2, eps, start):
+    """Shampoo, SGD grafting, Nesterov momentum, for one matrix or vector (float64).
+
+    Step t (0-based): S_i <- b2 S_i + (1-b2) G_(i) G_(i)^T (S_i(0) = eps I);
+    P = G x_i (S_i + r_i)^(-1/p), p = 2 * rank; U = |G| / |P| * P for t >= start, else G;
+    m <- b1 m + U (both momenta kept, the one in use picked by t); p -= lr (U + b1 m).
+    """
+    p = np.array(p0, np.float64)
+    rank = p.ndim
+    stats = [eps * np.eye(d) for d in p.shape]
+    m_shampoo = np.zeros_like(p)
+    m_graft = np.zeros_like(p)
+    for t, g in enumerate(grads):
+        g = np.asarray(g, np.float64)
+        pre = g
+        for i in range(rank):
+            gi = np.moveaxis(g, i, 0).reshape(g.shape[i], -1)
+            stats[i] = b2 * stats[i] + (1 - b2) * gi @ gi.T
+            root = _np_inv_root(stats[i], 2 * rank, eps)
+            pre = np.moveaxis(np.tensordot(root, pre, axes=([1], [i])), 0, i)
+        shampoo_u = pre * np.linalg.norm(g) / (np.linalg.norm(pre) + 1e-16)
+        m_shampoo = b1 * m_shampoo + shampoo_u
+        m_graft = b1 * m_graft + g
+        if t >= start:
+            p = p - lr * (shampoo_u + b1 * m_shampoo)
+        else:
+            p = p - lr * (g + b1 * m_graft)
+    return p
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (4,)])
+def test_shampoo_matches_numpy_rederivation(shape):
+    rng = np.random.default_rng(0)
+    p0 = rng.normal(size=shape).astype(np.float32)
+    grads = [rng.normal(size=shape).astype(np.float32) for _ in range(4)]
+    # block_size 4: no dimension merged or cut (3 * 4 > 4), so the numpy form applies.
+    opt = shampoo.Shampoo(0.1, 4, beta2=0.9, matrix_epsilon=1e-3, start_preconditioning_step=2)
+    state = opt.init(jnp.asarray(p0))
+    for g in grads:
+        state = opt.update(state, jnp.asarray(g))
+    want = _np_shampoo(p0, grads, 0.1, 0.9, 0.9, 1e-3, start=2)
+    np.testing.assert_allclose(np.asarray(opt.get_params(state)), want, rtol=2e-4, atol=2e-5)
+    # The preconditioned step differs from plain SGD-with-momentum (the test can fail).
+    sgd_like = _np_shampoo(p0, grads, 0.1, 0.9, 0.9, 1e-3, start=10)
+    assert np.max(np.abs(want - sgd_like)) > 1e-3
+
+
+def test_shampoo_blocks_and_merged_dims():
+    assert shampoo.block_layout((3, 4, 5), 32, True, 4096)[0] == (12, 5)
+    shape, blocks = shampoo.block_layout((10, 3), 4, False, 4096)
+    assert shape == (10, 3) and len(blocks) == 3  # rows 0:4, 4:8, 8:10
+    assert blocks[-1] == ((8, 10), (0, 3))
+    assert shampoo.block_layout((5000, 2), 128, True, 4096) is None  # too large: grafted
+    assert shampoo.block_layout((), 128, True, 4096) is None  # scalar: grafted
+    # One step on a [6, 3] matrix cut into two [3, 3] blocks: each block is
+    # preconditioned with its own statistics, the whole is rescaled to |G| (SGD graft).
+    rng = np.random.default_rng(1)
+    p0 = rng.normal(size=(6, 3)).astype(np.float32)
+    g = rng.normal(size=(6, 3)).astype(np.float32)
+    opt = shampoo.Shampoo(
+        0.1, 3, beta2=0.9, matrix_epsilon=1e-3, start_preconditioning_step=0, nesterov=False
+    )
+    state = opt.update(opt.init({"w": jnp.asarray(p0)}), {"w": jnp.asarray(g)})
+    pre = np.zeros((6, 3))
+    for rows in (slice(0, 3), slice(3, 6)):
+        gb = g[rows].astype(np.float64)
+        left = _np_inv_root(0.9 * 1e-3 * np.eye(3) + 0.1 * gb @ gb.T, 4, 1e-3)
+        right = _np_inv_root(0.9 * 1e-3 * np.eye(3) + 0.1 * gb.T @ gb, 4, 1e-3)
+        pre[rows] = left @ gb @ right
+    want = p0 - 0.1 * pre * np.linalg.norm(g) / np.linalg.norm(pre)
+    np.testing.assert_allclose(np.asarray(opt.get_params(state)["w"]), want, rtol=2e-4, atol=2e-5)
+
+
+def test_shampoo_library_constructor_and_errors():
+    opt = shampoo.Shampoo(1e-4, 32, graft_type="rmsprop_normalized")
+    assert opt.graft_type == shampoo.GraftingType.RMSPROP_NORMALIZED
+    with pytest.raises(ValueError, match="graft_type"):
+        shampoo.Shampoo(1e-4, 32, graft_type="lion")
+    with pytest.raises(ValueError, match="block_size"):
+        shampoo.Shampoo(1e-4, 0)
+    assert "Shampoo" in opt_base.OPTIMIZERS
+
+
+def test_shampoo_compiles_once_in_bf16_and_grafts_adagrad():
+    params = {"w": jnp.ones((4, 3), jnp.bfloat16), "b": jnp.zeros((3,), jnp.bfloat16)}
+    opt = shampoo.Shampoo(1e-2, 8, graft_type=shampoo.GraftingType.ADAGRAD)
+    state = opt.init(params)
+    step = jax.jit(lambda s, g: opt.update(s, g))
+    grads = jax.tree_util.tree_map(lambda p: jnp.full(p.shape, 0.5, p.dtype), params)
+    with count_compiles() as compiled:
+        for _ in range(3):
+            state = step(state, grads)
+    assert len(compiled) == 1, compiled
+    assert opt.get_params(state)["w"].dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.asarray(state.diagonal_statistics["w"]), 0.75)  # 3 * 0.25
+
+
+# ----------------------------------------------------------- SimpleVecLOptTruncatedStep
+
+
+def test_simple_vec_step_is_the_vectorized_step_with_a_constant_schedule():
+    task = quadratics.QuadraticTask(3)
+    lopt = lopt_base.LearnableSGD(0.1)
+    simple = lopt_truncated_step.SimpleVecLOptTruncatedStep(task, lopt, 2, unroll_length=3)
+    vec = lopt_truncated_step.VectorizedLOptTruncatedStep(
+        tasks_base.single_task_to_family(task), lopt, tsched.ConstantTruncationSchedule(3), 2
+    )
+    key = jax.random.PRNGKey(0)
+    theta = simple.outer_init(key)
+    a = simple.init_step_state(theta, None, key)
+    b = vec.init_step_state(theta, None, key)
+    for i in range(4):
+        k = jax.random.fold_in(key, i)
+        a, out_a = simple.unroll_step(theta, a, k, simple.get_batch(), None)
+        b, out_b = vec.unroll_step(theta, b, k, vec.get_batch(), None)
+        np.testing.assert_array_equal(np.asarray(out_a.loss), np.asarray(out_b.loss))
+    np.testing.assert_array_equal(
+        np.asarray(a.inner_opt_state.params), np.asarray(b.inner_opt_state.params)
+    )
+    # Three steps, then a restart: after 4 steps every run is 1 step into its second run.
+    np.testing.assert_array_equal(np.asarray(a.inner_step), [1, 1])
+    assert simple.unroll_length == 3 and simple.task is task and simple.lopt is lopt
+    with pytest.raises(ValueError, match="unroll_length"):
+        lopt_truncated_step.SimpleVecLOptTruncatedStep(task, lopt, 2, unroll_length=0)
+
+
+# ------------------------------------------------------- learner init from a checkpoint
+
+
+def test_learner_state_round_trips_and_reset_outer_iteration(tmp_path):
+    lopt = lopt_base.LearnableSGD(1.0)
+    key = jax.random.PRNGKey(0)
+    learner = gradient_learner.GradientLearner(lopt, opt_base.Adam(1e-2))
+    state = jax.tree_util.tree_map(lambda x: x + 11, learner.init(key))
+    path = tmp_path / "checkpoint.param"
+    checkpoints.save_state(
+        path, gradient_learner.OptCheckpoint(state, elapsed_time=1.0, total_inner_steps=2)
+    )
+    loaded = gradient_learner.GradientLearner(
+        lopt, opt_base.Adam(1e-2), init_outer_state_from_path=path
+    ).init(key)
+    for x, y in zip(
+        jax.tree_util.tree_leaves(loaded), jax.tree_util.tree_leaves(state), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    reset = gradient_learner.GradientLearner(
+        lopt, opt_base.Adam(1e-2), init_outer_state_from_path=path, reset_outer_iteration=True
+    ).init(key)
+    assert int(reset.theta_opt_state.iteration) == 0 and int(reset.outer_iteration) == 0
+    assert int(reset.num_nonfinite) == 11
+    np.testing.assert_array_equal(  # theta and Adam's moments are kept
+        np.asarray(reset.theta_opt_state.mu["log_lr"]),
+        np.asarray(state.theta_opt_state.mu["log_lr"]),
+    )
+    assert float(reset.theta_opt_state.params["log_lr"]) == 11.0
+    with pytest.raises(ValueError, match="reset_outer_iteration"):
+        gradient_learner.GradientLearner(lopt, opt_base.Adam(1e-2), reset_outer_iteration=True)
+
+
+# ------------------------------------------------------------ the library's test helpers
+
+
+class _NanTask(tasks_base.Task):
+    datasets = None
+
+    def init(self, key):
+        return {"w": jnp.ones((2,))}
+
+    def loss(self, params, key, data):
+        return jnp.sum(params["w"]) * jnp.nan
+
+
+def test_library_test_helpers_pass_good_objects_and_catch_bad_ones():
+    task_test_utils.smoketest_task(quadratics.QuadraticTask(3))
+    task_test_utils.smoketest_task_family(quadratics.FixedDimQuadraticFamily(3))
+    lopt_test_utils.smoketest_learned_optimizer(lopt_base.LearnableAdam())
+    with pytest.raises(AssertionError, match="finite"):
+        task_test_utils.smoketest_task(_NanTask())
