@@ -45,6 +45,8 @@ REGISTERED = {
     "ImageMLP_Cifar10_8_Relu32": ("cifar10", (8, 8, 3), (32,), RELU, 128, 0.0, CE, None),
     "ImageMLP_Cifar10BW8_Relu32": ("cifar10", (8, 8, 1), (32,), RELU, 128, 0.0, CE, None),
     "ImageMLP_Cifar10_128x128x128_Relu": ("cifar10", C10, H3, RELU, 128, 0.0, CE, None),
+    "ImageMLP_Imagenet16_Relu256x256x256": (
+        "imagenet16", (16, 16, 3), (256, 256, 256), RELU, 128, 0.0, CE, None),
     "ImageMLP_Cifar10_128x128x128_Tanh_bs64": ("cifar10", C10, H3, TANH, 64, 0.0, CE, None),
     "ImageMLP_Cifar10_128x128x128_Tanh_bs128": ("cifar10", C10, H3, TANH, 128, 0.0, CE, None),
     "ImageMLP_Cifar10_128x128x128_Tanh_bs256": ("cifar10", C10, H3, TANH, 256, 0.0, CE, None),

@@ -11,6 +11,11 @@
   the iteration counters.
 * The library's test helpers at its paths (``tasks.test_utils`` ...) catch what they
   should.
+* ``unroll_step`` returns the library's one-step shapes (``[num_tasks]``);
+  ``research.general_lopt.hyper_v2`` is importable at the library's path.
+* ``ImageMLP_Imagenet16_Relu256x256x256`` / ``Conv_imagenet16_16_64x128x128x128``: build
+  without data, name the missing npz files, read a tiny fake dataset placed in a tmp
+  manual dir (channel layout and labels checked) and train one step on it.
 """
 
 from __future__ import annotations
@@ -220,3 +225,143 @@ def test_library_test_helpers_pass_good_objects_and_catch_bad_ones():
     lopt_test_utils.smoketest_learned_optimizer(lopt_base.LearnableAdam())
     with pytest.raises(AssertionError, match="finite"):
         task_test_utils.smoketest_task(_NanTask())
+
+
+# ------------------------------------------------- unroll_step: the library's shapes
+
+
+def test_unroll_step_returns_the_library_shapes_with_vector_theta():
+    task = quadratics.QuadraticTask(3)
+    lopt = lopt_base.LearnableSGD(0.1)
+    step = lopt_truncated_step.SimpleVecLOptTruncatedStep(task, lopt, 3, unroll_length=2)
+    key = jax.random.PRNGKey(0)
+    theta = jax.vmap(step.outer_init)(jax.random.split(key, 3))
+    state = step.init_step_state(theta, None, key, True)
+    iterations = []
+    for i in range(3):
+        state, out = step.unroll_step(theta, state, jax.random.fold_in(key, i), None, None, True)
+        assert out.loss.shape == (3,) and out.mask.shape == (3,) and out.is_done.shape == (3,)
+        iterations.append(np.asarray(out.iteration))
+    # Steps 0 and 1 of the first runs, then step 0 of the restarted ones.
+    np.testing.assert_array_equal(iterations, [[0] * 3, [1] * 3, [0] * 3])
+    # The multi-step unroll keeps its steps axis.
+    _, out = step.unroll(theta, state, key, None, 2, True)
+    assert out.loss.shape == (2, 3)
+
+
+# ---------------------------------------------- research.general_lopt.hyper_v2 path
+
+
+def test_hyper_v2_at_the_library_research_path():
+    from learnopt.learned_optimizers import hyper_v2 as lopt_hyper_v2
+    from learnopt.research.general_lopt import hyper_v2
+
+    assert hyper_v2.HyperV2 is lopt_hyper_v2.HyperV2
+    assert hyper_v2.State is lopt_hyper_v2.HyperV2State
+    assert hyper_v2.factored_dims((3, 5, 2)) == (0, 1) and hyper_v2.factored_dims((4,)) is None
+
+
+# ------------------------------------------------------------ ImageNet 16x16 tasks
+
+
+def _fake_imagenet16(folder, n_per_file=3, n_val=4, seed=0):
+    """Writes the 11 npz files with tiny arrays; returns ``{split: (images, labels)}``.
+
+    Image ``i`` of the train split has red pixel ``[0, 0]`` = ``i`` (its id) and blue
+    pixel ``[15, 15]`` = 255 - ``i``, so the reader's channel layout is checked.
+    """
+    from learnopt.tasks.datasets import _sources
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    out = {"train": ([], []), "test": ([], [])}
+    count = 0
+    for fname in _sources.SPECS["imagenet16"].files:
+        split = "test" if fname == "val_data.npz" else "train"
+        n = n_val if split == "test" else n_per_file
+        planes = rng.integers(0, 256, (n, 3, 16, 16), dtype=np.uint8)
+        ids = np.arange(count, count + n)
+        count += n
+        planes[:, 0, 0, 0] = ids
+        planes[:, 2, 15, 15] = 255 - ids
+        labels = rng.integers(1, 1001, n)
+        np.savez(folder / fname, data=planes.reshape(n, 768), labels=labels)
+        out[split][0].append(planes.transpose(0, 2, 3, 1))
+        out[split][1].append(labels - 1)
+    return {k: (np.concatenate(x), np.concatenate(y)) for k, (x, y) in out.items()}
+
+
+@pytest.fixture
+def imagenet_dirs(tmp_path, monkeypatch):
+    from learnopt.tasks.datasets import base as datasets_base
+
+    monkeypatch.setenv(datasets_base.ENV_DATA_DIR, str(tmp_path / "data"))
+    monkeypatch.setenv(datasets_base.ENV_MANUAL_DIR, str(tmp_path / "manual"))
+    return tmp_path
+
+
+def test_imagenet16_missing_files_are_named(imagenet_dirs):
+    from learnopt.tasks.datasets import base as datasets_base
+    from learnopt.tasks.fixed import conv, image_mlp
+
+    task = image_mlp.ImageMLP_Imagenet16_Relu256x256x256()  # no data needed to build it
+    assert task.datasets.abstract_batch["image"].shape == (128, 16, 16, 3)
+    assert task.datasets.extra_info["num_classes"] == 1000
+    assert conv.Conv_imagenet16_16_64x128x128x128().abstract_batch["label"].shape == (128,)
+    with pytest.raises(datasets_base.DatasetNotFoundError) as info:
+        next(task.datasets.train)
+    msg = str(info.value)
+    assert "'imagenet16' is not available" in msg
+    assert "train_data_batch_10.npz" in msg and "val_data.npz" in msg
+    assert str(imagenet_dirs / "manual" / "imagenet16") in msg
+    # A file that is not in the format is named.
+    _fake_imagenet16(imagenet_dirs / "manual" / "imagenet16")
+    bad = imagenet_dirs / "manual" / "imagenet16" / "train_data_batch_4.npz"
+    np.savez(bad, data=np.zeros((2, 3072), np.uint8), labels=np.ones(2, np.int64))
+    with pytest.raises(
+        ValueError, match=r"train_data_batch_4\.npz: 'data' must be uint8 \[N, 768\]"
+    ):
+        datasets_base.prepare_dataset("imagenet16")
+
+
+def test_imagenet16_from_placed_files_trains_one_step(imagenet_dirs, fast_jit):
+    from learnopt.tasks.datasets import base as datasets_base
+    from learnopt.tasks.fixed import image_mlp
+
+    fake = _fake_imagenet16(imagenet_dirs / "manual" / "imagenet16")
+    raw = datasets_base.load_split_arrays("imagenet16")
+    for split in ("train", "test"):
+        images, labels = raw[split]
+        order = np.argsort(images[:, 0, 0, 0], kind="stable")  # ids of the fake images
+        np.testing.assert_array_equal(images[order], fake[split][0])
+        np.testing.assert_array_equal(labels[order], fake[split][1])
+    assert (imagenet_dirs / "data" / "learnopt_imagenet16" / "1.0.0").is_dir()
+
+    task = image_mlp.ImageMLP_Imagenet16_Relu256x256x256()
+    batch = next(task.datasets.train)
+    assert batch["image"].shape == (128, 16, 16, 3) and batch["image"].dtype == np.float32
+    assert (
+        batch["label"].shape == (128,) and 0 <= batch["label"].min() <= batch["label"].max() < 1000
+    )
+    assert {k: v.num_examples for k, v in task.datasets.splits.items()} == {
+        "train": 24,
+        "inner_valid": 3,
+        "outer_valid": 3,
+        "test": 4,
+    }
+    params = task.init(jax.random.PRNGKey(0))
+    assert [params[k]["w"].shape for k in sorted(params)][-1] == (256, 1000)
+    opt = opt_base.SGD(0.1)
+
+    @fast_jit
+    def train_step(state, key, batch):
+        p = opt.get_params(state)
+        loss, grads = jax.value_and_grad(task.loss)(p, key, batch)
+        return opt.update(state, grads, loss=loss), loss
+
+    state = opt.init(params)
+    key = jax.random.PRNGKey(1)
+    state, loss0 = train_step(state, key, batch)
+    _, loss1 = train_step(state, key, batch)
+    assert np.isfinite(loss0) and float(loss1) < float(loss0)
+    assert abs(float(loss0) - np.log(1000)) < 1.0  # about chance at initialization

@@ -79,7 +79,7 @@ class TruncatedUnrollState:
 
 @flax.struct.dataclass
 class TruncatedUnrollOut:
-    """What an unroll of ``K`` steps reports."""
+    """What an unroll of ``K`` steps reports (``unroll_step``: no ``K`` axis, leaves ``[P]``)."""
 
     loss: jax.Array  # float32 [K, P]: meta-loss of every step of every run
     iteration: jax.Array  # int32 [K, P]: the inner step each loss was taken at
@@ -594,7 +594,9 @@ class VectorizedLOptTruncatedStep:
           override_num_steps: set every run's length to this first.
 
         Returns:
-          ``(state, out)``; ``out`` has a leading steps axis of length 1.
+          ``(state, out)``; as in the library, ``out`` has no steps axis: ``loss``,
+          ``iteration``, ``mask`` (and ``weight``, if any) are ``[P]`` for the one
+          step taken (:meth:`unroll` keeps its ``[num_steps, P]``).
         """
         k_step, k_reset = jax.random.split(key)
         if override_num_steps is not None:
@@ -607,6 +609,11 @@ class VectorizedLOptTruncatedStep:
             theta, unroll_state, k_step, data, 1, theta_is_vector, num_copies=copies
         )
         state, _ = self.reset_done(theta, state, k_reset, theta_is_vector, copies, outer_state)
+        out = out.replace(
+            loss=out.loss[0],
+            iteration=out.iteration[0],
+            weight=None if out.weight is None else out.weight[0],
+        )
         return state, out
 
     def mean_meta_loss(
