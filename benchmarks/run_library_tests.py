@@ -12,6 +12,7 @@ skipped, not failed.
 
     python benchmarks/run_library_tests.py --src /tmp/libsrc        # a checked-out tree
     python benchmarks/run_library_tests.py --git-dir /path/repo.git # archives its HEAD
+    python benchmarks/run_library_tests.py --src ... --files image_mlp hyper_v2  # a subset
 
 The library is not a dependency and is never imported: only its test files are read.
 """
@@ -62,9 +63,19 @@ TEST_FILES = (
 )
 
 
-def _archive(git_dir: str, dest: Path) -> Path:
-    """Extracts the test files of ``git_dir``'s HEAD into ``dest``; returns the tree root."""
-    for rel in TEST_FILES:
+def _select(patterns: list[str] | None) -> tuple[str, ...]:
+    """The entries of :data:`TEST_FILES` containing one of ``patterns`` (all if None)."""
+    if not patterns:
+        return TEST_FILES
+    chosen = tuple(f for f in TEST_FILES if any(p in f for p in patterns))
+    if not chosen:
+        raise SystemExit(f"--files {' '.join(patterns)}: matches none of {TEST_FILES}")
+    return chosen
+
+
+def _archive(git_dir: str, dest: Path, files: tuple[str, ...] = TEST_FILES) -> Path:
+    """Extracts ``files`` of ``git_dir``'s HEAD into ``dest``; returns the tree root."""
+    for rel in files:
         path = f"learned_optimization/{rel}"
         out = subprocess.run(
             ["git", f"--git-dir={git_dir}", "show", f"HEAD:{path}"],
@@ -78,10 +89,12 @@ def _archive(git_dir: str, dest: Path) -> Path:
     return dest
 
 
-def _copy_with_prefix(src_root: Path, dest: Path) -> list[Path]:
-    """Copies :data:`TEST_FILES` flat into ``dest`` with the import prefix changed."""
+def _copy_with_prefix(
+    src_root: Path, dest: Path, files: tuple[str, ...] = TEST_FILES
+) -> list[Path]:
+    """Copies ``files`` flat into ``dest`` with the import prefix changed."""
     copied = []
-    for rel in TEST_FILES:
+    for rel in files:
         src = src_root / "learned_optimization" / rel
         if not src.is_file():
             raise SystemExit(f"--src {src_root}: missing {src} (a learned_optimization checkout?)")
@@ -131,19 +144,26 @@ def main(argv: list[str] | None = None) -> int:
         "(absl-py, dm-haiku, gin-config), e.g. from pip install --target DIR --no-deps "
         "dm-haiku jmp tabulate gin-config",
     )
+    parser.add_argument(
+        "--files",
+        nargs="+",
+        default=None,
+        help="run only the test files whose path contains one of these substrings",
+    )
     parser.add_argument("-k", default=None, help="passed to pytest -k")
     parser.add_argument("--keep", action="store_true", help="keep the temporary test folder")
     args = parser.parse_args(argv)
 
+    selected = _select(args.files)
     work = Path(tempfile.mkdtemp(prefix="learnopt-libtests-"))
     try:
         if args.git_dir:
-            src_root = _archive(args.git_dir, work / "src")
+            src_root = _archive(args.git_dir, work / "src", selected)
         else:
             src_root = Path(args.src)
         tests = work / "tests"
         tests.mkdir()
-        files = _copy_with_prefix(src_root, tests)
+        files = _copy_with_prefix(src_root, tests, selected)
         junit = work / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
         cmd += ["--junitxml", str(junit), "-o", "junit_family=xunit1"]

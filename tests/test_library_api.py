@@ -365,3 +365,135 @@ def test_imagenet16_from_placed_files_trains_one_step(imagenet_dirs, fast_jit):
     _, loss1 = train_step(state, key, batch)
     assert np.isfinite(loss0) and float(loss1) < float(loss0)
     assert abs(float(loss0) - np.log(1000)) < 1.0  # about chance at initialization
+
+
+# ------------------------------------------------ task_augmentation.AsyncDelayedGradients
+
+
+class _Bowl(tasks_base.Task):
+    """``sum((p - 1)^2)`` on 2 params; no data."""
+
+    datasets = None
+
+    def init(self, key):
+        return {"w": jnp.zeros((2,), jnp.float32)}
+
+    def loss(self, params, key, data):
+        return jnp.sum((params["w"] - 1.0) ** 2)
+
+
+@pytest.mark.parametrize("delay_steps, staleness", [(1, 1), (3, 2)])
+def test_async_delayed_gradients_are_the_gradients_at_stale_params(delay_steps, staleness):
+    from learnopt.tasks import task_augmentation
+    from learnopt.testing import TraceCounter
+
+    task = task_augmentation.AsyncDelayedGradients(_Bowl(), delay_steps)
+    params, state = task.init_with_state(jax.random.PRNGKey(0))
+    counter = TraceCounter()
+
+    @jax.jit
+    @counter.wrap
+    def loss_and_grad(p, s):
+        (loss, s), g = jax.value_and_grad(task.loss_with_state, has_aux=True)(p, s, None, None)
+        return loss, s, g
+
+    sequence = [params] + [{"w": jnp.asarray([k, -k], jnp.float32)} for k in range(1, 6)]
+    for k, p in enumerate(sequence):
+        loss, state, grads = loss_and_grad(p, state)
+        stale = sequence[max(0, k - staleness)]["w"]  # the buffer starts full of params 0
+        np.testing.assert_allclose(float(loss), np.sum((np.asarray(stale) - 1) ** 2))
+        np.testing.assert_allclose(np.asarray(grads["w"]), 2 * (np.asarray(stale) - 1))
+    assert counter.count == 1 and int(state.count) == len(sequence)
+    with pytest.raises(ValueError, match="loss_with_state"):
+        task.loss(params, None, None)
+    with pytest.raises(ValueError, match="delay_steps"):
+        task_augmentation.AsyncDelayedGradients(_Bowl(), 0)
+    family = task_augmentation.AsyncDelayedGradientsTaskFamily(
+        tasks_base.single_task_to_family(_Bowl()), 2
+    )
+    member = family.task_fn(family.sample(jax.random.PRNGKey(1)))
+    assert family.name.startswith("AsyncDelayedGradients_") and member.delay_steps == 2
+
+
+# -------------------------------------------- parametric: cfgobject and SampleInitializer
+
+
+def test_cfgobject_featurize_two_configs_many_and_do_not_featurize():
+    from learnopt.tasks.parametric import cfgobject
+
+    static = cfgobject.CFGObject("Obj", {"a": 3, "b": cfgobject.LogFeature(8.0)})
+    dynamic = cfgobject.CFGObject("Obj", {"a": 5, "c": 0.5})
+    ids, floats, ints = cfgobject.featurize(static, dynamic)
+    # Paths /Obj/a (dynamic's value wins), /Obj/b, /Obj/c, sorted.
+    assert ids.shape == (3, 8) and floats.shape == (3, 8) and ints.shape == (3,)
+    np.testing.assert_array_equal(np.asarray(ints), [5, 0, 0])
+    np.testing.assert_allclose(np.asarray(floats[:, 0]), [0, np.log(8.0), 0.5], rtol=1e-6)
+
+    ids, floats, ints, mask = cfgobject.featurize_many(
+        [static, dynamic, cfgobject.CFGObject("X", {"z": 1})]
+    )
+    assert ids.shape == (3, 2, 8) and floats.shape == (3, 2, 8) and ints.shape == (3, 2)
+    np.testing.assert_array_equal(np.asarray(mask), [[1, 1], [1, 1], [1, 0]])
+    assert not np.asarray(ids[2, 1]).any() and int(ints[2, 0]) == 1
+    with pytest.raises(ValueError, match="max_length=1"):
+        cfgobject.featurize_many([static], max_length=1)
+
+    hidden = cfgobject.CFGObject(
+        "Obj", {"a": cfgobject.DoNotFeaturize(1, ("meta",)), "b": cfgobject.DoNotFeaturize(2, "x")}
+    )
+    assert cfgobject.flatten_cfg(hidden, "meta") == {"/Obj/b": 2}
+    assert cfgobject.flatten_cfg(hidden) == {"/Obj/a": 1, "/Obj/b": 2}
+    assert cfgobject.featurize(hidden, feature_type="meta")[0].shape == (1, 8)
+    again = cfgobject.deserialize_cfg(cfgobject.serialize_cfg(hidden))
+    assert cfgobject.flatten_cfg(again, "meta") == {"/Obj/b": 2}
+
+
+def test_object_from_config_asks_gin_only_when_the_program_imported_it(monkeypatch):
+    import sys
+    import types
+
+    from learnopt.registry import UnknownNameError
+    from learnopt.tasks.parametric import cfgobject
+
+    class GinOnly:
+        def __init__(self, param):
+            self.param = param
+
+    def get_configurable(name):
+        if name == "GinOnly":
+            return GinOnly
+        raise ValueError(f"No configurable matching '{name}'")
+
+    cfg = cfgobject.CFGObject("GinOnly", {"param": cfgobject.CFGObject("GinOnly", {"param": 7})})
+    monkeypatch.delitem(sys.modules, "gin", raising=False)
+    with pytest.raises(UnknownNameError, match="GinOnly"):
+        cfgobject.object_from_config(cfg)
+    monkeypatch.setitem(
+        sys.modules, "gin", types.SimpleNamespace(get_configurable=get_configurable)
+    )
+    obj = cfgobject.object_from_config(cfg)
+    assert isinstance(obj, GinOnly) and obj.param.param == 7 and obj.cfg is cfg
+    with pytest.raises(UnknownNameError, match="Nowhere"):
+        cfgobject.object_from_config(cfgobject.CFGObject("Nowhere", {}))
+
+
+def test_sample_initializer_takes_haiku_calls_too(monkeypatch):
+    import sys
+    import types
+
+    from learnopt.tasks.parametric import parametric_utils
+
+    key = jax.random.PRNGKey(3)
+    cfg = parametric_utils.SampleInitializer.sample(jax.random.PRNGKey(0))
+    init = parametric_utils.SampleInitializer.get_dynamic(cfg)
+    flax_style = init(key, (3, 2), jnp.float32)
+    monkeypatch.delitem(sys.modules, "haiku", raising=False)
+    with pytest.raises(TypeError, match="Haiku"):
+        init([3, 2], jnp.float32)
+    monkeypatch.setitem(sys.modules, "haiku", types.SimpleNamespace(next_rng_key=lambda: key))
+    haiku_style = init([3, 2], jnp.bfloat16)  # key from hk.next_rng_key(), as in the library
+    assert haiku_style.dtype == jnp.bfloat16
+    np.testing.assert_allclose(
+        np.asarray(haiku_style, np.float32),
+        np.asarray(flax_style.astype(jnp.bfloat16), np.float32),
+    )
