@@ -105,12 +105,19 @@ def _copy_with_prefix(
     return copied
 
 
-def _counts(junit: Path) -> tuple[dict[str, int], list[tuple[str, str, str]]]:
-    """``({passed, failed, skipped, total}, [(outcome, test id, first message line)])``."""
+def _counts(
+    junit: Path,
+) -> tuple[dict[str, int], list[tuple[str, str, str]], dict[str, dict[str, int]]]:
+    """``({passed, failed, skipped, total}, [(outcome, test id, first message line)],
+    {test file: {passed, failed, skipped}})``."""
     counts = {"passed": 0, "failed": 0, "skipped": 0}
+    per_file: dict[str, dict[str, int]] = {}
     bad = []
     for case in ET.parse(junit).getroot().iter("testcase"):
         name = f"{case.get('classname')}.{case.get('name')}"
+        # A collection error has no class: its name is the module's.
+        module = (case.get("classname") or case.get("name") or "").lstrip(".").split(".")[0]
+        rel = module.removeprefix("lib_").replace("__", "/") + ".py"
         outcome = "passed"
         for tag in ("failure", "error", "skipped"):
             node = case.find(tag)
@@ -120,8 +127,9 @@ def _counts(junit: Path) -> tuple[dict[str, int], list[tuple[str, str, str]]]:
                 bad.append((tag, name, message[0][:200] if message else ""))
                 break
         counts[outcome] += 1
+        per_file.setdefault(rel, {"passed": 0, "failed": 0, "skipped": 0})[outcome] += 1
     counts["total"] = sum(counts.values())
-    return counts, bad
+    return counts, bad, per_file
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,13 +187,15 @@ def main(argv: list[str] | None = None) -> int:
             )
         subprocess.run(cmd, cwd=tests, env=env, check=False)
         seconds = time.perf_counter() - t0
-        counts, bad = _counts(junit)
+        counts, bad, per_file = _counts(junit)
         runnable = counts["total"] - counts["skipped"]
         print(f"\nlibrary tests ({len(files)} files, prefix changed): {counts['total']} tests")
         print(
             f"passed {counts['passed']} of {runnable} runnable "
             f"({counts['skipped']} skipped, {counts['failed']} failed) in {seconds:.0f} s"
         )
+        for rel, c in sorted(per_file.items()):
+            print(f"  {rel}: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
         for outcome, name, message in bad:
             print(f"  {outcome}: {name}: {message}")
         return 0 if counts["failed"] == 0 else 1
