@@ -45,6 +45,8 @@ REGISTERED = {
     "ImageMLP_Cifar10_8_Relu32": ("cifar10", (8, 8, 3), (32,), RELU, 128, 0.0, CE, None),
     "ImageMLP_Cifar10BW8_Relu32": ("cifar10", (8, 8, 1), (32,), RELU, 128, 0.0, CE, None),
     "ImageMLP_Cifar10_128x128x128_Relu": ("cifar10", C10, H3, RELU, 128, 0.0, CE, None),
+    "ImageMLP_Imagenet16_Relu256x256x256": (
+        "imagenet16", (16, 16, 3), (256, 256, 256), RELU, 128, 0.0, CE, None),
     "ImageMLP_Cifar10_128x128x128_Tanh_bs64": ("cifar10", C10, H3, TANH, 64, 0.0, CE, None),
     "ImageMLP_Cifar10_128x128x128_Tanh_bs128": ("cifar10", C10, H3, TANH, 128, 0.0, CE, None),
     "ImageMLP_Cifar10_128x128x128_Tanh_bs256": ("cifar10", C10, H3, TANH, 256, 0.0, CE, None),
@@ -378,11 +380,13 @@ def test_registered_task_configuration(name, data_env):
         "image": jax.ShapeDtypeStruct((batch_size, *image_shape), jnp.float32),
         "label": jax.ShapeDtypeStruct((batch_size,), jnp.int32),
     }
-    assert task.hidden_sizes == hidden and task.act_fn is act and task.num_classes == 10
+    num_classes = 1000 if dataset == "imagenet16" else 10
+    assert task.hidden_sizes == hidden and task.act_fn is act
+    assert task.num_classes == num_classes
     assert (task.dropout_rate, task.loss_type) == (dropout, loss_type)
     assert getattr(task, "norm_type", None) == norm
     params, _ = jax.eval_shape(task.init_with_state, jax.random.key(0))
-    sizes = (math.prod(image_shape), *hidden, 10)
+    sizes = (math.prod(image_shape), *hidden, num_classes)
     names = (
         [f"mlp/~/linear_{i}" for i in range(len(sizes) - 1)]
         if norm is None

@@ -547,8 +547,11 @@ def test_library_one_step_interface_of_the_truncated_step():
     losses = []
     for i in range(3):
         state, out = step.unroll_step(theta, state, jax.random.PRNGKey(2 + i), batch)
-        losses.append(np.asarray(out.loss)[0])
-        assert out.loss.shape == (1, 2) and bool(out.mask.all())
+        losses.append(np.asarray(out.loss))
+        # The library's shapes: one step, no steps axis.
+        assert out.loss.shape == (2,) and out.iteration.shape == (2,)
+        assert out.mask.shape == (2,) and bool(out.mask.all())
+        np.testing.assert_array_equal(np.asarray(out.iteration), [0, 1, 0][i])
     # Steps 0, 1 of a run (loss 12, then 3 * 1.6^2), then a fresh run (loss 12 again).
     np.testing.assert_allclose(losses, [[12, 12], [7.68, 7.68], [12, 12]], rtol=1e-5)
     np.testing.assert_array_equal(np.asarray(state.inner_step), 1)

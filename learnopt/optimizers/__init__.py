@@ -8,7 +8,7 @@ implementations live one concept per module:
   registry; ``library_compat``: the library's conventions it accepts; ``common``:
   pieces the built-in optimizers share;
 * ``sgd``, ``adam``, ``rmsprop``, ``wrappers`` (gradient clipping, grafting),
-  ``nadamw``, ``opt_list``, ``gradient_accumulator``;
+  ``nadamw``, ``opt_list``, ``gradient_accumulator``, ``shampoo``;
 * ``optax_adapter`` (``OptaxOptimizer``), ``optax_opts`` (the library's optax-backed
   optimizers), ``optax_zoo`` (optax setups of the conformance suite), ``opt_to_optax``
   (any optimizer as an optax transformation);
@@ -30,5 +30,6 @@ from learnopt.optimizers import (  # noqa: F401  (each registers its optimizers)
     optax_opts,
     rmsprop,
     sgd,
+    shampoo,
     wrappers,
 )

@@ -159,6 +159,10 @@ class GradientLearner:
       init_outer_state_from_path: start from the learner state in this file (an
         :class:`OptCheckpoint` written with ``checkpoints.save_state``): ``theta``, the
         outer optimizer's state (e.g. Adam's moments and step) and the counters.
+      reset_outer_iteration: with ``init_outer_state_from_path``, start the loaded state's
+        iteration counters (the outer optimizer's ``iteration`` and ``outer_iteration``)
+        at 0, keeping ``theta`` and the accumulators (the library's argument: e.g. to
+        rerun a truncation or learning-rate schedule from a trained state).
       num_steps: number of outer steps (passed to ``theta_opt.init`` for schedules).
       max_grad_norm: clip the averaged meta-gradient to this global norm.
       frozen_keys: keys of ``theta`` to keep fixed (see :func:`frozen_mask`; e.g.
@@ -174,11 +178,17 @@ class GradientLearner:
         theta_opt: Any,
         init_theta_from_path: str | os.PathLike | None = None,
         init_outer_state_from_path: str | os.PathLike | None = None,
+        reset_outer_iteration: bool = False,
         num_steps: int | None = None,
         max_grad_norm: float | None = None,
         frozen_keys: Sequence[str] | None = None,
     ):
         _validate.optional_positive_float("max_grad_norm", max_grad_norm)
+        if reset_outer_iteration and init_outer_state_from_path is None:
+            raise ValueError(
+                "reset_outer_iteration=True needs init_outer_state_from_path (the state "
+                "whose iteration to reset)"
+            )
         if num_steps is not None:
             _validate.positive_int("num_steps", num_steps)
         _check_path("init_theta_from_path", init_theta_from_path)
@@ -187,6 +197,7 @@ class GradientLearner:
         self._theta_opt = _as_optimizer(theta_opt)
         self.init_theta_from_path = init_theta_from_path
         self.init_outer_state_from_path = init_outer_state_from_path
+        self.reset_outer_iteration = bool(reset_outer_iteration)
         self.num_steps = num_steps
         self.max_grad_norm = max_grad_norm
         if isinstance(frozen_keys, str):
@@ -268,6 +279,14 @@ class GradientLearner:
             state = checkpoints.load_state(
                 self.init_outer_state_from_path, target
             ).gradient_learner_state
+            if self.reset_outer_iteration:
+                opt_state = state.theta_opt_state
+                if hasattr(opt_state, "iteration"):
+                    opt_state = opt_state.replace(iteration=jnp.zeros_like(opt_state.iteration))
+                state = state.replace(
+                    theta_opt_state=opt_state,
+                    outer_iteration=jnp.zeros_like(state.outer_iteration),
+                )
         return state
 
     def init(self, key: jax.Array) -> GradientLearnerState:

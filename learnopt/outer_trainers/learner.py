@@ -90,7 +90,8 @@ class SingleMachineGradientLearner:
         Antithetic estimators are fastest sharded with ``stack_antithetic_samples=False``
         (each device keeps its own +/- pairs; stacked, the population is resharded at
         every step).
-      init_theta_from_path, init_outer_state_from_path, frozen_keys: see
+      init_theta_from_path, init_outer_state_from_path, reset_outer_iteration,
+        frozen_keys: see
         :class:`GradientLearner` (``init_theta_from_path`` and ``frozen_keys`` make
         Celo's phase 2: phase 1's theta file and ``Celo.get_frozen_param_keys(2)``).
     """
@@ -106,6 +107,7 @@ class SingleMachineGradientLearner:
         init_theta_from_path: str | os.PathLike | None = None,
         init_outer_state_from_path: str | os.PathLike | None = None,
         frozen_keys: Sequence[str] | None = None,
+        reset_outer_iteration: bool = False,
     ):
         if isinstance(gradient_estimators, GradientEstimator):
             gradient_estimators = [gradient_estimators]
@@ -116,6 +118,7 @@ class SingleMachineGradientLearner:
             theta_opt,
             init_theta_from_path=init_theta_from_path,
             init_outer_state_from_path=init_outer_state_from_path,
+            reset_outer_iteration=reset_outer_iteration,
             num_steps=num_steps,
             max_grad_norm=max_grad_norm,
             frozen_keys=frozen_keys,

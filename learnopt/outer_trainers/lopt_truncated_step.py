@@ -44,6 +44,7 @@ __all__ = [
     "TruncatedUnrollState",
     "TruncatedUnrollOut",
     "VectorizedLOptTruncatedStep",
+    "SimpleVecLOptTruncatedStep",
     "META_LOSS_SPLITS",
     "tree_where",
     "tile_population",
@@ -88,7 +89,7 @@ class TruncatedUnrollState:
 
 @flax.struct.dataclass
 class TruncatedUnrollOut:
-    """What an unroll of ``K`` steps reports.
+    """What an unroll of ``K`` steps reports (``unroll_step``: no ``K`` axis, leaves ``[P]``).
 
     Attributes:
       loss: float32 ``[K, P]``, the meta-loss of every step of every member.
@@ -618,7 +619,9 @@ class VectorizedLOptTruncatedStep:
           override_num_steps: set every run's length to this first.
 
         Returns:
-          ``(state, out)``; ``out`` has a leading steps axis of length 1.
+          ``(state, out)``; as in the library, ``out`` has no steps axis: ``loss``,
+          ``iteration``, ``mask`` (and ``weight``, if any) are ``[P]`` for the one
+          step taken (:meth:`unroll` keeps its ``[num_steps, P]``).
         """
         k_step, k_reset = jax.random.split(key)
         if override_num_steps is not None:
@@ -631,6 +634,11 @@ class VectorizedLOptTruncatedStep:
             theta, unroll_state, k_step, data, 1, theta_is_vector, num_copies=copies
         )
         state, _ = self.reset_done(theta, state, k_reset, theta_is_vector, copies, outer_state)
+        out = out.replace(
+            loss=out.loss[0],
+            iteration=out.iteration[0],
+            weight=None if out.weight is None else out.weight[0],
+        )
         return state, out
 
     def mean_meta_loss(
@@ -711,6 +719,48 @@ class VectorizedLOptTruncatedStep:
             data = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], data)
         copies = population_size(unroll_state) // self.num_tasks
         return self.mean_meta_loss(theta, unroll_state, key, data, theta_is_vector, copies)
+
+
+class SimpleVecLOptTruncatedStep(VectorizedLOptTruncatedStep):
+    """``num_tasks`` runs of one ``task``, each ``unroll_length`` steps long (library name).
+
+    The notes' library's simplified truncated step: a single task (no task family), a
+    fixed run length (no truncation schedule), the meta-loss the training loss of each
+    step and the outer batches from the training split. In learnopt it *is*
+    :class:`VectorizedLOptTruncatedStep` with
+    ``single_task_to_family(task)``, ``ConstantTruncationSchedule(unroll_length)`` and
+    every other argument at its default, so it works with every estimator and learner.
+
+    One difference from the library: a run that reaches ``unroll_length`` restarts right
+    after its last step (:meth:`~VectorizedLOptTruncatedStep.reset_done`); the library
+    spends one more ``unroll_step`` on the restart, reporting loss 0 with ``mask`` False.
+
+    Args:
+      task: the task every member trains.
+      lopt: the learned optimizer whose ``theta`` is meta-trained.
+      num_tasks: population size.
+      unroll_length: the length of every inner run (>= 1; the library's default 5).
+    """
+
+    def __init__(
+        self,
+        task: tasks_base.Task,
+        lopt: lopt_base.LearnedOptimizer,
+        num_tasks: int,
+        unroll_length: int = 5,
+    ):
+        if not isinstance(task, tasks_base.Task):
+            raise TypeError(f"task must be a learnopt Task, got {type(task).__name__}")
+        _validate.positive_int("unroll_length", unroll_length)
+        super().__init__(
+            tasks_base.single_task_to_family(task),
+            lopt,
+            ts.ConstantTruncationSchedule(unroll_length),
+            num_tasks,
+        )
+        self.task = task
+        self.lopt = lopt
+        self.unroll_length = int(unroll_length)
 
 
 def population_size(state: TruncatedUnrollState) -> int:

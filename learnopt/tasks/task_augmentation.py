@@ -18,19 +18,26 @@ tradeoffs between memory, compute, and performance in learned optimizers"):
   :func:`AddGradientNoise` (Gaussian noise of a given standard deviation, learnopt's).
 * :class:`ScaleLoss` / :class:`ScaleLossTaskFamily` (learnopt's): the loss times a
   constant (sampled log-uniformly per family member); ``normalizer`` undoes it.
+* :class:`AsyncDelayedGradients` / :func:`AsyncDelayedGradientsTaskFamily`: the
+  gradient at the params of earlier steps (stale gradients, kept in the model state).
 
 Family wrappers whose quantity is sampled (reparameterization scale, loss scale,
 gradient noise) draw it inside ``family.sample`` as an array, so a population of members
 with different values is one ``vmap``.
 
 Each kind lives in its own module of :mod:`learnopt.tasks.augmentations` (``wrapping``,
-``reparam``, ``batch_size``, ``dtype``, ``gradients``, ``loss_scale``); this module, the
-notes' library's path, re-exports every name.
+``reparam``, ``batch_size``, ``dtype``, ``gradients``, ``loss_scale``, ``delayed``); this
+module, the notes' library's path, re-exports every name.
 """
 
 from __future__ import annotations
 
 from learnopt.tasks.augmentations.batch_size import ReducedBatchsizeFamily, ReducedBatchsizeTask
+from learnopt.tasks.augmentations.delayed import (
+    AsyncDelayedGradients,
+    AsyncDelayedGradientsTaskFamily,
+    DelayedParamsState,
+)
 from learnopt.tasks.augmentations.dtype import ConvertFloatDType, ConvertFloatDTypeTaskFamily
 from learnopt.tasks.augmentations.gradients import (
     AddGradientNoise,
@@ -50,8 +57,11 @@ from learnopt.tasks.augmentations.wrapping import WrappedTaskFamilyWithTaskWrapp
 __all__ = [
     "AddGradientNoise",
     "AddGradientNoiseTaskFamily",
+    "AsyncDelayedGradients",
+    "AsyncDelayedGradientsTaskFamily",
     "ConvertFloatDType",
     "ConvertFloatDTypeTaskFamily",
+    "DelayedParamsState",
     "ModifyTaskGradient",
     "NormalizeTaskGradient",
     "NormalizeTaskGradientTaskFamily",

@@ -9,7 +9,9 @@
 * :mod:`~learnopt.tasks.augmentations.dtype`: :class:`ConvertFloatDType` and its family;
 * :mod:`~learnopt.tasks.augmentations.gradients`: :class:`ModifyTaskGradient` and the
   gradient transforms built on it (normalized, subsampled directions, added noise);
-* :mod:`~learnopt.tasks.augmentations.loss_scale`: :class:`ScaleLoss` and its family.
+* :mod:`~learnopt.tasks.augmentations.loss_scale`: :class:`ScaleLoss` and its family;
+* :mod:`~learnopt.tasks.augmentations.delayed`: :class:`AsyncDelayedGradients` (stale
+  gradients) and its family.
 
 Import them from :mod:`learnopt.tasks.task_augmentation` (the notes' library's path),
 which re-exports every name; a new kind of augmentation is a module here, re-exported

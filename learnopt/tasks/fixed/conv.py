@@ -177,6 +177,13 @@ _register(
     (32, 64, 64),
     norm="layernorm",
 )
+# The library's ImageNet task (needs the downsampled ImageNet's 16x16 npz files).
+_register(
+    "Conv_imagenet16_16_64x128x128x128",
+    "ImageNet at 16x16, convs 64-128-128-128, ReLU, average pool, 1000 classes, batch 128.",
+    "imagenet16",
+    (64, 128, 128, 128),
+)
 # Offline tasks (embedded data).
 _register(
     "Conv_Digits8_16x32x32",

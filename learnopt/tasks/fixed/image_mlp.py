@@ -52,6 +52,7 @@ __all__ = [
     "ImageMLP_Cifar10_8_Relu32",
     "ImageMLP_Cifar10BW8_Relu32",
     "ImageMLP_Cifar10_128x128x128_Relu",
+    "ImageMLP_Imagenet16_Relu256x256x256",
     "ImageMLP_Cifar10_128x128x128_Tanh_bs64",
     "ImageMLP_Cifar10_128x128x128_Tanh_bs128",
     "ImageMLP_Cifar10_128x128x128_Tanh_bs256",
@@ -170,6 +171,16 @@ class ImageMLP_Cifar10_128x128x128_Relu(_FixedImageMLP):
     """CIFAR-10 32x32x3, MLP 3072-128-128-128-10, ReLU, batch 128."""
 
     dataset, hidden = "cifar10", (128, 128, 128)
+
+
+@_register
+class ImageMLP_Imagenet16_Relu256x256x256(_FixedImageMLP):
+    """ImageNet 16x16x3, MLP 768-256-256-256-1000, ReLU, batch 128 (needs the npz files).
+
+    Data: :func:`~learnopt.tasks.datasets.base.imagenet16_datasets`.
+    """
+
+    dataset, hidden = "imagenet16", (256, 256, 256)
 
 
 @_register

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -407,7 +408,11 @@ class SampleInitializer:
 
     @classmethod
     def get_dynamic(cls, cfg: Mapping[str, jax.Array]) -> Callable[..., jax.Array]:
-        """A Flax initializer ``(key, shape, dtype) -> array`` switching on ``cfg["index"]``.
+        """An initializer switching on ``cfg["index"]``, for Flax or for Haiku.
+
+        Called as Flax calls initializers, ``init(key, shape, dtype)`` (the key an array);
+        called as Haiku does, ``init(shape, dtype)`` (the first argument a shape), the key
+        is Haiku's ``hk.next_rng_key()``, as in the library (whose initializer is Haiku's).
 
         Args:
           cfg: a sample of :meth:`sample` (its arrays may be traced).
@@ -416,7 +421,17 @@ class SampleInitializer:
           The initializer; it draws in float32 and casts to ``dtype``.
         """
 
-        def init(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32) -> jax.Array:
+        def init(*args: Any) -> jax.Array:
+            if args and not isinstance(args[0], jax.Array | np.ndarray):  # Haiku's call
+                haiku = sys.modules.get("haiku")
+                if haiku is None:
+                    raise TypeError(
+                        "SampleInitializer.get_dynamic(cfg) takes (key, shape, dtype); "
+                        "(shape, dtype) is Haiku's convention and needs haiku imported"
+                    )
+                key, (shape, dtype) = haiku.next_rng_key(), (*args, jnp.float32)[:2]
+            else:
+                key, shape, dtype = (*args, jnp.float32)[:3]
             shape = tuple(int(s) for s in shape)
             branches = [functools.partial(fn, shape, jnp.float32, key) for fn in cls.inits]
             out = jax.lax.switch(cfg["index"], branches, cfg["init_scale"])

@@ -1,0 +1,8 @@
+"""The notes' library's ``research/`` import paths that learnopt provides.
+
+learned_optimization keeps some learned optimizers under ``research/``; code and tests
+written for it import them from there. learnopt implements them in its own packages and
+re-exports them here, so such imports port with only the prefix changed:
+
+* ``research.general_lopt.hyper_v2``: :mod:`learnopt.learned_optimizers.hyper_v2`.
+"""

@@ -1,0 +1,1 @@
+"""The notes' library's ``research/general_lopt`` path (see :mod:`learnopt.research`)."""
