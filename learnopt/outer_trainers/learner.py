@@ -90,10 +90,16 @@ class SingleMachineGradientLearner:
         Antithetic estimators are fastest sharded with ``stack_antithetic_samples=False``
         (each device keeps its own +/- pairs; stacked, the population is resharded at
         every step).
-      init_theta_from_path, init_outer_state_from_path, reset_outer_iteration,
-        frozen_keys: see
-        :class:`GradientLearner` (``init_theta_from_path`` and ``frozen_keys`` make
-        Celo's phase 2: phase 1's theta file and ``Celo.get_frozen_param_keys(2)``).
+      init_theta_from_path: start from the ``theta`` in this file (a
+        ``ParameterCheckpoint`` or a ``checkpoints.save_theta`` file, e.g. Celo's phase 1
+        result for its phase 2) instead of ``learned_opt.init``.
+      init_outer_state_from_path: start from the whole learner state in this file (an
+        ``OptCheckpoint``): theta, the outer optimizer's state and the counters.
+      frozen_keys: keys of ``theta`` to keep fixed (paths or path prefixes joined by
+        ``"/"``; e.g. ``Celo.get_frozen_param_keys(2)`` for Celo's phase 2): their
+        meta-gradients are zeroed and their values restored after each outer update.
+      reset_outer_iteration: with ``init_outer_state_from_path``, start the loaded
+        state's iteration counters at 0 (theta and the outer moments are kept).
     """
 
     def __init__(
