@@ -184,8 +184,9 @@ class VectorizedLOptTruncatedStep:
         fraction of the run in ``(0, 1]`` (a float; 0.1 is the last 10%).
       meta_loss_power: the ``"late"`` exponent ``p >= 0`` (default 1: linear).
       meta_loss_transform: None (the meta-loss value as it is) or ``"log"``:
-        ``log(max(v, 1e-8))`` of each step's value ``v``, so that tasks of different
-        loss scales weigh alike (see :mod:`~learnopt.outer_trainers.meta_objective`).
+        ``log(max(l, 1e-8))`` of each step's raw loss ``l`` (not its normalizer's
+        value), so that tasks of different loss scales weigh alike (see
+        :mod:`~learnopt.outer_trainers.meta_objective`).
         learnopt's addition.
     """
 

@@ -177,8 +177,9 @@ def make_estimator(
       meta_loss_window: the ``"last_window"`` window: a number of steps (int) or a
         fraction of the run in ``(0, 1]`` (float).
       meta_loss_power: the ``"late"`` exponent ``p >= 0`` (None: 1, linear).
-      meta_loss_transform: None (the value as it is) or ``"log"`` (``log(max(v,
-        1e-8))``, so that tasks of different loss scales weigh alike).
+      meta_loss_transform: None (the normalized value as it is) or ``"log"`` (the log
+        of the raw loss, floored at 1e-8, so that tasks of different loss scales weigh
+        alike).
 
     Returns:
       The gradient estimator.
@@ -289,8 +290,9 @@ def build_learner(
       meta_loss_window: the ``"last_window"`` window: a number of steps (int) or a
         fraction of the run in ``(0, 1]`` (float).
       meta_loss_power: the ``"late"`` exponent ``p >= 0`` (None: 1, linear).
-      meta_loss_transform: None (the value as it is) or ``"log"`` (``log(max(v,
-        1e-8))``, so that tasks of different loss scales weigh alike).
+      meta_loss_transform: None (the normalized value as it is) or ``"log"`` (the log
+        of the raw loss, floored at 1e-8, so that tasks of different loss scales weigh
+        alike).
       outer_lr: the learning rate of the outer ``opt_base.Adam`` (unless ``theta_opt``).
       max_grad_norm: clip the meta-gradient to this global norm (None: no clipping).
       steps: the number of meta-steps (for outer learning-rate schedules).

@@ -217,8 +217,9 @@ class RunConfig:
     )
     meta_loss_transform: str | None = setting(
         None,
-        "log: the meta-loss is log(max(loss, 1e-8)) of each step's (normalized) loss, so "
-        "that tasks of different loss scales weigh alike (default: the loss itself)",
+        "log: the meta-loss is log(max(loss, 1e-8)) of each step's raw loss (not the "
+        "task's normalized one), so that tasks of different loss scales weigh alike "
+        "(default: the normalized loss itself)",
         choices=META_LOSS_TRANSFORMS,
         group=_ESTIMATOR,
     )

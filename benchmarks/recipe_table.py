@@ -1,0 +1,168 @@
+"""The recipe table of docs/meta-training.md: heldout results of each recipe, side by side.
+
+Reads ``learnopt evaluate`` folders (their ``summary.csv``) and, where given, the
+meta-training run folder of each row (``metrics.csv``, ``eval.csv``: outer steps, wall
+time, best meta-validation score), and prints one markdown row per entry: wins on final
+train and valid loss against each baseline, geometric-mean loss ratios, the mean
+log-loss difference; writes ``recipe_table.csv`` and ``recipe_table.png`` (wins per
+baseline) into ``--out``::
+
+    python benchmarks/recipe_table.py --out docs/figures \\
+        "initial theta=runs/eval-init" "scheduledadam-cosine-tensor=runs/eval-A:runs/mt-A"
+
+Each entry is ``LABEL=EVAL_DIR`` or ``LABEL=EVAL_DIR:RUN_DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+from pathlib import Path
+
+BASELINES = ("Adam", "AdamWarmupCosine", "OptList", "Reference")
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _geomean(values: list[float]) -> float:
+    values = [v for v in values if math.isfinite(v) and v > 0]
+    if not values:
+        return math.nan
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def heldout_figures(eval_dir: Path) -> dict[str, dict[str, float]]:
+    """Per baseline: tasks, wins (train, valid), geo-mean ratios, mean log-loss diff.
+
+    Args:
+      eval_dir: a ``learnopt evaluate`` output folder.
+
+    Returns:
+      ``{baseline: {"tasks", "wins", "wins_valid", "ratio", "ratio_valid", "log_diff"}}``.
+    """
+    out: dict[str, dict[str, float]] = {}
+    rows = [r for r in _rows(eval_dir / "summary.csv") if r["role"] != "candidate"]
+    for name in sorted({r["optimizer"] for r in rows}, key=_baseline_order):
+        mine = [r for r in rows if r["optimizer"] == name]
+        diffs = [float(r["log_loss_diff"]) for r in mine if r["log_loss_diff"] not in ("", "nan")]
+        out[name] = {
+            "tasks": len(mine),
+            "wins": sum(int(r["wins"]) for r in mine),
+            "wins_valid": sum(int(r["wins_valid"]) for r in mine),
+            "ratio": _geomean([float(r["normalized_loss"] or "nan") for r in mine]),
+            "ratio_valid": _geomean([float(r["normalized_valid"] or "nan") for r in mine]),
+            "log_diff": sum(diffs) / len(diffs) if diffs else math.nan,
+        }
+    return out
+
+
+def _baseline_order(name: str) -> tuple[int, str]:
+    return (BASELINES.index(name) if name in BASELINES else len(BASELINES), name)
+
+
+def run_figures(run_dir: Path) -> dict[str, float]:
+    """Outer steps, wall minutes and the best meta-validation score of a meta-training run.
+
+    Args:
+      run_dir: a ``learnopt meta-train`` output folder.
+
+    Returns:
+      ``{"steps", "minutes", "best_score", "best_step"}`` (NaN where not recorded).
+    """
+    metrics = _rows(run_dir / "metrics.csv")
+    steps = int(metrics[-1]["step"]) if metrics else 0
+    minutes = math.nan
+    if metrics and "wall_seconds" in metrics[-1]:
+        minutes = float(metrics[-1]["wall_seconds"]) / 60
+    best, best_step = math.inf, math.nan
+    eval_csv = run_dir / "eval.csv"
+    if eval_csv.exists():
+        by_step: dict[int, list[float]] = {}
+        for r in _rows(eval_csv):
+            by_step.setdefault(int(r["step"]), []).append(float(r["normalized_loss"]))
+        for step, values in sorted(by_step.items()):
+            score = _geomean(values) if all(math.isfinite(v) for v in values) else math.inf
+            if score < best:
+                best, best_step = score, step
+    return {"steps": steps, "minutes": minutes, "best_score": best, "best_step": best_step}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("entries", nargs="+", help="LABEL=EVAL_DIR[:RUN_DIR]")
+    parser.add_argument("--out", type=Path, default=None, help="folder for the CSV and PNG")
+    args = parser.parse_args(argv)
+    table = []
+    for entry in args.entries:
+        label, _, dirs = entry.partition("=")
+        eval_dir, _, run_dir = dirs.partition(":")
+        if not label or not eval_dir:
+            parser.error(f"an entry must look like LABEL=EVAL_DIR[:RUN_DIR], got {entry!r}")
+        figures = heldout_figures(Path(eval_dir))
+        run = run_figures(Path(run_dir)) if run_dir else {}
+        table.append((label, figures, run))
+    names = [n for n in BASELINES if any(n in f for _, f, _ in table)]
+    head = "| recipe | outer steps | best meta-valid score (step) | "
+    head += " | ".join(f"vs {n}: wins train / valid, ratio" for n in names) + " |"
+    print(head)
+    print("| --- | ---: | --- | " + " | ".join("---:" for _ in names) + " |")
+    csv_rows = []
+    for label, figures, run in table:
+        cells = []
+        for n in names:
+            f = figures.get(n)
+            if f is None:
+                cells.append("-")
+                continue
+            cells.append(
+                f"{f['wins']}/{f['tasks']}, {f['wins_valid']}/{f['tasks']}, {f['ratio']:.3g}"
+            )
+            csv_rows.append({"recipe": label, "baseline": n, **f, **run})
+        steps = f"{run['steps']:,}" if run else "-"
+        score = f"{run['best_score']:.3g} ({run['best_step']})" if run else "-"
+        print(f"| {label} | {steps} | {score} | " + " | ".join(cells) + " |")
+    if args.out is not None and csv_rows:
+        args.out.mkdir(parents=True, exist_ok=True)
+        with open(args.out / "recipe_table.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(csv_rows[0]))
+            writer.writeheader()
+            writer.writerows(csv_rows)
+        _plot(table, names, args.out / "recipe_table.png")
+        print(f"wrote {args.out / 'recipe_table.csv'} and recipe_table.png", file=sys.stderr)
+    return 0
+
+
+def _plot(table, names, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    width = 0.8 / max(len(table), 1)
+    for ax, key, title in zip(
+        axes, ("wins", "wins_valid"), ("final train loss", "final valid loss"), strict=True
+    ):
+        for i, (label, figures, _) in enumerate(table):
+            xs = [j + i * width for j in range(len(names))]
+            ys = [figures.get(n, {}).get(key, 0) for n in names]
+            ax.bar(xs, ys, width, label=label)
+        ax.set_xticks([j + width * (len(table) - 1) / 2 for j in range(len(names))], names)
+        ax.axhline(7 if key == "wins" else 5, color="k", ls="--", lw=1)
+        ax.set_title(f"heldout wins on {title} (of 9)")
+        ax.set_ylim(0, 9)
+    axes[0].set_ylabel("tasks won")
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
+    fig.suptitle("Recipes against each baseline (dashed: issue 17's targets vs tuned Adam)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
