@@ -59,6 +59,7 @@ def test_an_empty_command_line_runs_with_the_configurations_defaults():
     defaults = {f.name: f.default for f in dataclasses.fields(run_config.RunConfig)}
     trunc, total, num_tasks = run_config.lengths(run_config.DEFAULT_TRAINER, None, None, None)
     assert settings == {
+        "recipe": None,
         "task": run_config.DEFAULT_TASK,
         "families": None,
         "lopt": run_config.DEFAULT_LOPT,
