@@ -129,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None and csv_rows:
         args.out.mkdir(parents=True, exist_ok=True)
         with open(args.out / "recipe_table.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(csv_rows[0]))
+            fields = ["recipe", "baseline", "tasks", "wins", "wins_valid", "ratio"]
+            fields += ["ratio_valid", "log_diff", "steps", "minutes", "best_score", "best_step"]
+            writer = csv.DictWriter(f, fieldnames=fields, restval="")
             writer.writeheader()
             writer.writerows(csv_rows)
         _plot(table, names, args.out / "recipe_table.png")
@@ -143,7 +145,7 @@ def _plot(table, names, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.2), sharey=True)
     width = 0.8 / max(len(table), 1)
     for ax, key, title in zip(
         axes, ("wins", "wins_valid"), ("final train loss", "final valid loss"), strict=True
@@ -152,14 +154,16 @@ def _plot(table, names, path: Path) -> None:
             xs = [j + i * width for j in range(len(names))]
             ys = [figures.get(n, {}).get(key, 0) for n in names]
             ax.bar(xs, ys, width, label=label)
-        ax.set_xticks([j + width * (len(table) - 1) / 2 for j in range(len(names))], names)
+        ticks = [j + width * (len(table) - 1) / 2 for j in range(len(names))]
+        ax.set_xticks(ticks, names, rotation=15)
         ax.axhline(7 if key == "wins" else 5, color="k", ls="--", lw=1)
-        ax.set_title(f"heldout wins on {title} (of 9)")
+        ax.set_title(f"wins on {title}")
         ax.set_ylim(0, 9)
-    axes[0].set_ylabel("tasks won")
-    axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
-    fig.suptitle("Recipes against each baseline (dashed: issue 17's targets vs tuned Adam)")
-    fig.tight_layout()
+    axes[0].set_ylabel("heldout tasks won (of 9)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=1, frameon=False)
+    fig.suptitle("Recipes against each baseline (dashed: the targets against tuned Adam)")
+    fig.tight_layout(rect=(0, 0.06 * (len(table) + 1), 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
