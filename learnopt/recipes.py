@@ -146,7 +146,8 @@ class Recipe:
             else:
                 out += ["--" + key.replace("_", "-"), str(value)]
         for key, value in self.evaluation.items():
-            out += ["--eval-" + key.replace("_", "-"), str(value)]
+            flag = "--eval-" + key.replace("_", "-")
+            out += [flag] if value is True else [flag, str(value)]
         return out
 
 
@@ -198,13 +199,13 @@ RECIPES: dict[str, Recipe] = {
             "scheduledadam-cosine-tensor",
             "ScheduledAdam on a warmup-cosine prior with per-tensor offsets, late log train loss",
             _COSINE_TENSOR,
-            dict(every=2000, steps=1000),
+            dict(every=2000, steps=1000, at_start=True),
         ),
         Recipe(
             "scheduledadam-cosine-tensor-valid",
             "scheduledadam-cosine-tensor with the meta-loss on the outer-valid split",
             {**_COSINE_TENSOR, "meta_loss_split": "outer_valid"},
-            dict(every=2000, steps=1000),
+            dict(every=2000, steps=1000, at_start=True),
         ),
     )
 }

@@ -52,6 +52,7 @@ ALL_FLAGS = (
     "--eval-suite",
     "--eval-steps",
     "--eval-seeds",
+    "--eval-at-start",
     # several processes (tests/test_distributed.py)
     "--coordinator",
     "--num-processes",

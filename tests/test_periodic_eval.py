@@ -83,6 +83,29 @@ def test_flushes_between_multiples_do_not_evaluate(tmp_path):
     assert all(math.isnan(r["normalized_loss"]) for r in callback.history)  # no baseline
 
 
+def test_at_start_evaluates_the_initial_theta_of_a_new_run(tmp_path):
+    from learnopt import train
+
+    lopt = lopt_base.LearnableSGD(initial_lr=0.05)
+    callback = periodic.PeriodicEval(
+        2, ["QuadraticTask"], steps=5, learning_rates=(), progress=False, at_start=True
+    )
+    train.meta_train(
+        task="QuadraticTask", lopt=lopt, steps=3, log_every=1, checkpoint_every=0,
+        out_dir=tmp_path / "run", plots=False, progress=False, callbacks=[callback],
+    )  # fmt: skip
+    assert [r["step"] for r in callback.history] == [0, 2]
+    # Step 0 is the initial theta: the same figures as evaluating lopt.init directly.
+    direct = periodic.PeriodicEval(
+        2, ["QuadraticTask"], steps=5, learning_rates=(), progress=False, out_dir=None
+    )
+    (row,) = direct.evaluate(lopt, lopt.init(jax.random.PRNGKey(0)), 0)
+    assert callback.history[0]["final_train"] == row["final_train"]
+    assert callback.history[1]["final_train"] != row["final_train"]  # theta moved
+    assert periodic.settings(callback)["at_start"] is True
+    assert periodic.from_settings(periodic.settings(callback), progress=False).at_start
+
+
 def test_defaults_come_from_the_configuration():
     callback = periodic.PeriodicEval(10)
     defaults = config.PeriodicEvalConfig()

@@ -242,7 +242,12 @@ def _eval_callbacks(args: argparse.Namespace, quiet: bool, resume: str | None = 
                 raise ValueError(f"--eval-tasks: {e}") from None
     return [
         periodic.PeriodicEval(
-            cfg.every, tasks, steps=cfg.steps, seeds=cfg.seeds, progress=not quiet
+            cfg.every,
+            tasks,
+            steps=cfg.steps,
+            seeds=cfg.seeds,
+            at_start=cfg.at_start,
+            progress=not quiet,
         )
     ]
 

@@ -339,6 +339,14 @@ class PeriodicEvalConfig:
         parse="positive_int",
         group=_PERIODIC,
     )
+    at_start: bool = setting(
+        False,
+        "also evaluate the initial theta before the first meta-step, so that theta_best "
+        "may be the starting point (default: off)",
+        flag="--eval-at-start",
+        switch="on",
+        group=_PERIODIC,
+    )
     learning_rates: tuple[float, ...] = setting(
         EVAL_LEARNING_RATES,
         "Adam's learning-rate grid, tuned once per run on the same batches (empty: no baseline)",

@@ -88,7 +88,9 @@ class PeriodicEval:
       seeds: runs per task.
       learning_rates: Adam's grid (empty: no baseline, ``normalized_loss`` empty).
       out_dir: where to write (default: the run's ``out_dir``; None writes nothing).
-      at_start: also evaluate the initial theta (at the first flush).
+      at_start: also evaluate the initial theta: ``meta_train`` calls callbacks whose
+        ``at_start`` is true once before the first meta-step of a new run (step 0, no
+        rows), so that ``theta_best`` is chosen among the starting point too.
       progress: print one line per evaluation.
       keep_best: write the theta of the best :func:`eval_score` so far to
         ``<out_dir>/theta_best.msgpack`` (with metadata naming the step and score); a
@@ -332,9 +334,10 @@ def settings(evaluator: PeriodicEval) -> dict[str, Any]:
       evaluator: a periodic evaluation.
 
     Returns:
-      ``{"every", "tasks", "steps", "seeds", "learning_rates", "keep_best"}``.
+      ``{"at_start", "every", "tasks", "steps", "seeds", "learning_rates", "keep_best"}``.
     """
     return {
+        "at_start": evaluator.at_start,
         "every": evaluator.every,
         "tasks": list(evaluator.tasks),
         "steps": evaluator.steps,
@@ -361,6 +364,7 @@ def from_settings(values: Mapping[str, Any], *, progress: bool = True) -> Period
         seeds=values["seeds"],
         learning_rates=values["learning_rates"],
         keep_best=values.get("keep_best", True),
+        at_start=values.get("at_start", False),
         progress=progress,
     )
 

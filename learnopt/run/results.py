@@ -22,6 +22,9 @@ class DataUnavailableError(RuntimeError):
 class StepInfo:
     """What callbacks receive after each metrics flush (every ``log_every`` steps).
 
+    A callback with a true ``at_start`` attribute is also called once before the first
+    meta-step of a new run, with ``step = 0`` and no ``rows``.
+
     Attributes:
       step: the number of meta-steps done so far.
       num_steps: the number of meta-steps the run is to do.

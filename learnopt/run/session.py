@@ -225,6 +225,11 @@ class Session:
             mininterval=0.5,
         )
         self.bar.set_postfix_str("compiling...")
+        if self.step == 0:  # a new run: callbacks that ask for it see the initial theta
+            info = StepInfo(0, self.num_steps, self.state, self.learner, [], self.out)
+            for cb in self.callbacks:
+                if getattr(cb, "at_start", False):
+                    cb(info)
         with Signals(handle_signals) as signals:
             try:
                 while self.step < self.num_steps and self.status == "completed":
