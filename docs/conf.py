@@ -40,7 +40,7 @@ extensions = [
     "learnopt_api",  # docs/_ext/learnopt_api.py: the API pages
 ]
 
-exclude_patterns = ["_build", "_ext", "**.ipynb_checkpoints", "figures/*.csv"]
+exclude_patterns = ["_build", "_ext", "**.ipynb_checkpoints", "figures/*.csv", "figures/*.md"]
 templates_path: list[str] = []
 
 # --- the tutorials: notebooks/ stays the single source --------------------------------------
