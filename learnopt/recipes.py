@@ -207,6 +207,19 @@ RECIPES: dict[str, Recipe] = {
             {**_COSINE_TENSOR, "meta_loss_split": "outer_valid"},
             dict(every=2000, steps=1000, at_start=True),
         ),
+        Recipe(
+            "scheduledadam-cosine-valid",
+            "ScheduledAdam on a warmup-cosine prior (no per-tensor offsets), outer-valid "
+            "late log loss, outer lr 3e-4; meta-valid at the start and the end",
+            {
+                **_COSINE_TENSOR,
+                "lopt_config": {"initial_lr": 0.0316, "schedule_prior": "warmup_cosine"},
+                "meta_loss_split": "outer_valid",
+                "outer_lr": 3e-4,
+                "steps": 4000,
+            },
+            dict(every=4000, steps=1000, at_start=True),
+        ),
     )
 }
 
