@@ -130,24 +130,36 @@ class Recipe:
     def flags(self) -> list[str]:
         """The recipe as ``learnopt meta-train`` flags (for docs and logs).
 
+        Flag names, repeats and switches come from the configurations' own flag tables
+        (:func:`learnopt._fields.flags_of`), as the command line builds them.
+
         Returns:
           e.g. ``["--lopt", "MLPLOpt", "--trainer", "pes", ...]``.
         """
         import json
 
+        from learnopt._fields import flags_of
+        from learnopt.evaluation.config import PeriodicEvalConfig
+        from learnopt.run.config import RunConfig
+
         out: list[str] = []
-        for key, value in self.settings.items():
-            if key == "families":
-                for family in value:
-                    out += ["--family", family]
-            elif key == "lopt_config":
-                for k, v in value.items():
-                    out += ["--lopt-arg", f"{k}={json.dumps(v)}"]
-            else:
-                out += ["--" + key.replace("_", "-"), str(value)]
-        for key, value in self.evaluation.items():
-            flag = "--eval-" + key.replace("_", "-")
-            out += [flag] if value is True else [flag, str(value)]
+        for config_cls, values in (
+            (RunConfig, self.settings),
+            (PeriodicEvalConfig, self.evaluation),
+        ):
+            table = {f.field: f for f in flags_of(config_cls)}
+            for key, value in values.items():
+                flag = table[key]
+                if key == "lopt_config":
+                    out += [
+                        a for k, v in value.items() for a in (flag.flag, f"{k}={json.dumps(v)}")
+                    ]
+                elif flag.repeat:
+                    out += [a for item in value for a in (flag.flag, str(item))]
+                elif flag.switch is not None:
+                    out += [flag.flag] if value != flag.default else []
+                else:
+                    out += [flag.flag, str(value)]
         return out
 
 

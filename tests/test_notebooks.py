@@ -23,11 +23,10 @@ import sys
 import time
 from pathlib import Path
 
+import ipykernel  # noqa: F401  (the test extra installs it; a missing kernel must fail)
+import nbclient
+import nbformat
 import pytest
-
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 # Inline plots each notebook shows in the quick mode and in the stored full run.

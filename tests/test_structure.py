@@ -16,8 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "learnopt"
 
@@ -173,8 +171,6 @@ def test_cycle_finder_finds_a_cycle():
 def test_every_module_imports_on_its_own():
     """Each module in a fresh interpreter (forked from one that imported only the
     third-party libraries, so that JAX is not imported 90 times)."""
-    if not hasattr(os, "fork"):
-        pytest.skip("needs os.fork")
     script = r"""
 import importlib, os, sys, traceback, warnings
 warnings.simplefilter("ignore")

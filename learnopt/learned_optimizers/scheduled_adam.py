@@ -115,16 +115,27 @@ def tensor_kind(path: Any, shape: tuple[int, ...]) -> int:
 
 
 def tensor_features(
-    p: jax.Array, m_hat: jax.Array, v_hat: jax.Array, kind: int, tau_features: jax.Array
+    p: jax.Array,
+    m: jax.Array,
+    v: jax.Array,
+    kind: int,
+    tau_features: jax.Array,
+    correction1: Any = 1.0,
+    correction2: Any = 1.0,
 ) -> jax.Array:
     """The inputs of ScheduledAdam's per-tensor offset network for one tensor.
 
+    The bias corrections enter as scalars (``m_hat = m / correction1``, ``v_hat = v /
+    correction2``), so no corrected copy of the moments is formed.
+
     Args:
       p: the parameter tensor (before the update).
-      m_hat: its bias-corrected first moment.
-      v_hat: its bias-corrected second moment.
+      m: its first moment.
+      v: its second moment.
       kind: its index in :data:`TENSOR_KINDS`.
       tau_features: :func:`~learnopt.learned_optimizers.progress.tau_embedding` of the step.
+      correction1: Adam's ``1 - beta1^t``.
+      correction2: Adam's ``1 - beta2^t``.
 
     Returns:
       ``[NUM_TENSOR_FEATURES]`` float32 features: ``tau_features``, the signal-to-noise
@@ -133,7 +144,8 @@ def tensor_features(
     """
     f32 = jnp.float32
     ms = lambda x: jnp.mean(jnp.square(x.astype(f32)))  # noqa: E731
-    snr = jnp.sqrt(ms(m_hat) / (jnp.mean(v_hat.astype(f32)) + 1e-30))
+    c1, c2 = jnp.asarray(correction1, f32), jnp.asarray(correction2, f32)
+    snr = jnp.sqrt(ms(m) * c2 / (jnp.mean(v.astype(f32)) * jnp.square(c1) + 1e-30))
     log_rms = jnp.log10(jnp.sqrt(ms(p)) + 1e-6) / 3.0
     log_size = jnp.asarray(np.log10(max(int(np.size(p)), 1)) / 6.0, f32)
     one_hot = jax.nn.one_hot(kind, len(TENSOR_KINDS), dtype=f32)
@@ -220,17 +232,16 @@ class _ScheduledAdamOptimizer(common.ThetaOptimizer):
 
         prior = self.lopt.schedule_multiplier(s.iteration, s.num_steps)
         tau = progress.tau_embedding(s.iteration, s.num_steps, jnp.float32)
+        # Adam's bias corrections 1 - beta^t (scalars, for the per-tensor features).
+        correction1 = -jnp.expm1(t.astype(jnp.float32) * jnp.log1p(-omb1))
+        correction2 = -jnp.expm1(t.astype(jnp.float32) * jnp.log1p(-omb2))
 
         def step(p, m, v, g, kind):
             cd = m.dtype
             d, m, v = adam_direction_from_decays(m, v, g, t, omb1, omb2, eps, 0.0)
             log_step = log_lr[kind]
             if self.lopt.tensor_features:
-                # Bias-corrected moments, as adam_direction_from_decays forms them.
-                tf = t.astype(jnp.float32)
-                m_hat = m / (-jnp.expm1(tf * jnp.log1p(-omb1))).astype(cd)
-                v_hat = v / (-jnp.expm1(tf * jnp.log1p(-omb2))).astype(cd)
-                phi = tensor_features(p, m_hat, v_hat, kind, tau)
+                phi = tensor_features(p, m, v, kind, tau, correction1, correction2)
                 log_step = log_step + common.mlp_apply(theta["tensor_mlp"], phi[None])[0, 0]
             lr = (jnp.exp(log_step) * prior).astype(cd)
             return (p.astype(cd) - lr * d).astype(p.dtype), m, v
