@@ -156,6 +156,54 @@ def test_adafac_non_factored_momentum_feature_matches_the_library():
     np.testing.assert_allclose(np.asarray(groups[-1]), expected, rtol=1e-5)
 
 
+def _np_velo_lstm_features(p, m, rms, fraction, loss_features):
+    """learned_optimization's hyper_v2 per-tensor LSTM inputs, in float64 and its order:
+    the accumulators scaled by ``1 / rms(p)`` first, then their statistics."""
+    norm_mult = 1 / np.sqrt(max(1e-9, np.mean(p**2)))
+    m, rms = m * norm_mult, rms * norm_mult
+    axes = tuple(range(p.ndim))
+    mean_m = np.mean(m, axis=axes, keepdims=True)
+
+    def clip_log_abs(v):
+        return np.clip(np.log(1e-8 + np.abs(10.0 * v)), -5, 5) * 0.5
+
+    feats = {
+        "fraction_left": np.tanh((fraction - np.asarray(hyper_v2._FRACTION_TIMESCALES)) * 10),
+        "loss_features": loss_features,
+        "mean_rms": clip_log_abs(np.mean(rms, axis=axes)),
+        "rank": np.eye(5)[int(np.sum(np.asarray(p.shape) > 1))],
+        "var_m": clip_log_abs(np.mean((m - mean_m) ** 2, axis=axes)),
+        "var_rms": clip_log_abs(np.mean((rms - mean_m) ** 2, axis=axes)),
+    }
+    return np.concatenate([np.reshape(feats[k], (-1,)) for k in sorted(feats)])
+
+
+@pytest.mark.parametrize("shape", [(6, 5), (7,), ()])
+def test_velo_lstm_features_match_the_library_order(shape):
+    """HyperV2 takes the statistics of the raw accumulators and scales them (means by
+    ``1 / rms(p)``, variances by its square) instead of scaling whole copies first: the
+    same features to float32 rounding. The inputs are picked so the clipped logs sit
+    inside (-5, 5), where a wrong scale would show."""
+    lopt = hyper_v2.HyperV2()
+    rng = np.random.default_rng(3)
+    p = 0.05 * rng.standard_normal(shape)
+    m = 0.01 * (1.0 + rng.standard_normal((*shape, 3)))
+    rms = 1e-4 * rng.random((*shape, 1))
+    loss_features = rng.uniform(-1, 1, 9)
+    got = lopt.lstm_features_for_tensor(
+        jnp.float32(p),
+        jnp.float32(m),
+        jnp.float32(rms),
+        jnp.float32(0.3),
+        jnp.float32(loss_features),
+    )
+    expected = _np_velo_lstm_features(p, m, rms, 0.3, loss_features)
+    assert got.shape == (lopt.rnn_input_features,)
+    inside = np.abs(expected) < 2.5  # not clipped: these entries depend on the scale
+    assert inside.sum() >= 7 if shape else inside.sum() >= 4
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-5, atol=1e-6)
+
+
 def test_celo2_steps_have_rms_step_mult_per_tensor():
     # Celo2-base (orthogonalize=False): the learned rule on every tensor, the vector too.
     lopt = celo2.Celo2(step_mult=0.01, orthogonalize=False)

@@ -621,19 +621,28 @@ class HyperV2(lopt_base.LearnedOptimizer):
         dtype = m.dtype
         p = p.astype(dtype)
         norm_mult = jax.lax.rsqrt(jnp.maximum(jnp.asarray(1e-9, dtype), jnp.mean(p**2)))
-        m, rms = m * norm_mult, rms * norm_mult
-        axes = tuple(range(p.ndim))
-        mean_m = jnp.mean(m, axis=axes, keepdims=True)
-        mean_rms = jnp.mean(rms, axis=axes, keepdims=True)
+        # The library scales m and rms by norm_mult first; the statistics of the scaled
+        # accumulators are those of the raw ones times norm_mult (means) and norm_mult^2
+        # (variances), the same to float32 rounding, without writing scaled copies of
+        # the accumulators to memory (measured: a third of HyperV2's step). They are taken
+        # over a transposed copy, one contiguous row per decay: XLA:CPU reduces rows
+        # faster than the strided columns of the decays-last layout (measured: a fifth of the
+        # step; docs/benchmarks.md).
+        m_rows = m.reshape(-1, m.shape[-1]).T
+        rms_rows = rms.reshape(-1, rms.shape[-1]).T
+        mean_m = jnp.mean(m_rows, axis=1, keepdims=True)
+        mean_rms = jnp.mean(rms_rows, axis=1) * norm_mult
+        var_m = jnp.mean(jnp.square(m_rows - mean_m), axis=1) * jnp.square(norm_mult)
+        var_rms = jnp.mean(jnp.square(rms_rows - mean_m), axis=1) * jnp.square(norm_mult)
         n_rank = int(np.sum(np.asarray(p.shape) > 1))
         timescales = jnp.asarray(_FRACTION_TIMESCALES, jnp.float32)
         feats = {
             "fraction_left": jnp.tanh((fraction_trained - timescales) * 10),
             "loss_features": loss_features,
-            "mean_rms": _clip_log_abs(jnp.reshape(mean_rms, (-1,)), 10.0),
+            "mean_rms": _clip_log_abs(mean_rms, 10.0),
             "rank": jax.nn.one_hot(n_rank, 5, dtype=jnp.float32),
-            "var_m": _clip_log_abs(jnp.mean(jnp.square(m - mean_m), axis=axes), 10.0),
-            "var_rms": _clip_log_abs(jnp.mean(jnp.square(rms - mean_m), axis=axes), 10.0),
+            "var_m": _clip_log_abs(var_m, 10.0),
+            "var_rms": _clip_log_abs(var_rms, 10.0),
         }
         values = [jnp.reshape(feats[k], (-1,)).astype(dtype) for k in sorted(feats)]
         if self.with_validation_feature_dim:
