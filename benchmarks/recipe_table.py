@@ -4,10 +4,12 @@ Reads ``learnopt evaluate`` folders (their ``summary.csv``) and, where given, th
 meta-training run folder of each row (``metrics.csv``, ``eval.csv``: outer steps, wall
 time, best meta-validation score), and prints one markdown row per entry: wins on final
 train and valid loss against each baseline, geometric-mean loss ratios, the mean
-log-loss difference; writes ``recipe_table.csv`` and ``recipe_table.png`` (wins per
-baseline) into ``--out``::
+log-loss difference and, with ``--init EVAL_DIR`` (the evaluation of the recipes'
+initial theta), on how many tasks the entry's final train and valid losses are below
+its starting point's (the "beats its own initialization" test); writes
+``recipe_table.csv`` and ``recipe_table.png`` (wins per baseline) into ``--out``::
 
-    python benchmarks/recipe_table.py --out docs/figures \\
+    python benchmarks/recipe_table.py --out docs/figures --init runs/eval-init \\
         "initial theta=runs/eval-init" "scheduledadam-cosine-tensor=runs/eval-A:runs/mt-A"
 
 Each entry is ``LABEL=EVAL_DIR`` or ``LABEL=EVAL_DIR:RUN_DIR``.
@@ -61,6 +63,35 @@ def heldout_figures(eval_dir: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def _candidate_losses(eval_dir: Path) -> dict[str, tuple[float, float]]:
+    rows = _rows(eval_dir / "summary.csv")
+    return {
+        r["task"]: (float(r["final_train"] or "nan"), float(r["final_valid"] or "nan"))
+        for r in rows
+        if r["role"] == "candidate"
+    }
+
+
+def beats_start(eval_dir: Path, init_dir: Path) -> dict[str, int]:
+    """On how many shared tasks the candidate's final losses are below its start's.
+
+    Args:
+      eval_dir: the ``learnopt evaluate`` folder of a recipe's theta.
+      init_dir: the same evaluation of the recipe's initial theta.
+
+    Returns:
+      ``{"tasks", "train", "valid"}``: tasks in both, and those where the candidate's final
+      train (valid) loss is strictly lower than the initial theta's.
+    """
+    mine, start = _candidate_losses(eval_dir), _candidate_losses(init_dir)
+    shared = [t for t in mine if t in start]
+    return {
+        "tasks": len(shared),
+        "train": sum(mine[t][0] < start[t][0] for t in shared),
+        "valid": sum(mine[t][1] < start[t][1] for t in shared),
+    }
+
+
 def _baseline_order(name: str) -> tuple[int, str]:
     return (BASELINES.index(name) if name in BASELINES else len(BASELINES), name)
 
@@ -96,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("entries", nargs="+", help="LABEL=EVAL_DIR[:RUN_DIR]")
     parser.add_argument("--out", type=Path, default=None, help="folder for the CSV and PNG")
+    parser.add_argument(
+        "--init", type=Path, default=None, help="evaluation folder of the initial theta"
+    )
     args = parser.parse_args(argv)
     table = []
     for entry in args.entries:
@@ -105,12 +139,19 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"an entry must look like LABEL=EVAL_DIR[:RUN_DIR], got {entry!r}")
         figures = heldout_figures(Path(eval_dir))
         run = run_figures(Path(run_dir)) if run_dir else {}
+        if args.init is not None:
+            start = beats_start(Path(eval_dir), args.init)
+            run = {**run, "beats_start_train": start["train"], "beats_start_valid": start["valid"]}
+            run["beats_start_tasks"] = start["tasks"]
         table.append((label, figures, run))
     names = [n for n in BASELINES if any(n in f for _, f, _ in table)]
     head = "| recipe | outer steps | best meta-valid score (step) | "
-    head += " | ".join(f"vs {n}: wins train / valid, ratio" for n in names) + " |"
+    head += " | ".join(f"vs {n}: wins train / valid, ratio" for n in names)
+    init = args.init is not None
+    head += " | better than its initial theta: train / valid |" if init else " |"
     print(head)
-    print("| --- | ---: | --- | " + " | ".join("---:" for _ in names) + " |")
+    rule = "| --- | ---: | --- | " + " | ".join("---:" for _ in names)
+    print(rule + (" | ---: |" if init else " |"))
     csv_rows = []
     for label, figures, run in table:
         cells = []
@@ -123,14 +164,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"{f['wins']}/{f['tasks']}, {f['wins_valid']}/{f['tasks']}, {f['ratio']:.3g}"
             )
             csv_rows.append({"recipe": label, "baseline": n, **f, **run})
-        steps = f"{run['steps']:,}" if run else "-"
-        score = f"{run['best_score']:.3g} ({run['best_step']})" if run else "-"
+        steps = f"{run['steps']:,}" if "steps" in run else "-"
+        best = run.get("best_score", math.inf)
+        score = f"{best:.3g} ({run['best_step']})" if math.isfinite(best) else "-"
+        if init:
+            n = run["beats_start_tasks"]
+            cells.append(f"{run['beats_start_train']}/{n}, {run['beats_start_valid']}/{n}")
         print(f"| {label} | {steps} | {score} | " + " | ".join(cells) + " |")
     if args.out is not None and csv_rows:
         args.out.mkdir(parents=True, exist_ok=True)
         with open(args.out / "recipe_table.csv", "w", newline="") as f:
             fields = ["recipe", "baseline", "tasks", "wins", "wins_valid", "ratio"]
             fields += ["ratio_valid", "log_diff", "steps", "minutes", "best_score", "best_step"]
+            fields += ["beats_start_train", "beats_start_valid", "beats_start_tasks"]
             writer = csv.DictWriter(f, fieldnames=fields, restval="")
             writer.writeheader()
             writer.writerows(csv_rows)
