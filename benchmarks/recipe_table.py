@@ -191,7 +191,9 @@ def _plot(table, names, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5.2), sharey=True)
+    legend_inches = 0.28 * (len(table) + 1)  # one legend line per entry, below the axes
+    height = 4.2 + legend_inches
+    fig, axes = plt.subplots(1, 2, figsize=(11, height), sharey=True)
     width = 0.8 / max(len(table), 1)
     for ax, key, title in zip(
         axes, ("wins", "wins_valid"), ("final train loss", "final valid loss"), strict=True
@@ -205,11 +207,12 @@ def _plot(table, names, path: Path) -> None:
         ax.axhline(7 if key == "wins" else 5, color="k", ls="--", lw=1)
         ax.set_title(f"wins on {title}")
         ax.set_ylim(0, 9)
+        ax.set_yticks(range(10))
     axes[0].set_ylabel("heldout tasks won (of 9)")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=1, frameon=False)
     fig.suptitle("Recipes against each baseline (dashed: the targets against tuned Adam)")
-    fig.tight_layout(rect=(0, 0.06 * (len(table) + 1), 1, 1))
+    fig.tight_layout(rect=(0, legend_inches / height, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

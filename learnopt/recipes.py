@@ -182,7 +182,7 @@ _COSINE_TENSOR = dict(
     steps=30000,
 )
 
-#: ScheduledAdam on the warmup-cosine prior without per-tensor offsets (98 meta-parameters),
+#: ScheduledAdam on the warmup-cosine prior without per-tensor offsets (153 meta-parameters),
 #: the late log loss on the outer-valid split, a smaller outer rate.
 _COSINE_VALID = {
     **_COSINE_TENSOR,
