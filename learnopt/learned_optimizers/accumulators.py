@@ -1,8 +1,8 @@
 """Gradient accumulators of the per-parameter learned optimizers, and the features they give.
 
 AdafacMLPLOpt (and MLPNomLOpt), HyperV2 (VeLO) and Celo2 keep the same three running
-statistics of every parameter tensor, each vectorized over a trailing "decays" axis (one
-slice per decay ``b_k``):
+statistics of every parameter tensor, each vectorized over a leading "decays" axis (one
+slice per decay ``b_k``, stored ``[num_decays, *p.shape]``):
 
 * momenta ``m_k <- b_k m_k + (1 - b_k) g`` (:class:`MomAccumulator`);
 * second moments ``v_k <- b_k v_k + (1 - b_k) g^2`` (:class:`RMSAccumulator`);
@@ -18,6 +18,18 @@ once: zero accumulators (:func:`init_accumulators`), the update of one tensor
 (:func:`update_accumulators`), the walk over the parameter tree (:func:`update_tree`), the
 learnable-decay reparameterization and the features. Arithmetic is in the tensor's
 compute dtype (float32 for float32/bfloat16/float16 params, float64 for float64 params).
+
+Layout: decays first. The library stores each accumulator decays-last
+(``[*p.shape, num_decays]``); the maths is the same either way, but on XLA:CPU a
+per-decay slice of a decays-last array is strided, and the per-feature normalization
+statistics of the MLPs (one reduction per feature column) then copy every column to
+memory before reducing it (``docs/benchmarks.md``). Decays first, each slice is a
+contiguous tensor-shaped block. The feature groups (:func:`element_features`,
+:func:`factored_features`) follow the same layout, ``[width, *shape]``, which
+:func:`~learnopt.learned_optimizers.per_element.mlp` reads with ``feature_axis=0``. Only
+the inner optimizer state is laid out this way; theta is the library's.
+MLPLOpt and RNNMLPLOpt keep their decays-last momenta (:func:`momentum_update` and
+:func:`rms_update` take the decays' axis).
 
 The constants the architectures share are fixed here (they are those of
 learned_optimization's ``common.py`` and of its optimizers); the ones that differ between
@@ -134,7 +146,7 @@ def factored_dims(shape: Sequence[int]) -> tuple[int, int] | None:
 
 
 class Decays(NamedTuple):
-    """The decays of the three accumulators, one 1-D array each (trailing-axis order).
+    """The decays of the three accumulators, one 1-D array each (in the decays axis' order).
 
     Attributes:
       mom: decays of the momentum accumulators, shape ``[num_mom_decays]`` (e.g. 0.9, 0.99,
@@ -193,11 +205,13 @@ def constant_decays(mom: Sequence[float], rms: Sequence[float], fac: Sequence[fl
 
 @flax.struct.dataclass
 class MomAccumulator:
-    """Momentum accumulators ``m``: per param, ``p.shape + (num_decays,)`` (library name).
+    """Momentum accumulators ``m`` (library name).
 
     Attributes:
-      m: the momenta, a tree like the params; each leaf ``p.shape + (num_decays,)``, slice
-        ``i`` the exponential moving average of the gradient with decay ``i``.
+      m: the momenta, a tree like the params. Built by :func:`init_accumulators`, each
+        leaf is ``(num_decays,) + p.shape``, slice ``m[i]`` the exponential moving average
+        of the gradient with decay ``i`` (MLPLOpt and RNNMLPLOpt keep theirs decays-last,
+        ``p.shape + (num_decays,)``).
     """
 
     m: PyTree
@@ -205,11 +219,12 @@ class MomAccumulator:
 
 @flax.struct.dataclass
 class RMSAccumulator:
-    """Second-moment accumulators ``rms``: per param, ``p.shape + (num_decays,)``.
+    """Second-moment accumulators ``rms`` (library name).
 
     Attributes:
-      rms: the second moments, a tree like the params; each leaf ``p.shape + (num_decays,)``,
-        slice ``i`` the exponential moving average of ``g**2`` with decay ``i``.
+      rms: the second moments, a tree like the params, laid out like
+        :attr:`MomAccumulator.m`; slice ``i`` the exponential moving average of ``g**2``
+        with decay ``i``.
     """
 
     rms: PyTree
@@ -217,20 +232,20 @@ class RMSAccumulator:
 
 @flax.struct.dataclass
 class FactoredAccum:
-    """Adafactor-style second moments of one tensor, one slice per decay (last axis).
+    """Adafactor-style second moments of one tensor, one slice per decay (first axis).
 
     For a tensor of rank >= 2 with factored axes ``(d1, d0) = factored_dims(shape)``:
-    ``v_row`` is the running mean of ``g^2`` over axis ``d0`` (shape without ``d0``,
-    plus the decays axis), ``v_col`` the mean over ``d1``; ``v_diag`` is empty. For
-    rank < 2, ``v_diag`` holds the full running ``g^2`` and the others are empty.
+    ``v_row`` is the running mean of ``g^2`` over axis ``d0`` (a leading decays axis,
+    then the shape without ``d0``), ``v_col`` the mean over ``d1``; ``v_diag`` is empty.
+    For rank < 2, ``v_diag`` holds the full running ``g^2`` and the others are empty.
     The fields may also be trees like the params (see :func:`factored_tree_init`).
 
     Attributes:
-      v_row: running mean of ``g**2`` over axis ``d0``, plus a trailing decays axis (empty
-        for rank < 2).
-      v_col: running mean of ``g**2`` over axis ``d1``, plus a trailing decays axis (empty
-        for rank < 2).
-      v_diag: for rank < 2, the running ``g**2`` itself, ``shape + (num_decays,)``; empty
+      v_row: running mean of ``g**2`` over axis ``d0``, after a leading decays axis
+        (empty for rank < 2).
+      v_col: running mean of ``g**2`` over axis ``d1``, after a leading decays axis
+        (empty for rank < 2).
+      v_diag: for rank < 2, the running ``g**2`` itself, ``(num_decays,) + shape``; empty
         otherwise.
     """
 
@@ -239,34 +254,44 @@ class FactoredAccum:
     v_diag: jax.Array
 
 
-def momentum_update(m: jax.Array, g: jax.Array, decays: jax.Array) -> jax.Array:
-    """``m_k <- b_k m_k + (1 - b_k) g`` for the decays on ``m``'s trailing axis.
+def _along(decays: jax.Array, axis: int, ndim: int) -> jax.Array:
+    """``decays [K]`` shaped to broadcast along ``axis`` of an ``ndim``-dimensional array."""
+    shape = [1] * ndim
+    shape[axis] = -1
+    return decays.reshape(shape)
+
+
+def momentum_update(m: jax.Array, g: jax.Array, decays: jax.Array, *, axis: int = -1) -> jax.Array:
+    """``m_k <- b_k m_k + (1 - b_k) g`` for the decays on ``m``'s axis ``axis``.
 
     Args:
-      m: momenta, ``g.shape + (num_decays,)``.
+      m: momenta, ``g.shape + (num_decays,)`` (``axis=-1``) or ``(num_decays,) + g.shape``
+        (``axis=0``, the layout of :func:`init_accumulators`).
       g: the gradient.
       decays: ``[num_decays]``.
+      axis: the decays' axis of ``m``: -1 or 0.
 
     Returns:
       The new momenta.
     """
-    decays = decays.astype(m.dtype)
-    return decays * m + (1 - decays) * g[..., None]
+    decays = _along(decays.astype(m.dtype), axis, m.ndim)
+    return decays * m + (1 - decays) * jnp.expand_dims(g, axis)
 
 
-def rms_update(v: jax.Array, g: jax.Array, decays: jax.Array) -> jax.Array:
+def rms_update(v: jax.Array, g: jax.Array, decays: jax.Array, *, axis: int = -1) -> jax.Array:
     """``v_k <- b_k v_k + (1 - b_k) g^2`` with ``b_k`` clipped to [0, 1].
 
     Args:
-      v: second moments, ``g.shape + (num_decays,)``.
+      v: second moments, laid out as the momenta of :func:`momentum_update`.
       g: the gradient.
       decays: ``[num_decays]``.
+      axis: the decays' axis of ``v``: -1 or 0.
 
     Returns:
       The new second moments.
     """
-    decays = jnp.clip(decays.astype(v.dtype), 0, 1)
-    return decays * v + (1 - decays) * jnp.square(g)[..., None]
+    decays = _along(jnp.clip(decays.astype(v.dtype), 0, 1), axis, v.ndim)
+    return decays * v + (1 - decays) * jnp.expand_dims(jnp.square(g), axis)
 
 
 def factored_init(shape: Sequence[int], num_decays: int, dtype: Any) -> FactoredAccum:
@@ -278,15 +303,16 @@ def factored_init(shape: Sequence[int], num_decays: int, dtype: Any) -> Factored
       dtype: the accumulators' dtype.
 
     Returns:
-      A :class:`FactoredAccum` of arrays (the unused fields have shape ``[0, num_decays]``).
+      A :class:`FactoredAccum` of arrays, decays first (the unused fields have shape
+      ``[num_decays, 0]``).
     """
-    empty = jnp.zeros((0, num_decays), dtype)
+    empty = jnp.zeros((num_decays, 0), dtype)
     dims = factored_dims(shape)
     if dims is None:
-        return FactoredAccum(empty, empty, jnp.zeros((*shape, num_decays), dtype))
+        return FactoredAccum(empty, empty, jnp.zeros((num_decays, *shape), dtype))
     d1, d0 = dims
-    row = jnp.zeros((*np.delete(shape, d0), num_decays), dtype)
-    col = jnp.zeros((*np.delete(shape, d1), num_decays), dtype)
+    row = jnp.zeros((num_decays, *np.delete(shape, d0)), dtype)
+    col = jnp.zeros((num_decays, *np.delete(shape, d1)), dtype)
     return FactoredAccum(row, col, empty)
 
 
@@ -315,15 +341,16 @@ def _row_col_scale(
 ) -> jax.Array:
     """``x * rsqrt(v_row / mean_{d1}(v_row)) * rsqrt(v_col)``, both rsqrt floored at 1e-9.
 
-    The factored preconditioner, broadcast over the tensor (``x`` has the tensor's shape
-    plus the decays axis); ``dtype`` is the accumulators' dtype (that of the offsets).
+    The factored preconditioner, broadcast over the tensor (``x`` has a leading decays
+    axis, then the tensor's shape; so do ``v_row`` and ``v_col``, without ``d0`` and
+    ``d1``); ``dtype`` is the accumulators' dtype (that of the offsets).
     """
     d1, d0 = dims
     reduced_d1 = d1 - 1 if d1 > d0 else d1
-    row_col_mean = jnp.mean(v_row, axis=reduced_d1, keepdims=True)
+    row_col_mean = jnp.mean(v_row, axis=1 + reduced_d1, keepdims=True)
     row_factor = safe_rsqrt(v_row / (row_col_mean + jnp.asarray(_RSQRT_FLOOR, dtype)))
     col_factor = safe_rsqrt(v_col)
-    return x * jnp.expand_dims(row_factor, d0) * jnp.expand_dims(col_factor, d1)
+    return x * jnp.expand_dims(row_factor, 1 + d0) * jnp.expand_dims(col_factor, 1 + d1)
 
 
 def factored_update(
@@ -344,20 +371,22 @@ def factored_update(
       epsilon: added to ``g^2``.
 
     Returns:
-      ``(new accumulators, fac_g)`` with ``fac_g`` of shape ``g.shape + (num_decays,)``.
+      ``(new accumulators, fac_g)`` with ``fac_g`` of shape ``(num_decays,) + g.shape``.
     """
     dtype = acc.v_row.dtype
     decays = jnp.clip(decays.astype(dtype), 0, 1)
     g2 = jnp.square(g) + jnp.asarray(epsilon, dtype)
     dims = factored_dims(g.shape)
     if dims is None:
-        v = decays * acc.v_diag + (1 - decays) * g2[..., None]
-        fac_g = g[..., None] * safe_rsqrt(v + jnp.asarray(_RSQRT_FLOOR, dtype))
+        b = _along(decays, 0, 1 + g.ndim)
+        v = b * acc.v_diag + (1 - b) * g2[None]
+        fac_g = g[None] * safe_rsqrt(v + jnp.asarray(_RSQRT_FLOOR, dtype))
         return acc.replace(v_diag=v), fac_g
     d1, d0 = dims
-    v_row = decays * acc.v_row + (1 - decays) * jnp.mean(g2, axis=d0)[..., None]
-    v_col = decays * acc.v_col + (1 - decays) * jnp.mean(g2, axis=d1)[..., None]
-    fac_g = _row_col_scale(g[..., None], v_row, v_col, dims, dtype)
+    b = _along(decays, 0, g.ndim)
+    v_row = b * acc.v_row + (1 - b) * jnp.mean(g2, axis=d0)[None]
+    v_col = b * acc.v_col + (1 - b) * jnp.mean(g2, axis=d1)[None]
+    fac_g = _row_col_scale(g[None], v_row, v_col, dims, dtype)
     return acc.replace(v_row=v_row, v_col=v_col), fac_g
 
 
@@ -374,12 +403,12 @@ def init_accumulators(
 
     Returns:
       ``(momenta, second moments, factored second moments)``, each field a tree like
-      ``params``.
+      ``params`` whose leaves have a leading decays axis (``(k,) + p.shape``).
     """
 
     def zeros(k):
         return jax.tree_util.tree_map(
-            lambda p: jnp.zeros((*np.shape(p), k), leaf_compute_dtype(p.dtype)), params
+            lambda p: jnp.zeros((k, *np.shape(p)), leaf_compute_dtype(p.dtype)), params
         )
 
     return (
@@ -395,8 +424,8 @@ def update_accumulators(
     """One step of the three accumulators of one tensor.
 
     Args:
-      m: momenta, ``g.shape + (len(decays.mom),)``.
-      v: second moments, ``g.shape + (len(decays.rms),)``.
+      m: momenta, ``(len(decays.mom),) + g.shape``.
+      v: second moments, ``(len(decays.rms),) + g.shape``.
       acc: factored second moments (arrays).
       g: the gradient, in the accumulators' dtype.
       decays: the three decays.
@@ -405,8 +434,8 @@ def update_accumulators(
       ``(m, v, acc, fac_g)``: the new accumulators and the Adafactor-preconditioned
       gradient (see :func:`factored_update`).
     """
-    m = momentum_update(m, g, decays.mom)
-    v = rms_update(v, g, decays.rms)
+    m = momentum_update(m, g, decays.mom, axis=0)
+    v = rms_update(v, g, decays.rms, axis=0)
     acc, fac_g = factored_update(acc, g, decays.fac)
     return m, v, acc, fac_g
 
@@ -497,7 +526,7 @@ def lift_scalar(
 
     Args:
       p, g: the parameter and its gradient.
-      m, rms, fac_g: momenta, second moments, preconditioned gradient (decays last).
+      m, rms, fac_g: momenta, second moments, preconditioned gradient (decays first).
       acc: factored second moments (arrays).
 
     Returns:
@@ -508,15 +537,15 @@ def lift_scalar(
     return (
         p.reshape(1),
         g.reshape(1),
-        m.reshape(1, -1),
-        rms.reshape(1, -1),
-        fac_g.reshape(1, -1),
-        acc.replace(v_diag=acc.v_diag.reshape(1, -1)),
+        m.reshape(-1, 1),
+        rms.reshape(-1, 1),
+        fac_g.reshape(-1, 1),
+        acc.replace(v_diag=acc.v_diag.reshape(-1, 1)),
     )
 
 
 class ElementFeatures(NamedTuple):
-    """Per-element feature groups, each of shape ``p.shape + (width,)``.
+    """Per-element feature groups, each of shape ``(width,) + p.shape`` (decays first).
 
     ``rsqrt_rms`` is ``1 / sqrt(rms + rms_eps)`` (see :func:`element_features`).
     """
@@ -545,7 +574,7 @@ def element_features(
 
     Args:
       p, g: the parameter and its gradient (rank >= 1, see :func:`lift_scalar`).
-      m, rms, fac_g: momenta, second moments and preconditioned gradient (decays last).
+      m, rms, fac_g: momenta, second moments and preconditioned gradient (decays first).
       rms_eps: added to ``rms`` under the square root; it differs between architectures
         (each caller says which reference it follows).
 
@@ -554,15 +583,15 @@ def element_features(
     """
     rsqrt = jax.lax.rsqrt(rms + jnp.asarray(rms_eps, rms.dtype))
     return ElementFeatures(
-        g=g[..., None],
-        clipped_g=jnp.clip(g, -0.1, 0.1)[..., None],
-        p=p[..., None],
+        g=g[None],
+        clipped_g=jnp.clip(g, -0.1, 0.1)[None],
+        p=p[None],
         m=m,
         rms=rms,
         m_rsqrt_rms=m * rsqrt,
         rsqrt_rms=rsqrt,
         fac_g=fac_g,
-        g_rsqrt_rms=g[..., None] * rsqrt,
+        g_rsqrt_rms=g[None] * rsqrt,
     )
 
 
@@ -585,7 +614,7 @@ def factored_features(
         architectures (each caller says which reference it follows).
 
     Returns:
-      ``[row, col, rsqrt_row, rsqrt_col, mom]``, each ``shape + (num_decays,)``.
+      ``[row, col, rsqrt_row, rsqrt_col, mom]``, each ``(num_decays,) + shape``.
     """
     dims = factored_dims(shape)
     if dims is None:
@@ -597,9 +626,9 @@ def factored_features(
             mom = m * floored_rsqrt(v)
         return [v, v, r, r, mom]
     d1, d0 = dims
-    full = tuple(shape) + (acc.v_row.shape[-1],)
-    row = jnp.broadcast_to(jnp.expand_dims(acc.v_row, d0), full)
-    col = jnp.broadcast_to(jnp.expand_dims(acc.v_col, d1), full)
+    full = (acc.v_row.shape[0], *shape)
+    row = jnp.broadcast_to(jnp.expand_dims(acc.v_row, 1 + d0), full)
+    col = jnp.broadcast_to(jnp.expand_dims(acc.v_col, 1 + d1), full)
     eps = jnp.asarray(_FACTORED_FEATURE_EPS, row.dtype)
     mom = _row_col_scale(m, acc.v_row, acc.v_col, dims, row.dtype)
     return [row, col, jax.lax.rsqrt(row + eps), jax.lax.rsqrt(col + eps), mom]

@@ -85,7 +85,8 @@ class Celo2State:
 
     Attributes:
       params, model_state, iteration: as in every learnopt state.
-      mom_rolling: the momentum accumulators, one slice per decay (last axis).
+      mom_rolling: the momentum accumulators, one slice per decay (first axis; see
+        :mod:`~learnopt.learned_optimizers.accumulators`).
       rms_rolling: the second-moment accumulators, likewise.
       fac_rolling: the Adafactor-style factored second moments.
       adam_mom: Adam's first moments.
@@ -268,7 +269,9 @@ class _Celo2Optimizer(common.ThetaOptimizer):
                 tc = t.astype(cd)
 
                 def unbias(x, d):
-                    return x / (1 - d.astype(cd) ** tc)
+                    # Decays first: one correction per slice x[k].
+                    d = d.astype(cd).reshape((-1,) + (1,) * (x.ndim - 1))
+                    return x / (1 - d**tc)
 
                 mc, vc = unbias(m, decays.mom), unbias(v, decays.rms)
                 feat_fac = fac.replace(
@@ -465,7 +468,7 @@ class Celo2(lopt_base.LearnedOptimizer):
         Args:
           weights: the MLP ``{"w0__0", ..., "b0", "w1", ...}`` in the compute dtype.
           p, g: the parameter and its (clipped) gradient, in the compute dtype.
-          m, rms, fac_g: momenta, second moments, preconditioned gradient (decays last;
+          m, rms, fac_g: momenta, second moments, preconditioned gradient (decays first;
             bias-corrected if ``bias_correction``).
           acc: the tensor's factored second moments.
 
@@ -507,6 +510,7 @@ class Celo2(lopt_base.LearnedOptimizer):
             norm_eps=self.norm_eps,
             activation=act,
             form=self.mlp_form,
+            feature_axis=0,
         )[:2]
         if self.aggregate_mag:
             magnitude = jnp.mean(magnitude)

@@ -108,7 +108,8 @@ class HyperV2State:
     Attributes:
       params, model_state, iteration: as in every learnopt state.
       num_steps: the inner-run length given to ``init``, int32.
-      mom_rolling: the momentum accumulators, one slice per decay (last axis).
+      mom_rolling: the momentum accumulators, one slice per decay (first axis; the
+        library's are decays-last, see :mod:`~learnopt.learned_optimizers.accumulators`).
       rms_rolling: the second-moment accumulators, likewise.
       fac_rolling: the Adafactor-style factored second moments.
       lstm_hidden_state: the per-tensor LSTM state, ``[num_tensors, hidden]`` arrays.
@@ -561,7 +562,8 @@ class HyperV2(lopt_base.LearnedOptimizer):
           weights: this tensor's MLP (``100 * mean_i c_i W_i`` of the bank), compute dtype.
           lr_mult: the LSTM's step-size multiplier for this tensor.
           p, g: the parameter and its clipped gradient, in the compute dtype.
-          m, rms, fac_g: the updated momenta, second moments and preconditioned gradient.
+          m, rms, fac_g: the updated momenta, second moments and preconditioned gradient
+            (decays first).
           acc: the tensor's updated factored second moments.
           tau: with ``tau_features``, the 7 fraction-of-training features (per-tensor
             inputs, read by ``weights["w0__tau"]``); None otherwise.
@@ -589,6 +591,7 @@ class HyperV2(lopt_base.LearnedOptimizer):
             stat_groups=stat_groups,
             norm_axes=tuple(range(len(shape))),
             form=self.mlp_form,
+            feature_axis=0,
         )[:2]
         pe = p.reshape(shape)
         mag = jnp.exp(magnitude * self.exp_mult)
@@ -611,7 +614,7 @@ class HyperV2(lopt_base.LearnedOptimizer):
 
         Args:
           p: the parameter.
-          m, rms: its momenta and second moments (of the previous step).
+          m, rms: its momenta and second moments (of the previous step), decays first.
           fraction_trained: ``iteration / num_steps``.
           loss_features: the 9 features of :func:`loss_buffer_features`.
 
@@ -624,12 +627,12 @@ class HyperV2(lopt_base.LearnedOptimizer):
         # The library scales m and rms by norm_mult first; the statistics of the scaled
         # accumulators are those of the raw ones times norm_mult (means) and norm_mult^2
         # (variances), the same to float32 rounding, without writing scaled copies of
-        # the accumulators to memory (measured: a third of HyperV2's step). They are taken
-        # over a transposed copy, one contiguous row per decay: XLA:CPU reduces rows
-        # faster than the strided columns of the decays-last layout (measured: a fifth of the
-        # step; docs/benchmarks.md).
-        m_rows = m.reshape(-1, m.shape[-1]).T
-        rms_rows = rms.reshape(-1, rms.shape[-1]).T
+        # the accumulators to memory (measured: a third of HyperV2's step). The
+        # decays-first accumulators give one contiguous row per decay: XLA:CPU reduces
+        # rows faster than the strided columns of the library's decays-last layout
+        # (measured: a fifth of the step; docs/benchmarks.md).
+        m_rows = m.reshape(m.shape[0], -1)
+        rms_rows = rms.reshape(rms.shape[0], -1)
         mean_m = jnp.mean(m_rows, axis=1, keepdims=True)
         mean_rms = jnp.mean(rms_rows, axis=1) * norm_mult
         var_m = jnp.mean(jnp.square(m_rows - mean_m), axis=1) * jnp.square(norm_mult)

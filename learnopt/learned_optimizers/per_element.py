@@ -93,6 +93,7 @@ def mlp(
     activation: Callable[[jax.Array], jax.Array] = jax.nn.relu,
     mean_outputs_from: int | None = None,
     form: str = "auto",
+    feature_axis: int = -1,
 ) -> list[jax.Array]:
     """``MLP([normalize(concat(groups)), tensor_inputs])`` for every element of a tensor.
 
@@ -103,7 +104,8 @@ def mlp(
     Args:
       layers: ``[(w_0, b_0), ..., (w_L, b_L)]``; ``w_0`` has one row per feature column,
         then one per entry of ``tensor_inputs``.
-      groups: feature groups, each ``[*shape, width]``, in the compute dtype.
+      groups: feature groups, each ``[*shape, width]`` (``[width, *shape]`` with
+        ``feature_axis=0``), in the compute dtype.
       shape: the element shape (the tensor's shape; ``(1,)`` for scalars).
       tensor_inputs: per-tensor inputs ``[T]`` (the same for every element), or None.
       stat_groups: the same groups computed a second time, for the normalization
@@ -116,6 +118,10 @@ def mlp(
         elements (RNNMLPLOpt's messages to its LSTM): they are computed as the mean of the
         last hidden layer times their weights (the same, by linearity), not per element.
       form: one of :data:`FORMS`.
+      feature_axis: the axis of each group that holds its features: -1 (last) or 0
+        (first: the decays-first accumulators of
+        :mod:`~learnopt.learned_optimizers.accumulators`, whose per-decay columns are
+        contiguous, so the normalization statistics read them without copies).
 
     Returns:
       One array of shape ``shape`` per output unit; with ``mean_outputs_from=k``, the
@@ -123,18 +129,23 @@ def mlp(
     """
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+    if feature_axis not in (0, -1):
+        raise ValueError(f"feature_axis must be 0 or -1, got {feature_axis!r}")
+    first = feature_axis == 0
     dtype = groups[0].dtype
     layers = [(w.astype(dtype), b.astype(dtype)) for w, b in layers]
     if form == "auto":
         form = choose_form([int(w.shape[1]) for w, _ in layers[:-1]], math.prod(shape))
     if form == "reference":
+        if first:
+            groups = [jnp.moveaxis(g, 0, -1) for g in groups]
         outs = _reference(layers, groups, shape, tensor_inputs, norm_axes, norm_eps, activation)
         if mean_outputs_from is None:
             return outs
         k = mean_outputs_from
         return [*outs[:k], jnp.stack([jnp.mean(o) for o in outs[k:]])]
     eps = jnp.asarray(norm_eps, dtype)
-    nf = sum(int(g.shape[-1]) for g in groups)
+    nf = sum(int(g.shape[feature_axis]) for g in groups)
     w0, b0 = layers[0]
     if tensor_inputs is not None:
         b0 = b0 + tensor_inputs.astype(dtype) @ w0[nf:]
@@ -144,12 +155,16 @@ def mlp(
     if form == "blocked" and whole:
         # One scale per feature column: folded into the first layer's rows, so the
         # stacked features need no normalized copy.
-        w0 = w0 * _scales(stats, tuple(norm_axes), eps)[:, None]
-        x = jnp.concatenate(list(groups), axis=-1).reshape(-1, nf)
+        axes = tuple(a + 1 for a in norm_axes) if first else tuple(norm_axes)
+        w0 = w0 * _scales(stats, axes, eps)[:, None]
+        if first:
+            x = jnp.concatenate(list(groups), axis=0).reshape(nf, -1).T
+        else:
+            x = jnp.concatenate(list(groups), axis=-1).reshape(-1, nf)
         return _blocked([(w0, b0), *layers[1:]], x, shape, activation, mean_outputs_from)
-    columns = _columns(groups)
+    columns = _columns(groups, first)
     if norm_axes is not None:
-        columns = _normalized(columns, _columns(stats), tuple(norm_axes), eps)
+        columns = _normalized(columns, _columns(stats, first), tuple(norm_axes), eps)
     layers = [(w0, b0), *layers[1:]]
     if form == "elementwise":
         return _elementwise_differentiable(activation, mean_outputs_from, layers, columns)
@@ -175,7 +190,10 @@ def twice(features: Callable[..., list[jax.Array]], *inputs: Any) -> tuple[list,
     return features(*inputs), features(*jax.lax.optimization_barrier(inputs))
 
 
-def _columns(groups: Sequence[jax.Array]) -> list[jax.Array]:
+def _columns(groups: Sequence[jax.Array], first: bool = False) -> list[jax.Array]:
+    """The feature columns of ``groups`` in order (features on axis 0 if ``first``)."""
+    if first:
+        return [g[j] for g in groups for j in range(g.shape[0])]
     return [g[..., j] for g in groups for j in range(g.shape[-1])]
 
 
