@@ -236,7 +236,7 @@ def adafac_update(
     grads = accumulators.accumulator_grads(grads, opt_state.mom_rolling)
 
     def step(p, g, m, v, fac_g, fac):
-        cd = m.dtype
+        cd = g.dtype  # the accumulators' dtype (grads are cast to it)
         features = lambda *a: adafac_features(*a, lopt.mom_eps)  # noqa: E731
         groups, stat_groups = per_element.twice(features, p.astype(cd), g, m, v, fac_g, fac)
         return tensor_step(p.astype(cd), groups, time.astype(cd), stat_groups)

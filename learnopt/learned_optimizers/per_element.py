@@ -104,8 +104,9 @@ def mlp(
     Args:
       layers: ``[(w_0, b_0), ..., (w_L, b_L)]``; ``w_0`` has one row per feature column,
         then one per entry of ``tensor_inputs``.
-      groups: feature groups, each ``[*shape, width]`` (``[width, *shape]`` with
-        ``feature_axis=0``), in the compute dtype.
+      groups: feature groups, each ``[*shape, width]`` (with ``feature_axis=0``:
+        ``[width, *shape]``, or a sequence of ``width`` arrays of ``shape``), in the
+        compute dtype.
       shape: the element shape (the tensor's shape; ``(1,)`` for scalars).
       tensor_inputs: per-tensor inputs ``[T]`` (the same for every element), or None.
       stat_groups: the same groups computed a second time, for the normalization
@@ -118,10 +119,10 @@ def mlp(
         elements (RNNMLPLOpt's messages to its LSTM): they are computed as the mean of the
         last hidden layer times their weights (the same, by linearity), not per element.
       form: one of :data:`FORMS`.
-      feature_axis: the axis of each group that holds its features: -1 (last) or 0
-        (first: the decays-first accumulators of
-        :mod:`~learnopt.learned_optimizers.accumulators`, whose per-decay columns are
-        contiguous, so the normalization statistics read them without copies).
+      feature_axis: where each group holds its features: -1 (last axis) or 0 (first
+        axis, or a sequence of columns: the one-array-per-decay features of
+        :mod:`~learnopt.learned_optimizers.accumulators`, whose columns the
+        normalization statistics then read as whole arrays, without copies).
 
     Returns:
       One array of shape ``shape`` per output unit; with ``mean_outputs_from=k``, the
@@ -131,40 +132,40 @@ def mlp(
         raise ValueError(f"form must be one of {FORMS}, got {form!r}")
     if feature_axis not in (0, -1):
         raise ValueError(f"feature_axis must be 0 or -1, got {feature_axis!r}")
-    first = feature_axis == 0
+    stats = groups if stat_groups is None else stat_groups
+    columns = stat_columns = None
+    if feature_axis == 0:
+        # Features first: the columns as they are, and as width-1 groups of the
+        # last-axis form for the forms that stack them.
+        columns, stat_columns = _columns(groups, first=True), _columns(stats, first=True)
+        groups, stats = [c[..., None] for c in columns], [c[..., None] for c in stat_columns]
     dtype = groups[0].dtype
     layers = [(w.astype(dtype), b.astype(dtype)) for w, b in layers]
     if form == "auto":
         form = choose_form([int(w.shape[1]) for w, _ in layers[:-1]], math.prod(shape))
     if form == "reference":
-        if first:
-            groups = [jnp.moveaxis(g, 0, -1) for g in groups]
         outs = _reference(layers, groups, shape, tensor_inputs, norm_axes, norm_eps, activation)
         if mean_outputs_from is None:
             return outs
         k = mean_outputs_from
         return [*outs[:k], jnp.stack([jnp.mean(o) for o in outs[k:]])]
     eps = jnp.asarray(norm_eps, dtype)
-    nf = sum(int(g.shape[feature_axis]) for g in groups)
+    nf = sum(int(g.shape[-1]) for g in groups)
     w0, b0 = layers[0]
     if tensor_inputs is not None:
         b0 = b0 + tensor_inputs.astype(dtype) @ w0[nf:]
     w0 = w0[:nf]
-    stats = groups if stat_groups is None else stat_groups
     whole = norm_axes is not None and sorted(norm_axes) == list(range(len(shape)))
     if form == "blocked" and whole:
         # One scale per feature column: folded into the first layer's rows, so the
         # stacked features need no normalized copy.
-        axes = tuple(a + 1 for a in norm_axes) if first else tuple(norm_axes)
-        w0 = w0 * _scales(stats, axes, eps)[:, None]
-        if first:
-            x = jnp.concatenate(list(groups), axis=0).reshape(nf, -1).T
-        else:
-            x = jnp.concatenate(list(groups), axis=-1).reshape(-1, nf)
+        w0 = w0 * _scales(stats, tuple(norm_axes), eps)[:, None]
+        x = jnp.concatenate(list(groups), axis=-1).reshape(-1, nf)
         return _blocked([(w0, b0), *layers[1:]], x, shape, activation, mean_outputs_from)
-    columns = _columns(groups, first)
+    if columns is None:
+        columns, stat_columns = _columns(groups), _columns(stats)
     if norm_axes is not None:
-        columns = _normalized(columns, _columns(stats, first), tuple(norm_axes), eps)
+        columns = _normalized(columns, stat_columns, tuple(norm_axes), eps)
     layers = [(w0, b0), *layers[1:]]
     if form == "elementwise":
         return _elementwise_differentiable(activation, mean_outputs_from, layers, columns)
@@ -190,10 +191,11 @@ def twice(features: Callable[..., list[jax.Array]], *inputs: Any) -> tuple[list,
     return features(*inputs), features(*jax.lax.optimization_barrier(inputs))
 
 
-def _columns(groups: Sequence[jax.Array], first: bool = False) -> list[jax.Array]:
-    """The feature columns of ``groups`` in order (features on axis 0 if ``first``)."""
+def _columns(groups: Sequence[Any], first: bool = False) -> list[jax.Array]:
+    """The feature columns of ``groups`` in order (features on axis 0, or sequences of
+    columns, if ``first``)."""
     if first:
-        return [g[j] for g in groups for j in range(g.shape[0])]
+        return [g[j] for g in groups for j in range(len(g))]
     return [g[..., j] for g in groups for j in range(g.shape[-1])]
 
 
