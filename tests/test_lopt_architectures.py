@@ -135,8 +135,10 @@ def test_adafac_learned_decay_offsets_move_the_accumulators():
     opt = lopt.opt_fn(theta)
     state = jax.jit(lambda p, g: opt.update(opt.init(p), g))(params, grads)
     decays = 1 - (1 - np.array([0.9, 0.99, 0.999])) * np.exp(10 * np.array([0.05, 0.0, -0.05]))
-    expected = (1 - decays) * np.float64(grads["w"])[..., None]
-    np.testing.assert_allclose(np.asarray(state.mom_rolling.m["w"]), expected, rtol=1e-4)
+    expected = (1 - decays)[:, None, None] * np.float64(grads["w"])
+    # learnopt's accumulators are one array per decay (accumulators.py): m[k], decay k.
+    got = np.stack(state.mom_rolling.m["w"])
+    np.testing.assert_allclose(got, expected, rtol=1e-4)
 
 
 def test_adafac_non_factored_momentum_feature_matches_the_library():
@@ -147,11 +149,12 @@ def test_adafac_non_factored_momentum_feature_matches_the_library():
     from learnopt.learned_optimizers import accumulators
 
     lopt = adafac_mlp_lopt.AdafacMLPLOpt()
-    m = jnp.asarray([[0.5, -1.0, 2.0], [0.1, 0.0, -0.3]], jnp.float32)
-    v = jnp.asarray([[0.0, 0.0, 0.0], [4.0, 1e-4, 0.25]], jnp.float32)
+    # One row per decay, [3 decays, 2 elements] (accumulators.py's layout).
+    m = jnp.asarray([[0.5, -1.0, 2.0], [0.1, 0.0, -0.3]], jnp.float32).T
+    v = jnp.asarray([[0.0, 0.0, 0.0], [4.0, 1e-4, 0.25]], jnp.float32).T
     acc = accumulators.FactoredAccum(v_row=jnp.zeros((0,)), v_col=jnp.zeros((0,)), v_diag=v)
     p = g = jnp.ones((2,), jnp.float32)
-    groups = adafac_mlp_lopt.adafac_features(p, g, m, v[..., :1], v, acc, lopt.mom_eps)
+    groups = adafac_mlp_lopt.adafac_features(p, g, m, v[:1], v, acc, lopt.mom_eps)
     expected = np.float64(m) * (np.float64(v) + 1e-6) ** -0.5
     np.testing.assert_allclose(np.asarray(groups[-1]), expected, rtol=1e-5)
 
@@ -190,10 +193,11 @@ def test_velo_lstm_features_match_the_library_order(shape):
     m = 0.01 * (1.0 + rng.standard_normal((*shape, 3)))
     rms = 1e-4 * rng.random((*shape, 1))
     loss_features = rng.uniform(-1, 1, 9)
+    # HyperV2's accumulators: one array per decay (accumulators.py); the library's last.
     got = lopt.lstm_features_for_tensor(
         jnp.float32(p),
-        jnp.float32(m),
-        jnp.float32(rms),
+        jnp.float32(np.moveaxis(m, -1, 0)),
+        jnp.float32(np.moveaxis(rms, -1, 0)),
         jnp.float32(0.3),
         jnp.float32(loss_features),
     )

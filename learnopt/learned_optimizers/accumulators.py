@@ -1,8 +1,7 @@
 """Gradient accumulators of the per-parameter learned optimizers, and the features they give.
 
 AdafacMLPLOpt (and MLPNomLOpt), HyperV2 (VeLO) and Celo2 keep the same three running
-statistics of every parameter tensor, each vectorized over a trailing "decays" axis (one
-slice per decay ``b_k``):
+statistics of every parameter tensor, one array per decay ``b_k``:
 
 * momenta ``m_k <- b_k m_k + (1 - b_k) g`` (:class:`MomAccumulator`);
 * second moments ``v_k <- b_k v_k + (1 - b_k) g^2`` (:class:`RMSAccumulator`);
@@ -18,6 +17,20 @@ once: zero accumulators (:func:`init_accumulators`), the update of one tensor
 (:func:`update_accumulators`), the walk over the parameter tree (:func:`update_tree`), the
 learnable-decay reparameterization and the features. Arithmetic is in the tensor's
 compute dtype (float32 for float32/bfloat16/float16 params, float64 for float64 params).
+
+Layout: one array per decay. The library stores each accumulator as one decays-last
+array (``[*p.shape, num_decays]``); the maths is the same either way, but XLA:CPU's
+reductions (YNNPACK fusions) take no slice of an array as input, so the per-feature
+normalization statistics of the MLPs (one reduction per feature column) copied every
+per-decay column to memory before reducing it, strided or not (``docs/benchmarks.md``).
+Here the state holds, at each parameter's place in the tree, a tuple of ``num_decays``
+arrays of the parameter's shape (:func:`init_accumulators`), and every per-tensor
+function takes and returns such per-decay sequences; the feature groups
+(:func:`element_features`, :func:`factored_features`) are lists of columns, which
+:func:`~learnopt.learned_optimizers.per_element.mlp` reads with ``feature_axis=0``. So
+every statistic reads whole arrays, and nothing is stacked. Only the inner optimizer
+state is laid out this way; theta is the library's. MLPLOpt and RNNMLPLOpt keep their
+decays-last momenta (:func:`momentum_update`, :func:`rms_update`).
 
 The constants the architectures share are fixed here (they are those of
 learned_optimization's ``common.py`` and of its optimizers); the ones that differ between
@@ -134,7 +147,7 @@ def factored_dims(shape: Sequence[int]) -> tuple[int, int] | None:
 
 
 class Decays(NamedTuple):
-    """The decays of the three accumulators, one 1-D array each (trailing-axis order).
+    """The decays of the three accumulators, one 1-D array each (in the decays axis' order).
 
     Attributes:
       mom: decays of the momentum accumulators, shape ``[num_mom_decays]`` (e.g. 0.9, 0.99,
@@ -190,14 +203,19 @@ def constant_decays(mom: Sequence[float], rms: Sequence[float], fac: Sequence[fl
 
 # ------------------------------------------------------------------------- accumulators
 
+#: One tensor's accumulator of several decays: one array of the tensor's shape per decay.
+PerDecay = Sequence[jax.Array]
+
 
 @flax.struct.dataclass
 class MomAccumulator:
-    """Momentum accumulators ``m``: per param, ``p.shape + (num_decays,)`` (library name).
+    """Momentum accumulators ``m`` (library name).
 
     Attributes:
-      m: the momenta, a tree like the params; each leaf ``p.shape + (num_decays,)``, slice
-        ``i`` the exponential moving average of the gradient with decay ``i``.
+      m: the momenta, a tree like the params. Built by :func:`init_accumulators`, each
+        parameter's entry is a tuple of ``num_decays`` arrays of its shape, ``m[i]`` the
+        exponential moving average of the gradient with decay ``i`` (MLPLOpt and
+        RNNMLPLOpt keep theirs as one decays-last array, ``p.shape + (num_decays,)``).
     """
 
     m: PyTree
@@ -205,11 +223,12 @@ class MomAccumulator:
 
 @flax.struct.dataclass
 class RMSAccumulator:
-    """Second-moment accumulators ``rms``: per param, ``p.shape + (num_decays,)``.
+    """Second-moment accumulators ``rms`` (library name).
 
     Attributes:
-      rms: the second moments, a tree like the params; each leaf ``p.shape + (num_decays,)``,
-        slice ``i`` the exponential moving average of ``g**2`` with decay ``i``.
+      rms: the second moments, a tree like the params, laid out like
+        :attr:`MomAccumulator.m`; ``rms[i]`` the exponential moving average of ``g**2``
+        with decay ``i``.
     """
 
     rms: PyTree
@@ -217,30 +236,30 @@ class RMSAccumulator:
 
 @flax.struct.dataclass
 class FactoredAccum:
-    """Adafactor-style second moments of one tensor, one slice per decay (last axis).
+    """Adafactor-style second moments of one tensor, one array per decay.
 
     For a tensor of rank >= 2 with factored axes ``(d1, d0) = factored_dims(shape)``:
-    ``v_row`` is the running mean of ``g^2`` over axis ``d0`` (shape without ``d0``,
-    plus the decays axis), ``v_col`` the mean over ``d1``; ``v_diag`` is empty. For
-    rank < 2, ``v_diag`` holds the full running ``g^2`` and the others are empty.
-    The fields may also be trees like the params (see :func:`factored_tree_init`).
+    ``v_row[i]`` is the running mean of ``g^2`` over axis ``d0`` (the shape without
+    ``d0``), ``v_col[i]`` the mean over ``d1``; ``v_diag`` holds empty arrays. For rank
+    < 2, ``v_diag[i]`` holds the full running ``g^2`` and the others are empty. The
+    fields may also be trees like the params (see :func:`factored_tree_init`).
 
     Attributes:
-      v_row: running mean of ``g**2`` over axis ``d0``, plus a trailing decays axis (empty
-        for rank < 2).
-      v_col: running mean of ``g**2`` over axis ``d1``, plus a trailing decays axis (empty
-        for rank < 2).
-      v_diag: for rank < 2, the running ``g**2`` itself, ``shape + (num_decays,)``; empty
-        otherwise.
+      v_row: per decay, the running mean of ``g**2`` over axis ``d0`` (empty for rank < 2).
+      v_col: per decay, the running mean of ``g**2`` over axis ``d1`` (empty for rank < 2).
+      v_diag: per decay, for rank < 2, the running ``g**2`` itself; empty otherwise.
     """
 
-    v_row: jax.Array
-    v_col: jax.Array
-    v_diag: jax.Array
+    v_row: Any
+    v_col: Any
+    v_diag: Any
 
 
 def momentum_update(m: jax.Array, g: jax.Array, decays: jax.Array) -> jax.Array:
     """``m_k <- b_k m_k + (1 - b_k) g`` for the decays on ``m``'s trailing axis.
+
+    The decays-last form (MLPLOpt, RNNMLPLOpt); :func:`update_accumulators` is the
+    one-array-per-decay form.
 
     Args:
       m: momenta, ``g.shape + (num_decays,)``.
@@ -255,7 +274,7 @@ def momentum_update(m: jax.Array, g: jax.Array, decays: jax.Array) -> jax.Array:
 
 
 def rms_update(v: jax.Array, g: jax.Array, decays: jax.Array) -> jax.Array:
-    """``v_k <- b_k v_k + (1 - b_k) g^2`` with ``b_k`` clipped to [0, 1].
+    """``v_k <- b_k v_k + (1 - b_k) g^2`` with ``b_k`` clipped to [0, 1] (decays last).
 
     Args:
       v: second moments, ``g.shape + (num_decays,)``.
@@ -269,8 +288,19 @@ def rms_update(v: jax.Array, g: jax.Array, decays: jax.Array) -> jax.Array:
     return decays * v + (1 - decays) * jnp.square(g)[..., None]
 
 
+def _decayed(x: PerDecay, new: jax.Array, decays: jax.Array) -> tuple[jax.Array, ...]:
+    """``x_k <- b_k x_k + (1 - b_k) new`` for each decay ``b_k`` of ``decays [K]``."""
+    return tuple(decays[k] * x[k] + (1 - decays[k]) * new for k in range(len(x)))
+
+
+def _pairs(a: PerDecay, b: PerDecay) -> list[tuple[jax.Array, jax.Array]]:
+    """The entries of two per-decay lists broadcast against each other (lengths 1 or K)."""
+    n = int(np.broadcast_shapes((len(a),), (len(b),))[0])
+    return [(a[k if len(a) > 1 else 0], b[k if len(b) > 1 else 0]) for k in range(n)]
+
+
 def factored_init(shape: Sequence[int], num_decays: int, dtype: Any) -> FactoredAccum:
-    """Zero factored accumulators for one tensor.
+    """Zero factored accumulators for one tensor, one array per decay.
 
     Args:
       shape: the tensor's shape.
@@ -278,28 +308,30 @@ def factored_init(shape: Sequence[int], num_decays: int, dtype: Any) -> Factored
       dtype: the accumulators' dtype.
 
     Returns:
-      A :class:`FactoredAccum` of arrays (the unused fields have shape ``[0, num_decays]``).
+      A :class:`FactoredAccum` of tuples of ``num_decays`` arrays (the unused fields hold
+      arrays of shape ``[0]``).
     """
-    empty = jnp.zeros((0, num_decays), dtype)
+
+    def zeros(s):
+        return tuple(jnp.zeros(tuple(s), dtype) for _ in range(num_decays))
+
     dims = factored_dims(shape)
     if dims is None:
-        return FactoredAccum(empty, empty, jnp.zeros((*shape, num_decays), dtype))
+        return FactoredAccum(zeros((0,)), zeros((0,)), zeros(shape))
     d1, d0 = dims
-    row = jnp.zeros((*np.delete(shape, d0), num_decays), dtype)
-    col = jnp.zeros((*np.delete(shape, d1), num_decays), dtype)
-    return FactoredAccum(row, col, empty)
+    return FactoredAccum(zeros(np.delete(shape, d0)), zeros(np.delete(shape, d1)), zeros((0,)))
 
 
 def factored_tree_init(params: PyTree, num_decays: int) -> FactoredAccum:
-    """Zero factored accumulators for every tensor of ``params`` (the library's layout).
+    """Zero factored accumulators for every tensor of ``params``.
 
     Args:
       params: the parameters.
       num_decays: the number of decays.
 
     Returns:
-      A :class:`FactoredAccum` whose three fields are trees like ``params``, in each
-      tensor's compute dtype.
+      A :class:`FactoredAccum` whose three fields are trees like ``params`` (a tuple of
+      ``num_decays`` arrays at each parameter's place), in each tensor's compute dtype.
     """
     leaves, treedef = jax.tree_util.tree_flatten(params)
     accs = [factored_init(np.shape(p), num_decays, leaf_compute_dtype(p.dtype)) for p in leaves]
@@ -311,53 +343,56 @@ def factored_tree_init(params: PyTree, num_decays: int) -> FactoredAccum:
 
 
 def _row_col_scale(
-    x: jax.Array, v_row: jax.Array, v_col: jax.Array, dims: tuple[int, int], dtype: Any
-) -> jax.Array:
+    x: PerDecay, v_row: PerDecay, v_col: PerDecay, dims: tuple[int, int], dtype: Any
+) -> list[jax.Array]:
     """``x * rsqrt(v_row / mean_{d1}(v_row)) * rsqrt(v_col)``, both rsqrt floored at 1e-9.
 
-    The factored preconditioner, broadcast over the tensor (``x`` has the tensor's shape
-    plus the decays axis); ``dtype`` is the accumulators' dtype (that of the offsets).
+    The factored preconditioner broadcast over the tensor, per decay (``x`` has one
+    tensor-shaped entry per decay, or one for all); ``dtype`` is the accumulators' dtype.
     """
     d1, d0 = dims
     reduced_d1 = d1 - 1 if d1 > d0 else d1
-    row_col_mean = jnp.mean(v_row, axis=reduced_d1, keepdims=True)
-    row_factor = safe_rsqrt(v_row / (row_col_mean + jnp.asarray(_RSQRT_FLOOR, dtype)))
-    col_factor = safe_rsqrt(v_col)
-    return x * jnp.expand_dims(row_factor, d0) * jnp.expand_dims(col_factor, d1)
+    floor = jnp.asarray(_RSQRT_FLOOR, dtype)
+    out = []
+    for k, (xk, row) in enumerate(_pairs(x, v_row)):
+        row_factor = safe_rsqrt(row / (jnp.mean(row, axis=reduced_d1, keepdims=True) + floor))
+        col_factor = safe_rsqrt(v_col[k])
+        out.append(xk * jnp.expand_dims(row_factor, d0) * jnp.expand_dims(col_factor, d1))
+    return out
 
 
 def factored_update(
     acc: FactoredAccum, g: jax.Array, decays: jax.Array, epsilon: float = _FACTORED_EPS
-) -> tuple[FactoredAccum, jax.Array]:
+) -> tuple[FactoredAccum, list[jax.Array]]:
     """Updates one tensor's factored accumulators and preconditions its gradient.
 
-    With ``g2 = g^2 + epsilon`` and ``b`` clipped to [0, 1]:
+    With ``g2 = g^2 + epsilon`` and ``b`` clipped to [0, 1], for each decay:
     factored tensors keep ``v_row <- b v_row + (1 - b) mean_{d0}(g2)`` and
     ``v_col <- b v_col + (1 - b) mean_{d1}(g2)`` and precondition
     ``g * rsqrt(v_row / mean_{d1}(v_row)) * rsqrt(v_col)`` (both rsqrt floored at 1e-9);
     other tensors keep ``v <- b v + (1 - b) g2`` and return ``g * rsqrt(v + 1e-9)``.
 
     Args:
-      acc: the tensor's accumulators (arrays, see :func:`factored_init`).
+      acc: the tensor's accumulators (one array per decay, see :func:`factored_init`).
       g: the gradient.
       decays: ``[num_decays]``.
       epsilon: added to ``g^2``.
 
     Returns:
-      ``(new accumulators, fac_g)`` with ``fac_g`` of shape ``g.shape + (num_decays,)``.
+      ``(new accumulators, fac_g)`` with ``fac_g`` one array of ``g``'s shape per decay.
     """
-    dtype = acc.v_row.dtype
+    dtype = g.dtype
     decays = jnp.clip(decays.astype(dtype), 0, 1)
     g2 = jnp.square(g) + jnp.asarray(epsilon, dtype)
     dims = factored_dims(g.shape)
     if dims is None:
-        v = decays * acc.v_diag + (1 - decays) * g2[..., None]
-        fac_g = g[..., None] * safe_rsqrt(v + jnp.asarray(_RSQRT_FLOOR, dtype))
+        v = _decayed(acc.v_diag, g2, decays)
+        fac_g = [g * safe_rsqrt(vk + jnp.asarray(_RSQRT_FLOOR, dtype)) for vk in v]
         return acc.replace(v_diag=v), fac_g
     d1, d0 = dims
-    v_row = decays * acc.v_row + (1 - decays) * jnp.mean(g2, axis=d0)[..., None]
-    v_col = decays * acc.v_col + (1 - decays) * jnp.mean(g2, axis=d1)[..., None]
-    fac_g = _row_col_scale(g[..., None], v_row, v_col, dims, dtype)
+    v_row = _decayed(acc.v_row, jnp.mean(g2, axis=d0), decays)
+    v_col = _decayed(acc.v_col, jnp.mean(g2, axis=d1), decays)
+    fac_g = _row_col_scale([g], v_row, v_col, dims, dtype)
     return acc.replace(v_row=v_row, v_col=v_col), fac_g
 
 
@@ -374,12 +409,13 @@ def init_accumulators(
 
     Returns:
       ``(momenta, second moments, factored second moments)``, each field a tree like
-      ``params``.
+      ``params`` holding, at each parameter's place, a tuple of one array per decay.
     """
 
     def zeros(k):
         return jax.tree_util.tree_map(
-            lambda p: jnp.zeros((*np.shape(p), k), leaf_compute_dtype(p.dtype)), params
+            lambda p: tuple(jnp.zeros(np.shape(p), leaf_compute_dtype(p.dtype)) for _ in range(k)),
+            params,
         )
 
     return (
@@ -390,14 +426,17 @@ def init_accumulators(
 
 
 def update_accumulators(
-    m: jax.Array, v: jax.Array, acc: FactoredAccum, g: jax.Array, decays: Decays
-) -> tuple[jax.Array, jax.Array, FactoredAccum, jax.Array]:
-    """One step of the three accumulators of one tensor.
+    m: PerDecay, v: PerDecay, acc: FactoredAccum, g: jax.Array, decays: Decays
+) -> tuple[tuple, tuple, FactoredAccum, list[jax.Array]]:
+    """One step of the three accumulators of one tensor (one array per decay).
+
+    ``m_k <- b_k m_k + (1 - b_k) g``, ``v_k <- b_k v_k + (1 - b_k) g^2`` (``b_k`` clipped
+    to [0, 1]) and :func:`factored_update`.
 
     Args:
-      m: momenta, ``g.shape + (len(decays.mom),)``.
-      v: second moments, ``g.shape + (len(decays.rms),)``.
-      acc: factored second moments (arrays).
+      m: momenta, one array of ``g``'s shape per entry of ``decays.mom``.
+      v: second moments, one per entry of ``decays.rms``.
+      acc: factored second moments (one array per decay).
       g: the gradient, in the accumulators' dtype.
       decays: the three decays.
 
@@ -405,8 +444,8 @@ def update_accumulators(
       ``(m, v, acc, fac_g)``: the new accumulators and the Adafactor-preconditioned
       gradient (see :func:`factored_update`).
     """
-    m = momentum_update(m, g, decays.mom)
-    v = rms_update(v, g, decays.rms)
+    m = _decayed(m, g, decays.mom.astype(g.dtype))
+    v = _decayed(v, jnp.square(g), jnp.clip(decays.rms.astype(g.dtype), 0, 1))
     acc, fac_g = factored_update(acc, g, decays.fac)
     return m, v, acc, fac_g
 
@@ -424,7 +463,7 @@ def accumulator_grads(grads: PyTree, mom: MomAccumulator, clip: float | None = N
     """
 
     def one(g, m):
-        g = g.astype(m.dtype)
+        g = g.astype(jax.tree_util.tree_leaves(m)[0].dtype)
         return g if clip is None else jnp.clip(g, -clip, clip)
 
     return jax.tree_util.tree_map(one, grads, mom.m)
@@ -447,7 +486,8 @@ def update_tree(
 
     For each tensor, :func:`update_accumulators` runs first and
     ``tensor_step(p, g, m, v, fac_g, acc, *extra_leaves)`` then returns the new ``p``
-    (cast back to ``p``'s dtype here). Gradients are used as given (see
+    (cast back to ``p``'s dtype here); ``m``, ``v``, ``fac_g`` and ``acc``'s fields are
+    per-decay sequences of arrays. Gradients are used as given (see
     :func:`accumulator_grads` to cast or clip them first).
 
     Args:
@@ -467,7 +507,8 @@ def update_tree(
     def one(p, g, m, v, v_row, v_col, v_diag, *rest):
         m, v, acc, fac_g = update_accumulators(m, v, FactoredAccum(v_row, v_col, v_diag), g, decays)
         new_p = tensor_step(p, g, m, v, fac_g, acc, *rest)
-        return new_p.astype(p.dtype), m, v, acc.v_row, acc.v_col, acc.v_diag
+        stored = (tuple(x) for x in (m, v, acc.v_row, acc.v_col, acc.v_diag))
+        return new_p.astype(p.dtype), *stored
 
     params, m, v, v_row, v_col, v_diag = tree_map_multi(
         one, params, grads, mom.m, rms.rms, fac.v_row, fac.v_col, fac.v_diag, *extra
@@ -486,58 +527,63 @@ def update_tree(
 def lift_scalar(
     p: jax.Array,
     g: jax.Array,
-    m: jax.Array,
-    rms: jax.Array,
-    fac_g: jax.Array,
+    m: PerDecay,
+    rms: PerDecay,
+    fac_g: PerDecay,
     acc: FactoredAccum,
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, FactoredAccum]:
+) -> tuple[jax.Array, jax.Array, list, list, list, FactoredAccum]:
     """A scalar tensor's inputs as those of a tensor of shape ``[1]``; others unchanged.
 
     The features normalize over the tensor's axes, so a scalar needs one.
 
     Args:
       p, g: the parameter and its gradient.
-      m, rms, fac_g: momenta, second moments, preconditioned gradient (decays last).
-      acc: factored second moments (arrays).
+      m, rms, fac_g: momenta, second moments, preconditioned gradient (one array per
+        decay).
+      acc: factored second moments (one array per decay).
 
     Returns:
       ``(p, g, m, rms, fac_g, acc)``, reshaped if ``p`` is a scalar.
     """
     if p.shape:
         return p, g, m, rms, fac_g, acc
+
+    def lift(xs):
+        return [x.reshape(1) for x in xs]
+
     return (
         p.reshape(1),
         g.reshape(1),
-        m.reshape(1, -1),
-        rms.reshape(1, -1),
-        fac_g.reshape(1, -1),
-        acc.replace(v_diag=acc.v_diag.reshape(1, -1)),
+        lift(m),
+        lift(rms),
+        lift(fac_g),
+        acc.replace(v_diag=lift(acc.v_diag)),
     )
 
 
 class ElementFeatures(NamedTuple):
-    """Per-element feature groups, each of shape ``p.shape + (width,)``.
+    """Per-element feature groups, each a list of ``width`` arrays of shape ``p.shape``.
 
     ``rsqrt_rms`` is ``1 / sqrt(rms + rms_eps)`` (see :func:`element_features`).
     """
 
-    g: jax.Array  #: the gradient
-    clipped_g: jax.Array  #: ``clip(g, -0.1, 0.1)``
-    p: jax.Array  #: the parameter
-    m: jax.Array  #: the momenta
-    rms: jax.Array  #: the second moments
-    m_rsqrt_rms: jax.Array  #: ``m / sqrt(rms + rms_eps)``
-    rsqrt_rms: jax.Array  #: ``1 / sqrt(rms + rms_eps)``
-    fac_g: jax.Array  #: the Adafactor-preconditioned gradient
-    g_rsqrt_rms: jax.Array  #: ``g / sqrt(rms + rms_eps)``
+    g: list  #: the gradient
+    clipped_g: list  #: ``clip(g, -0.1, 0.1)``
+    p: list  #: the parameter
+    m: list  #: the momenta
+    rms: list  #: the second moments
+    m_rsqrt_rms: list  #: ``m / sqrt(rms + rms_eps)``
+    rsqrt_rms: list  #: ``1 / sqrt(rms + rms_eps)``
+    fac_g: list  #: the Adafactor-preconditioned gradient
+    g_rsqrt_rms: list  #: ``g / sqrt(rms + rms_eps)``
 
 
 def element_features(
     p: jax.Array,
     g: jax.Array,
-    m: jax.Array,
-    rms: jax.Array,
-    fac_g: jax.Array,
+    m: PerDecay,
+    rms: PerDecay,
+    fac_g: PerDecay,
     *,
     rms_eps: float,
 ) -> ElementFeatures:
@@ -545,30 +591,31 @@ def element_features(
 
     Args:
       p, g: the parameter and its gradient (rank >= 1, see :func:`lift_scalar`).
-      m, rms, fac_g: momenta, second moments and preconditioned gradient (decays last).
+      m, rms, fac_g: momenta, second moments and preconditioned gradient (one array per
+        decay).
       rms_eps: added to ``rms`` under the square root; it differs between architectures
         (each caller says which reference it follows).
 
     Returns:
       The groups as an :class:`ElementFeatures`.
     """
-    rsqrt = jax.lax.rsqrt(rms + jnp.asarray(rms_eps, rms.dtype))
+    rsqrt = [jax.lax.rsqrt(v + jnp.asarray(rms_eps, v.dtype)) for v in rms]
     return ElementFeatures(
-        g=g[..., None],
-        clipped_g=jnp.clip(g, -0.1, 0.1)[..., None],
-        p=p[..., None],
-        m=m,
-        rms=rms,
-        m_rsqrt_rms=m * rsqrt,
+        g=[g],
+        clipped_g=[jnp.clip(g, -0.1, 0.1)],
+        p=[p],
+        m=list(m),
+        rms=list(rms),
+        m_rsqrt_rms=[a * b for a, b in _pairs(m, rsqrt)],
         rsqrt_rms=rsqrt,
-        fac_g=fac_g,
-        g_rsqrt_rms=g[..., None] * rsqrt,
+        fac_g=list(fac_g),
+        g_rsqrt_rms=[g * r for r in rsqrt],
     )
 
 
 def factored_features(
-    acc: FactoredAccum, m: jax.Array, shape: Sequence[int], *, mom_eps: float = 0.0
-) -> list[jax.Array]:
+    acc: FactoredAccum, m: PerDecay, shape: Sequence[int], *, mom_eps: float = 0.0
+) -> list[list[jax.Array]]:
     """The five Adafactor feature groups of the library's adafactor MLP optimizers.
 
     Factored tensors: the row and column accumulators broadcast to the tensor,
@@ -577,7 +624,8 @@ def factored_features(
     ``v``, ``rsqrt(v + 1e-8)`` twice and ``m / sqrt(v + mom_eps)``.
 
     Args:
-      acc: the tensor's factored second moments (arrays; scalars lifted to ``[1]``).
+      acc: the tensor's factored second moments (one array per decay; scalars lifted to
+        ``[1]``).
       m: the momenta, with as many decays as ``acc``.
       shape: the tensor's shape (``(1,)`` for a scalar).
       mom_eps: added to ``v`` in the non-factored ``m / sqrt(v + mom_eps)``; 0 floors
@@ -585,21 +633,24 @@ def factored_features(
         architectures (each caller says which reference it follows).
 
     Returns:
-      ``[row, col, rsqrt_row, rsqrt_col, mom]``, each ``shape + (num_decays,)``.
+      ``[row, col, rsqrt_row, rsqrt_col, mom]``, each a list of one array of ``shape``
+      per decay.
     """
     dims = factored_dims(shape)
     if dims is None:
-        v = acc.v_diag
-        r = jax.lax.rsqrt(v + jnp.asarray(_FACTORED_FEATURE_EPS, v.dtype))
+        v = list(acc.v_diag)
+        r = [jax.lax.rsqrt(x + jnp.asarray(_FACTORED_FEATURE_EPS, x.dtype)) for x in v]
         if mom_eps:
-            mom = m * jax.lax.rsqrt(v + jnp.asarray(mom_eps, v.dtype))
+            mom = [a * jax.lax.rsqrt(b + jnp.asarray(mom_eps, b.dtype)) for a, b in _pairs(m, v)]
         else:
-            mom = m * floored_rsqrt(v)
+            mom = [a * floored_rsqrt(b) for a, b in _pairs(m, v)]
         return [v, v, r, r, mom]
     d1, d0 = dims
-    full = tuple(shape) + (acc.v_row.shape[-1],)
-    row = jnp.broadcast_to(jnp.expand_dims(acc.v_row, d0), full)
-    col = jnp.broadcast_to(jnp.expand_dims(acc.v_col, d1), full)
-    eps = jnp.asarray(_FACTORED_FEATURE_EPS, row.dtype)
-    mom = _row_col_scale(m, acc.v_row, acc.v_col, dims, row.dtype)
-    return [row, col, jax.lax.rsqrt(row + eps), jax.lax.rsqrt(col + eps), mom]
+    shape = tuple(shape)
+    row = [jnp.broadcast_to(jnp.expand_dims(x, d0), shape) for x in acc.v_row]
+    col = [jnp.broadcast_to(jnp.expand_dims(x, d1), shape) for x in acc.v_col]
+    eps = jnp.asarray(_FACTORED_FEATURE_EPS, row[0].dtype)
+    mom = _row_col_scale(m, acc.v_row, acc.v_col, dims, row[0].dtype)
+    rsqrt_row = [jax.lax.rsqrt(x + eps) for x in row]
+    rsqrt_col = [jax.lax.rsqrt(x + eps) for x in col]
+    return [row, col, rsqrt_row, rsqrt_col, mom]

@@ -73,8 +73,9 @@ class AdafacMLPLOptState:
 
     Attributes:
       params, model_state, iteration: as in every learnopt state.
-      mom_rolling: momenta ``mom_rolling.m`` (per param ``p.shape + (num_mom,)``).
-      rms_rolling: second moments ``rms_rolling.rms``.
+      mom_rolling: momenta ``mom_rolling.m`` (per param ``(num_mom,) + p.shape``: decays
+        first, see :mod:`~learnopt.learned_optimizers.accumulators`).
+      rms_rolling: second moments ``rms_rolling.rms`` (likewise).
       fac_rolling_features: factored second moments (fields are trees like params).
       num_steps: the inner-run length given to ``init`` (int32; -1 if not given).
     """
@@ -128,7 +129,8 @@ def adafac_features(
         :func:`~learnopt.learned_optimizers.accumulators.factored_features`).
 
     Returns:
-      The groups, each of shape ``shape + (n,)`` with ``shape = p.shape or (1,)``.
+      The groups, each of shape ``(n,) + shape`` with ``shape = p.shape or (1,)`` (decays
+      first).
     """
     shape = p.shape or (1,)
     p, g, m, rms, fac_g, acc = accumulators.lift_scalar(p, g, m, rms, fac_g, acc)
@@ -234,7 +236,7 @@ def adafac_update(
     grads = accumulators.accumulator_grads(grads, opt_state.mom_rolling)
 
     def step(p, g, m, v, fac_g, fac):
-        cd = m.dtype
+        cd = g.dtype  # the accumulators' dtype (grads are cast to it)
         features = lambda *a: adafac_features(*a, lopt.mom_eps)  # noqa: E731
         groups, stat_groups = per_element.twice(features, p.astype(cd), g, m, v, fac_g, fac)
         return tensor_step(p.astype(cd), groups, time.astype(cd), stat_groups)
@@ -271,7 +273,7 @@ def mlp_forward(
 
     Args:
       nn: the MLP ``{"~": {"w0", "b0", ...}}``.
-      groups: the feature groups of :func:`adafac_features`.
+      groups: the feature groups of :func:`adafac_features` (features first).
       time: the time features ``[11]`` (per-tensor inputs, the same for every element).
       p_shape: the parameter's shape.
       form: how the MLP is evaluated (:data:`per_element.FORMS`; the same function).
@@ -292,6 +294,7 @@ def mlp_forward(
         stat_groups=stat_groups,
         norm_axes=tuple(range(len(shape))),
         form=form,
+        feature_axis=0,
     )
 
 

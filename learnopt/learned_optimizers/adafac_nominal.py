@@ -45,14 +45,14 @@ __all__ = [
 NOMINAL_GRAD_ESTIMATORS = ("SGD", "SGDM", "AggMo", "Adam", "AdamAggMo")
 
 
-def _mean_last(x: jax.Array) -> jax.Array:
-    """``mean(x, axis=-1)`` over a few decays, written as a sum of slices: elementwise, so
+def _mean_over_decays(x: list[jax.Array]) -> jax.Array:
+    """The mean of a feature group's per-decay columns, written as a sum: elementwise, so
     XLA keeps the whole update (the per-element MLP included) in one fused loop, where a
     reduction would split it into several."""
-    total = x[..., 0]
-    for k in range(1, x.shape[-1]):
-        total = total + x[..., k]
-    return total / x.shape[-1]
+    total = x[0]
+    for k in range(1, len(x)):
+        total = total + x[k]
+    return total / len(x)
 
 
 class _NomOptimizer(common.ThetaOptimizer):
@@ -65,7 +65,8 @@ class _NomOptimizer(common.ThetaOptimizer):
         lopt = self.lopt
 
         def tensor_step(p, groups, time, stat_groups):
-            g, m, rms = groups[0][..., 0], groups[2], groups[3]
+            # Each group is a list of per-decay columns (accumulators.py's layout).
+            g, m, rms = groups[0][0], groups[2], groups[3]
             adam_feats = groups[4]
             out = adafac.mlp_forward(
                 self.theta["nn"], groups, time, p.shape, lopt.mlp_form, stat_groups
@@ -83,7 +84,7 @@ class _NomOptimizer(common.ThetaOptimizer):
             e0, e1, e2 = lopt.exp_mult
             step = direction * jnp.exp(magnitude * e0) * lopt.step_mult
             if lopt.normalize_blackbox:
-                step = step * jax.lax.rsqrt(rms[..., 0] + jnp.asarray(1e-6, rms.dtype))
+                step = step * jax.lax.rsqrt(rms[0] + jnp.asarray(1e-6, rms[0].dtype))
             if lopt.selfnormalize_blackbox:
                 step = step * jnp.mean(g)
             reg = 1.0 - lopt.weight_decay * jnp.exp(reg_mag * e2)
@@ -91,13 +92,13 @@ class _NomOptimizer(common.ThetaOptimizer):
             if estimator == "SGD":
                 g_est = g
             elif estimator == "SGDM":
-                g_est = m[..., -1]
+                g_est = m[-1]
             elif estimator == "AggMo":
-                g_est = _mean_last(m)
+                g_est = _mean_over_decays(m)
             elif estimator == "Adam":
-                g_est = adam_feats[..., -1]
+                g_est = adam_feats[-1]
             else:
-                g_est = _mean_last(adam_feats)
+                g_est = _mean_over_decays(adam_feats)
             nom_step = lopt.nominal_stepsize * jnp.exp(nom_mag * e1) * g_est
             shape = p.shape or (1,)
             new_p = (

@@ -85,7 +85,8 @@ class Celo2State:
 
     Attributes:
       params, model_state, iteration: as in every learnopt state.
-      mom_rolling: the momentum accumulators, one slice per decay (last axis).
+      mom_rolling: the momentum accumulators, one array per decay (see
+        :mod:`~learnopt.learned_optimizers.accumulators`).
       rms_rolling: the second-moment accumulators, likewise.
       fac_rolling: the Adafactor-style factored second moments.
       adam_mom: Adam's first moments.
@@ -262,13 +263,15 @@ class _Celo2Optimizer(common.ThetaOptimizer):
         grads = accumulators.accumulator_grads(grads, s.mom_rolling, clip=1000.0)
 
         def step(p, g, m, v, fac_g, fac):
-            cd = m.dtype
+            cd = g.dtype  # the accumulators' dtype (grads are cast to it)
             mc, vc, feat_fac = m, v, fac
             if lopt.bias_correction:
                 tc = t.astype(cd)
 
                 def unbias(x, d):
-                    return x / (1 - d.astype(cd) ** tc)
+                    # One array per decay (accumulators.py): one correction each.
+                    d = d.astype(cd)
+                    return [xk / (1 - d[k] ** tc) for k, xk in enumerate(x)]
 
                 mc, vc = unbias(m, decays.mom), unbias(v, decays.rms)
                 feat_fac = fac.replace(
@@ -465,7 +468,8 @@ class Celo2(lopt_base.LearnedOptimizer):
         Args:
           weights: the MLP ``{"w0__0", ..., "b0", "w1", ...}`` in the compute dtype.
           p, g: the parameter and its (clipped) gradient, in the compute dtype.
-          m, rms, fac_g: momenta, second moments, preconditioned gradient (decays last;
+          m, rms, fac_g: momenta, second moments, preconditioned gradient (one array per
+            decay;
             bias-corrected if ``bias_correction``).
           acc: the tensor's factored second moments.
 
@@ -507,6 +511,7 @@ class Celo2(lopt_base.LearnedOptimizer):
             norm_eps=self.norm_eps,
             activation=act,
             form=self.mlp_form,
+            feature_axis=0,
         )[:2]
         if self.aggregate_mag:
             magnitude = jnp.mean(magnitude)
@@ -519,7 +524,7 @@ class Celo2(lopt_base.LearnedOptimizer):
             step = common.second_moment_normalizer(step, axis=axes, eps=self.norm_eps)
         step = step * self.rmsmult
         if self.precondition_output:
-            step = step * jax.lax.rsqrt(rms[..., -1] + jnp.asarray(1e-6, rms.dtype))
+            step = step * jax.lax.rsqrt(rms[-1] + jnp.asarray(1e-6, rms[-1].dtype))
         return step.reshape(original)
 
     def init(self, key: jax.Array) -> dict:

@@ -108,7 +108,8 @@ class HyperV2State:
     Attributes:
       params, model_state, iteration: as in every learnopt state.
       num_steps: the inner-run length given to ``init``, int32.
-      mom_rolling: the momentum accumulators, one slice per decay (last axis).
+      mom_rolling: the momentum accumulators, one array per decay (the library's are one
+        decays-last array, see :mod:`~learnopt.learned_optimizers.accumulators`).
       rms_rolling: the second-moment accumulators, likewise.
       fac_rolling: the Adafactor-style factored second moments.
       lstm_hidden_state: the per-tensor LSTM state, ``[num_tensors, hidden]`` arrays.
@@ -194,6 +195,13 @@ def _clip_log_abs(v: jax.Array, scale: float = 1.0) -> jax.Array:
 
 def _bcast(a: int, b: int) -> int:
     return int(np.broadcast_shapes((a,), (b,))[0])
+
+
+def _bcast_pairs(a: list, b: list) -> list[tuple]:
+    """The entries of two per-decay lists paired as numpy broadcasts ``[len(a)]`` and
+    ``[len(b)]`` (lengths 1 or equal)."""
+    n = _bcast(len(a), len(b))
+    return [(a[k if len(a) > 1 else 0], b[k if len(b) > 1 else 0]) for k in range(n)]
 
 
 def _mixed_weights(
@@ -319,7 +327,7 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
             tau = progress.tau_embedding(s.iteration, s.num_steps, jnp.float32)
 
         def step(p, g, m, v, fac_g, fac, i):
-            cd = m.dtype
+            cd = g.dtype  # the accumulators' dtype (grads are cast to it)
             weights = weights_of(i, cd)
             tau_cd = None if tau is None else tau.astype(cd)
             return lopt.ff_step(
@@ -561,7 +569,8 @@ class HyperV2(lopt_base.LearnedOptimizer):
           weights: this tensor's MLP (``100 * mean_i c_i W_i`` of the bank), compute dtype.
           lr_mult: the LSTM's step-size multiplier for this tensor.
           p, g: the parameter and its clipped gradient, in the compute dtype.
-          m, rms, fac_g: the updated momenta, second moments and preconditioned gradient.
+          m, rms, fac_g: the updated momenta, second moments and preconditioned gradient
+            (decays first).
           acc: the tensor's updated factored second moments.
           tau: with ``tau_features``, the 7 fraction-of-training features (per-tensor
             inputs, read by ``weights["w0__tau"]``); None otherwise.
@@ -589,6 +598,7 @@ class HyperV2(lopt_base.LearnedOptimizer):
             stat_groups=stat_groups,
             norm_axes=tuple(range(len(shape))),
             form=self.mlp_form,
+            feature_axis=0,
         )[:2]
         pe = p.reshape(shape)
         mag = jnp.exp(magnitude * self.exp_mult)
@@ -602,7 +612,7 @@ class HyperV2(lopt_base.LearnedOptimizer):
             step = direction * mag * self.step_mult
         step = lr_mult * step
         if self.precondition_output:
-            last_rms = rms.reshape(*shape, -1)[..., -1]
+            last_rms = rms[-1].reshape(shape)  # the slowest decay's second moment
             step = step * jax.lax.rsqrt(last_rms + jnp.asarray(1e-6, last_rms.dtype))
         return p - step.reshape(p.shape)
 
@@ -611,29 +621,35 @@ class HyperV2(lopt_base.LearnedOptimizer):
 
         Args:
           p: the parameter.
-          m, rms: its momenta and second moments (of the previous step).
+          m, rms: its momenta and second moments (of the previous step), one array per
+            decay (or arrays with the decays first).
           fraction_trained: ``iteration / num_steps``.
           loss_features: the 9 features of :func:`loss_buffer_features`.
 
         Returns:
           The features ``[rnn_input_features]``, in ``m``'s dtype.
         """
-        dtype = m.dtype
+        dtype = m[0].dtype
         p = p.astype(dtype)
         norm_mult = jax.lax.rsqrt(jnp.maximum(jnp.asarray(1e-9, dtype), jnp.mean(p**2)))
         # The library scales m and rms by norm_mult first; the statistics of the scaled
         # accumulators are those of the raw ones times norm_mult (means) and norm_mult^2
         # (variances), the same to float32 rounding, without writing scaled copies of
-        # the accumulators to memory (measured: a third of HyperV2's step). They are taken
-        # over a transposed copy, one contiguous row per decay: XLA:CPU reduces rows
-        # faster than the strided columns of the decays-last layout (measured: a fifth of the
-        # step; docs/benchmarks.md).
-        m_rows = m.reshape(-1, m.shape[-1]).T
-        rms_rows = rms.reshape(-1, rms.shape[-1]).T
-        mean_m = jnp.mean(m_rows, axis=1, keepdims=True)
-        mean_rms = jnp.mean(rms_rows, axis=1) * norm_mult
-        var_m = jnp.mean(jnp.square(m_rows - mean_m), axis=1) * jnp.square(norm_mult)
-        var_rms = jnp.mean(jnp.square(rms_rows - mean_m), axis=1) * jnp.square(norm_mult)
+        # the accumulators to memory (measured: a third of HyperV2's step). One array
+        # per decay, each statistic reduces a whole array: XLA:CPU reduces those faster
+        # than the strided columns of the library's decays-last layout (measured: a
+        # fifth of the step; docs/benchmarks.md).
+        ms = [m[k] for k in range(len(m))]
+        rmss = [rms[k] for k in range(len(rms))]
+        mean_m = [jnp.mean(x) for x in ms]
+        mean_rms = jnp.stack([jnp.mean(x) for x in rmss]) * norm_mult
+        sq = jnp.square(norm_mult)
+        var_m = (
+            jnp.stack([jnp.mean(jnp.square(x - mu)) for x, mu in zip(ms, mean_m, strict=True)]) * sq
+        )
+        # The library's rms - mean_m broadcasts the rms decays against the momentum ones.
+        var_rms = jnp.stack([jnp.mean(jnp.square(x - mu)) for x, mu in _bcast_pairs(rmss, mean_m)])
+        var_rms = var_rms * sq
         n_rank = int(np.sum(np.asarray(p.shape) > 1))
         timescales = jnp.asarray(_FRACTION_TIMESCALES, jnp.float32)
         feats = {

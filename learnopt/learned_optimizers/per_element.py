@@ -93,6 +93,7 @@ def mlp(
     activation: Callable[[jax.Array], jax.Array] = jax.nn.relu,
     mean_outputs_from: int | None = None,
     form: str = "auto",
+    feature_axis: int = -1,
 ) -> list[jax.Array]:
     """``MLP([normalize(concat(groups)), tensor_inputs])`` for every element of a tensor.
 
@@ -103,7 +104,9 @@ def mlp(
     Args:
       layers: ``[(w_0, b_0), ..., (w_L, b_L)]``; ``w_0`` has one row per feature column,
         then one per entry of ``tensor_inputs``.
-      groups: feature groups, each ``[*shape, width]``, in the compute dtype.
+      groups: feature groups, each ``[*shape, width]`` (with ``feature_axis=0``:
+        ``[width, *shape]``, or a sequence of ``width`` arrays of ``shape``), in the
+        compute dtype.
       shape: the element shape (the tensor's shape; ``(1,)`` for scalars).
       tensor_inputs: per-tensor inputs ``[T]`` (the same for every element), or None.
       stat_groups: the same groups computed a second time, for the normalization
@@ -116,6 +119,10 @@ def mlp(
         elements (RNNMLPLOpt's messages to its LSTM): they are computed as the mean of the
         last hidden layer times their weights (the same, by linearity), not per element.
       form: one of :data:`FORMS`.
+      feature_axis: where each group holds its features: -1 (last axis) or 0 (first
+        axis, or a sequence of columns: the one-array-per-decay features of
+        :mod:`~learnopt.learned_optimizers.accumulators`, whose columns the
+        normalization statistics then read as whole arrays, without copies).
 
     Returns:
       One array of shape ``shape`` per output unit; with ``mean_outputs_from=k``, the
@@ -123,6 +130,15 @@ def mlp(
     """
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+    if feature_axis not in (0, -1):
+        raise ValueError(f"feature_axis must be 0 or -1, got {feature_axis!r}")
+    stats = groups if stat_groups is None else stat_groups
+    columns = stat_columns = None
+    if feature_axis == 0:
+        # Features first: the columns as they are, and as width-1 groups of the
+        # last-axis form for the forms that stack them.
+        columns, stat_columns = _columns(groups, first=True), _columns(stats, first=True)
+        groups, stats = [c[..., None] for c in columns], [c[..., None] for c in stat_columns]
     dtype = groups[0].dtype
     layers = [(w.astype(dtype), b.astype(dtype)) for w, b in layers]
     if form == "auto":
@@ -139,7 +155,6 @@ def mlp(
     if tensor_inputs is not None:
         b0 = b0 + tensor_inputs.astype(dtype) @ w0[nf:]
     w0 = w0[:nf]
-    stats = groups if stat_groups is None else stat_groups
     whole = norm_axes is not None and sorted(norm_axes) == list(range(len(shape)))
     if form == "blocked" and whole:
         # One scale per feature column: folded into the first layer's rows, so the
@@ -147,9 +162,10 @@ def mlp(
         w0 = w0 * _scales(stats, tuple(norm_axes), eps)[:, None]
         x = jnp.concatenate(list(groups), axis=-1).reshape(-1, nf)
         return _blocked([(w0, b0), *layers[1:]], x, shape, activation, mean_outputs_from)
-    columns = _columns(groups)
+    if columns is None:
+        columns, stat_columns = _columns(groups), _columns(stats)
     if norm_axes is not None:
-        columns = _normalized(columns, _columns(stats), tuple(norm_axes), eps)
+        columns = _normalized(columns, stat_columns, tuple(norm_axes), eps)
     layers = [(w0, b0), *layers[1:]]
     if form == "elementwise":
         return _elementwise_differentiable(activation, mean_outputs_from, layers, columns)
@@ -175,7 +191,11 @@ def twice(features: Callable[..., list[jax.Array]], *inputs: Any) -> tuple[list,
     return features(*inputs), features(*jax.lax.optimization_barrier(inputs))
 
 
-def _columns(groups: Sequence[jax.Array]) -> list[jax.Array]:
+def _columns(groups: Sequence[Any], first: bool = False) -> list[jax.Array]:
+    """The feature columns of ``groups`` in order (features on axis 0, or sequences of
+    columns, if ``first``)."""
+    if first:
+        return [g[j] for g in groups for j in range(len(g))]
     return [g[..., j] for g in groups for j in range(g.shape[-1])]
 
 
