@@ -203,6 +203,16 @@ def test_mlp_forms_agree_with_tensor_inputs_partial_norm_and_mean_outputs(
     assert len(fast) == 3 and fast[2].shape == (2,) and fast[0].shape == shape
     for a, e in zip(fast, ref, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=1e-5, atol=1e-5)
+    # The same features held one array per column (the accumulators' per-decay layout)
+    # and features-first: the same function.
+    per_column = [[g[..., j] for j in range(g.shape[-1])] for g in groups]
+    first = [jnp.moveaxis(groups[0], -1, 0), *per_column[1:]]
+    for feats in (per_column, first):
+        cols = jax.jit(
+            lambda g: per_element.mlp(layers, g, shape, form=form, feature_axis=0, **kwargs)
+        )(feats)
+        for a, e in zip(cols, ref, strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=1e-5, atol=1e-5)
 
 
 def test_mlp_rejects_an_unknown_form():
