@@ -247,7 +247,7 @@ class Celo(hyper_v2.HyperV2):
 
         Args:
           p: the parameter (unused).
-          m: its momenta (only their dtype is used).
+          m: its momenta, one array per decay (only their dtype is used).
           rms: its second moments (unused).
           fraction_trained: ``tau = iteration / num_steps``.
           loss_features: the 9 features of
@@ -258,7 +258,7 @@ class Celo(hyper_v2.HyperV2):
           validation input if enabled), in ``m``'s dtype.
         """
         del p, rms
-        dtype = m.dtype
+        dtype = m[0].dtype
         timescales = jnp.asarray(hyper_v2._FRACTION_TIMESCALES, jnp.float32)
         fraction = jnp.tanh((fraction_trained - timescales) * 10)
         values = [fraction.astype(dtype), jnp.reshape(loss_features, (-1,)).astype(dtype)]
