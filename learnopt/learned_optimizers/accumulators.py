@@ -72,6 +72,7 @@ __all__ = [
     "factored_update",
     "init_accumulators",
     "update_accumulators",
+    "per_decay_pairs",
     "accumulator_grads",
     "update_tree",
     "lift_scalar",
@@ -293,8 +294,19 @@ def _decayed(x: PerDecay, new: jax.Array, decays: jax.Array) -> tuple[jax.Array,
     return tuple(decays[k] * x[k] + (1 - decays[k]) * new for k in range(len(x)))
 
 
-def _pairs(a: PerDecay, b: PerDecay) -> list[tuple[jax.Array, jax.Array]]:
-    """The entries of two per-decay lists broadcast against each other (lengths 1 or K)."""
+def per_decay_pairs(a: Sequence[Any], b: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """The entries of two per-decay sequences paired as numpy broadcasts their lengths.
+
+    What ``x[..., None] * y`` over decays-last arrays of ``[1]`` or ``[K]`` decays pairs,
+    for the one-array-per-decay layout.
+
+    Args:
+      a: one entry per decay (length 1 or K).
+      b: likewise (length 1 or K).
+
+    Returns:
+      ``K`` pairs ``(a_k, b_k)``, a length-1 side repeated.
+    """
     n = int(np.broadcast_shapes((len(a),), (len(b),))[0])
     return [(a[k if len(a) > 1 else 0], b[k if len(b) > 1 else 0]) for k in range(n)]
 
@@ -354,7 +366,7 @@ def _row_col_scale(
     reduced_d1 = d1 - 1 if d1 > d0 else d1
     floor = jnp.asarray(_RSQRT_FLOOR, dtype)
     out = []
-    for k, (xk, row) in enumerate(_pairs(x, v_row)):
+    for k, (xk, row) in enumerate(per_decay_pairs(x, v_row)):
         row_factor = safe_rsqrt(row / (jnp.mean(row, axis=reduced_d1, keepdims=True) + floor))
         col_factor = safe_rsqrt(v_col[k])
         out.append(xk * jnp.expand_dims(row_factor, d0) * jnp.expand_dims(col_factor, d1))
@@ -606,7 +618,7 @@ def element_features(
         p=[p],
         m=list(m),
         rms=list(rms),
-        m_rsqrt_rms=[a * b for a, b in _pairs(m, rsqrt)],
+        m_rsqrt_rms=[a * b for a, b in per_decay_pairs(m, rsqrt)],
         rsqrt_rms=rsqrt,
         fac_g=list(fac_g),
         g_rsqrt_rms=[g * r for r in rsqrt],
@@ -641,9 +653,10 @@ def factored_features(
         v = list(acc.v_diag)
         r = [jax.lax.rsqrt(x + jnp.asarray(_FACTORED_FEATURE_EPS, x.dtype)) for x in v]
         if mom_eps:
-            mom = [a * jax.lax.rsqrt(b + jnp.asarray(mom_eps, b.dtype)) for a, b in _pairs(m, v)]
+            eps = jnp.asarray(mom_eps, v[0].dtype)
+            mom = [a * jax.lax.rsqrt(b + eps) for a, b in per_decay_pairs(m, v)]
         else:
-            mom = [a * floored_rsqrt(b) for a, b in _pairs(m, v)]
+            mom = [a * floored_rsqrt(b) for a, b in per_decay_pairs(m, v)]
         return [v, v, r, r, mom]
     d1, d0 = dims
     shape = tuple(shape)

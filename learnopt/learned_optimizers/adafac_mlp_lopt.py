@@ -73,8 +73,8 @@ class AdafacMLPLOptState:
 
     Attributes:
       params, model_state, iteration: as in every learnopt state.
-      mom_rolling: momenta ``mom_rolling.m`` (per param ``(num_mom,) + p.shape``: decays
-        first, see :mod:`~learnopt.learned_optimizers.accumulators`).
+      mom_rolling: momenta ``mom_rolling.m`` (per param, one array of ``p.shape`` per
+        decay, see :mod:`~learnopt.learned_optimizers.accumulators`).
       rms_rolling: second moments ``rms_rolling.rms`` (likewise).
       fac_rolling_features: factored second moments (fields are trees like params).
       num_steps: the inner-run length given to ``init`` (int32; -1 if not given).
@@ -129,8 +129,8 @@ def adafac_features(
         :func:`~learnopt.learned_optimizers.accumulators.factored_features`).
 
     Returns:
-      The groups, each of shape ``(n,) + shape`` with ``shape = p.shape or (1,)`` (decays
-      first).
+      The groups, each a list of ``n`` columns of shape ``shape = p.shape or (1,)``
+      (one per decay).
     """
     shape = p.shape or (1,)
     p, g, m, rms, fac_g, acc = accumulators.lift_scalar(p, g, m, rms, fac_g, acc)

@@ -197,13 +197,6 @@ def _bcast(a: int, b: int) -> int:
     return int(np.broadcast_shapes((a,), (b,))[0])
 
 
-def _bcast_pairs(a: list, b: list) -> list[tuple]:
-    """The entries of two per-decay lists paired as numpy broadcasts ``[len(a)]`` and
-    ``[len(b)]`` (lengths 1 or equal)."""
-    n = _bcast(len(a), len(b))
-    return [(a[k if len(a) > 1 else 0], b[k if len(b) > 1 else 0]) for k in range(n)]
-
-
 def _mixed_weights(
     stack: dict, controls: jax.Array, param_inits: int, scale: float = 100.0
 ) -> Callable[[int, Any], dict]:
@@ -570,7 +563,7 @@ class HyperV2(lopt_base.LearnedOptimizer):
           lr_mult: the LSTM's step-size multiplier for this tensor.
           p, g: the parameter and its clipped gradient, in the compute dtype.
           m, rms, fac_g: the updated momenta, second moments and preconditioned gradient
-            (decays first).
+            (one array per decay).
           acc: the tensor's updated factored second moments.
           tau: with ``tau_features``, the 7 fraction-of-training features (per-tensor
             inputs, read by ``weights["w0__tau"]``); None otherwise.
@@ -639,8 +632,7 @@ class HyperV2(lopt_base.LearnedOptimizer):
         # per decay, each statistic reduces a whole array: XLA:CPU reduces those faster
         # than the strided columns of the library's decays-last layout (measured: a
         # fifth of the step; docs/benchmarks.md).
-        ms = [m[k] for k in range(len(m))]
-        rmss = [rms[k] for k in range(len(rms))]
+        ms, rmss = list(m), list(rms)
         mean_m = [jnp.mean(x) for x in ms]
         mean_rms = jnp.stack([jnp.mean(x) for x in rmss]) * norm_mult
         sq = jnp.square(norm_mult)
@@ -648,8 +640,8 @@ class HyperV2(lopt_base.LearnedOptimizer):
             jnp.stack([jnp.mean(jnp.square(x - mu)) for x, mu in zip(ms, mean_m, strict=True)]) * sq
         )
         # The library's rms - mean_m broadcasts the rms decays against the momentum ones.
-        var_rms = jnp.stack([jnp.mean(jnp.square(x - mu)) for x, mu in _bcast_pairs(rmss, mean_m)])
-        var_rms = var_rms * sq
+        pairs = accumulators.per_decay_pairs(rmss, mean_m)
+        var_rms = jnp.stack([jnp.mean(jnp.square(x - mu)) for x, mu in pairs]) * sq
         n_rank = int(np.sum(np.asarray(p.shape) > 1))
         timescales = jnp.asarray(_FRACTION_TIMESCALES, jnp.float32)
         feats = {

@@ -232,9 +232,10 @@ class _ScheduledAdamOptimizer(common.ThetaOptimizer):
 
         prior = self.lopt.schedule_multiplier(s.iteration, s.num_steps)
         tau = progress.tau_embedding(s.iteration, s.num_steps, jnp.float32)
-        # Adam's bias corrections 1 - beta^t (scalars, for the per-tensor features).
-        correction1 = -jnp.expm1(t.astype(jnp.float32) * jnp.log1p(-omb1))
-        correction2 = -jnp.expm1(t.astype(jnp.float32) * jnp.log1p(-omb2))
+        if self.lopt.tensor_features:
+            # Adam's bias corrections 1 - beta^t (scalars, for the per-tensor features).
+            correction1 = -jnp.expm1(t.astype(jnp.float32) * jnp.log1p(-omb1))
+            correction2 = -jnp.expm1(t.astype(jnp.float32) * jnp.log1p(-omb2))
 
         def step(p, m, v, g, kind):
             cd = m.dtype
