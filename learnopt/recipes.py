@@ -243,6 +243,14 @@ RECIPES: dict[str, Recipe] = {
             {**_COSINE_VALID, "meta_loss_split": "train"},
             dict(every=4000, steps=1000, at_start=True),
         ),
+        Recipe(
+            "scheduledadam-cosine-mixed",
+            "scheduledadam-cosine-valid with the meta-loss on both a fresh training batch "
+            "and an outer-valid batch (the mean of their log losses): neither fitting nor "
+            "generalization alone is rewarded",
+            {**_COSINE_VALID, "meta_loss_split": "train+outer_valid"},
+            dict(every=4000, steps=1000, at_start=True),
+        ),
     )
 }
 

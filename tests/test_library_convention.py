@@ -509,6 +509,48 @@ def test_meta_loss_split_and_aux_key(split, aux_key, expected):
     np.testing.assert_allclose(np.asarray(out.loss), expected, rtol=1e-5)
 
 
+class _FarSplit:
+    """A split whose batches sit at ``x = 4`` (the outer-valid split of the test below)."""
+
+    def take(self, *shape):
+        return {"x": np.full((*shape, 3), 4.0, np.float32)}
+
+
+class _TwoSplitDatasets:
+    train = inner_valid = test = _Split()
+    outer_valid = _FarSplit()
+
+
+class _TwoSplitTask(_TargetTask):
+    datasets = _TwoSplitDatasets()
+
+
+@pytest.mark.parametrize(
+    "transform, expected",
+    [
+        # p1 = 0.4: train batches at 2 give 3 * 1.6^2, outer-valid batches at 4 give 3 * 3.6^2.
+        (None, (3 * 1.6**2 + 3 * 3.6**2) / 2),
+        ("log", (np.log(3 * 1.6**2) + np.log(3 * 3.6**2)) / 2),
+    ],
+)
+def test_the_train_plus_outer_valid_split_averages_both_meta_values(transform, expected):
+    lopt = lopt_base.LearnableSGD(initial_lr=0.1)
+    step = lopt_truncated_step.VectorizedLOptTruncatedStep(
+        _TwoSplitTask(),
+        lopt,
+        truncation_schedule.ConstantTruncationSchedule(10),
+        num_tasks=2,
+        meta_loss_split="train+outer_valid",
+        meta_loss_transform=transform,
+    )
+    theta = lopt.init(jax.random.PRNGKey(0))
+    state = step.init_step_state(theta, None, jax.random.PRNGKey(1))
+    data = step.get_batch(1)
+    assert set(data["meta"]) == {"train", "outer_valid"}
+    _, out = jax.jit(lambda s: step.unroll(theta, s, jax.random.PRNGKey(2), data, 1))(state)
+    np.testing.assert_allclose(np.asarray(out.loss), expected, rtol=1e-5)
+
+
 def test_bad_truncated_step_arguments_raise():
     lopt = lopt_base.LearnableSGD()
     sched = truncation_schedule.ConstantTruncationSchedule(10)

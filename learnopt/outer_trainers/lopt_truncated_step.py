@@ -52,9 +52,19 @@ __all__ = [
 ]
 
 #: Values of ``meta_loss_split``: None (the training loss of each step, before its
-#: update), ``"same_data"`` (the updated params on the same batch) or a dataset split
-#: (the updated params on a batch of that split).
-META_LOSS_SPLITS = (None, "same_data", "train", "inner_valid", "outer_valid", "test")
+#: update), ``"same_data"`` (the updated params on the same batch), a dataset split
+#: (the updated params on a batch of that split) or ``"train+outer_valid"`` (the mean of
+#: the meta-values on a fresh training batch and on an outer-valid batch: with the log
+#: transform, the log of the geometric mean of the two losses).
+META_LOSS_SPLITS = (
+    None,
+    "same_data",
+    "train",
+    "inner_valid",
+    "outer_valid",
+    "test",
+    "train+outer_valid",
+)
 _DATA_SPLITS = ("train", "inner_valid", "outer_valid", "test")
 
 
@@ -160,7 +170,10 @@ class VectorizedLOptTruncatedStep:
       meta_loss_split: what the meta-loss of a step is: None, the training loss of the
         step (of the params *before* its update); ``"same_data"``, the loss of the
         updated params on the same batch; a split name (``"outer_valid"``, ...), the
-        loss of the updated params on a batch of that split.
+        loss of the updated params on a batch of that split; ``"train+outer_valid"``,
+        the mean of the meta-values (after ``meta_loss_transform``) of the updated
+        params on a fresh training batch and on an outer-valid batch, so that neither
+        fitting nor generalization alone is rewarded.
       random_initial_iteration_offset: the first runs start at a random inner step in
         ``[0, offset)`` so that they end at different times (staggered starts; set it
         to the run length).
@@ -299,14 +312,15 @@ class VectorizedLOptTruncatedStep:
         Returns:
           ``None`` for data-free families, else ``{"train": ...}`` with leaves
           ``[steps, num_tasks, batch, ...]`` (``[num_tasks, batch, ...]`` when ``steps``
-          is None), plus ``"meta"`` of the same shape when ``meta_loss_split`` names a
-          split.
+          is None), plus ``"meta"`` when ``meta_loss_split`` names splits: a dict of
+          one such batch per split (``{"outer_valid": ...}``).
         """
         if self.task_family.datasets is None:
             return None
         out = {"train": self._take("train", steps)}
         if self.meta_loss_split not in (None, "same_data"):
-            out["meta"] = self._take(self.meta_loss_split, steps)
+            splits = self.meta_loss_split.split("+")
+            out["meta"] = {split: self._take(split, steps) for split in splits}
         return out
 
     def get_outer_batch(self, steps: int | None = None) -> PyTree:
@@ -519,12 +533,15 @@ class VectorizedLOptTruncatedStep:
         if self.meta_loss_split is None:
             meta_loss = self._meta_value(task, loss, aux)
         else:
-            eval_batch = batch if self.meta_loss_split == "same_data" else meta_batch
+            eval_batches = {"": batch} if self.meta_loss_split == "same_data" else meta_batch
             new_params, new_model_state = opt.get_params_state(opt_state)
-            m_loss, _, m_aux = self._loss_and_aux(
-                task, new_params, new_model_state, k_meta, eval_batch
-            )
-            meta_loss = self._meta_value(task, m_loss, m_aux)
+            values = []
+            for eval_batch in eval_batches.values():
+                m_loss, _, m_aux = self._loss_and_aux(
+                    task, new_params, new_model_state, k_meta, eval_batch
+                )
+                values.append(self._meta_value(task, m_loss, m_aux))
+            meta_loss = sum(values) / len(values)
         new_state = state.replace(inner_opt_state=opt_state, inner_step=state.inner_step + 1)
         return new_state, (meta_loss, state.inner_step)
 
