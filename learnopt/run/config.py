@@ -70,7 +70,7 @@ DEFAULT_NUM_TASKS = {"full_grad": 1, "other": 8}
 DEFAULT_OUTER_LR = 1e-2
 DEFAULT_STD = 0.01
 #: ``--meta-loss-split`` values (``lopt_truncated_step.META_LOSS_SPLITS`` less None).
-META_LOSS_SPLITS = ("same_data", "train", "inner_valid", "outer_valid", "test")
+META_LOSS_SPLITS = ("same_data", "train", "inner_valid", "outer_valid", "test", "train+outer_valid")
 #: ``--meta-loss-weighting`` values (``meta_objective.WEIGHTINGS`` less None).
 META_LOSS_WEIGHTINGS = ("uniform", "last_window", "late")
 #: ``--meta-loss-transform`` values (``meta_objective.TRANSFORMS`` less None).
