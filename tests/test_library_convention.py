@@ -480,6 +480,19 @@ class _TargetTask(tasks_base.Task):
         return self.loss_with_state_and_aux(params, state, key, batch)[:2]
 
 
+def _one_sgd_step(task, **step_kwargs):
+    """``(data, out)`` of one unrolled SGD(0.1) step of two runs of ``task``."""
+    lopt = lopt_base.LearnableSGD(initial_lr=0.1)
+    step = lopt_truncated_step.VectorizedLOptTruncatedStep(
+        task, lopt, truncation_schedule.ConstantTruncationSchedule(10), 2, **step_kwargs
+    )
+    theta = lopt.init(jax.random.PRNGKey(0))
+    state = step.init_step_state(theta, None, jax.random.PRNGKey(1))
+    data = step.get_batch(1)
+    _, out = jax.jit(lambda s: step.unroll(theta, s, jax.random.PRNGKey(2), data, 1))(state)
+    return data, out
+
+
 @pytest.mark.parametrize(
     "split, aux_key, expected",
     [
@@ -492,20 +505,8 @@ class _TargetTask(tasks_base.Task):
     ],
 )
 def test_meta_loss_split_and_aux_key(split, aux_key, expected):
-    lopt = lopt_base.LearnableSGD(initial_lr=0.1)
-    step = lopt_truncated_step.VectorizedLOptTruncatedStep(
-        _TargetTask(),
-        lopt,
-        truncation_schedule.ConstantTruncationSchedule(10),
-        num_tasks=2,
-        meta_loss_split=split,
-        meta_loss_with_aux_key=aux_key,
-    )
-    theta = lopt.init(jax.random.PRNGKey(0))
-    state = step.init_step_state(theta, None, jax.random.PRNGKey(1))
-    data = step.get_batch(1)
+    data, out = _one_sgd_step(_TargetTask(), meta_loss_split=split, meta_loss_with_aux_key=aux_key)
     assert set(data) == ({"train"} if split in (None, "same_data") else {"train", "meta"})
-    _, out = jax.jit(lambda s: step.unroll(theta, s, jax.random.PRNGKey(2), data, 1))(state)
     np.testing.assert_allclose(np.asarray(out.loss), expected, rtol=1e-5)
 
 
@@ -534,20 +535,10 @@ class _TwoSplitTask(_TargetTask):
     ],
 )
 def test_the_train_plus_outer_valid_split_averages_both_meta_values(transform, expected):
-    lopt = lopt_base.LearnableSGD(initial_lr=0.1)
-    step = lopt_truncated_step.VectorizedLOptTruncatedStep(
-        _TwoSplitTask(),
-        lopt,
-        truncation_schedule.ConstantTruncationSchedule(10),
-        num_tasks=2,
-        meta_loss_split="train+outer_valid",
-        meta_loss_transform=transform,
+    data, out = _one_sgd_step(
+        _TwoSplitTask(), meta_loss_split="train+outer_valid", meta_loss_transform=transform
     )
-    theta = lopt.init(jax.random.PRNGKey(0))
-    state = step.init_step_state(theta, None, jax.random.PRNGKey(1))
-    data = step.get_batch(1)
     assert set(data["meta"]) == {"train", "outer_valid"}
-    _, out = jax.jit(lambda s: step.unroll(theta, s, jax.random.PRNGKey(2), data, 1))(state)
     np.testing.assert_allclose(np.asarray(out.loss), expected, rtol=1e-5)
 
 
