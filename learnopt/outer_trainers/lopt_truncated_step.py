@@ -535,10 +535,14 @@ class VectorizedLOptTruncatedStep:
         else:
             eval_batches = {"": batch} if self.meta_loss_split == "same_data" else meta_batch
             new_params, new_model_state = opt.get_params_state(opt_state)
+            # One key per evaluated split (a single split keeps k_meta itself).
+            keys = (
+                jax.random.split(k_meta, len(eval_batches)) if len(eval_batches) > 1 else [k_meta]
+            )
             values = []
-            for eval_batch in eval_batches.values():
+            for k_eval, eval_batch in zip(keys, eval_batches.values(), strict=True):
                 m_loss, _, m_aux = self._loss_and_aux(
-                    task, new_params, new_model_state, k_meta, eval_batch
+                    task, new_params, new_model_state, k_eval, eval_batch
                 )
                 values.append(self._meta_value(task, m_loss, m_aux))
             meta_loss = sum(values) / len(values)
