@@ -214,7 +214,7 @@ def test_heldout_suite_is_disjoint_and_covers_three_kinds():
     kinds = {n.split("_")[0] for n in heldout}
     assert {"ImageMLP", "Conv", "ImageMLPAE", "RNNLM", "TransformerLM"} <= kinds
     # No held-out task has the input size and layer widths of a meta-train bucket.
-    buckets = suites.meta_train_families()
+    buckets = [*suites.meta_train_families(), *(m() for m in suites.WIDE_BUCKETS.values())]
 
     def signature(params, batch):
         shapes = sorted(tuple(x.shape) for x in jax.tree.leaves(params))
@@ -249,7 +249,7 @@ def test_meta_valid_suite_shares_no_task_or_configuration_with_meta_train_or_hel
         return (tuple(jax.tree.leaves(batch)[0].shape[1:]), tuple(shapes))
 
     members = {}  # name -> (set, signature)
-    for fam in suites.meta_train_families():
+    for fam in [*suites.meta_train_families(), *(m() for m in suites.WIDE_BUCKETS.values())]:
         members[fam.name] = (
             "meta-train",
             signature(fam.task_fn(fam.sample(KEY)), fam.datasets.abstract_batch),

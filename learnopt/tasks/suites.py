@@ -15,6 +15,10 @@ bucket (also in ``TASK_FAMILIES``)  model and data                              
 ``MetaTrain_Conv_Mnist5k8_16x16``   conv 16 (stride 2) - 16, mnist5k at 8x8      64
 ==================================  ===========================================  =====
 
+:data:`WIDE_BUCKETS` are further families for meta-training, registered by name but not
+part of the mixture: ``MetaTrain_MLP_Mnist5k20_64x64`` (MLP 400-64-64-10, mnist5k at
+20x20, batch 128, the same sampled activations and initializers).
+
 Two ways to meta-train on it: the mixture family in one estimator (each member draws a
 bucket; a population ``vmap`` evaluates every bucket's model and selects one, so a step
 costs about the sum of the buckets), or, as the notes' library does, one estimator per
@@ -52,6 +56,7 @@ __all__ = [
     "HELDOUT",
     "META_VALID",
     "META_TRAIN_BUCKETS",
+    "WIDE_BUCKETS",
     "MixtureTaskFamily",
     "SUITES",
     "get_suite",
@@ -216,19 +221,20 @@ class MixtureTaskFamily(tasks_base.TaskFamily):
 # ------------------------------------------------------------------------ buckets
 
 
-def _image_mlp_bucket(dataset: str, hidden: Sequence[int], name: str):
+def _image_mlp_family(dataset: str, size: int, hidden: Sequence[int], name: str):
     from learnopt.tasks.parametric import image_mlp
 
-    def make():
-        return image_mlp.ParametricImageMLP(
-            lambda: datasets_base.image_classification_datasets(
-                dataset, image_size=(8, 8), batch_size=128
-            ),
-            hidden_layers=hidden,
-            name=name,
-        )
+    return image_mlp.ParametricImageMLP(
+        lambda: datasets_base.image_classification_datasets(
+            dataset, image_size=(size, size), batch_size=128
+        ),
+        hidden_layers=hidden,
+        name=name,
+    )
 
-    return make
+
+def _image_mlp_bucket(dataset: str, hidden: Sequence[int], name: str):
+    return lambda: _image_mlp_family(dataset, 8, hidden, name)
 
 
 def _image_conv_bucket(dataset: str, hidden: Sequence[int], name: str):
@@ -261,7 +267,16 @@ META_TRAIN_BUCKETS = {
         "mnist5k", (16, 16), "MetaTrain_Conv_Mnist5k8_16x16"
     ),
 }
-for _name, _make in META_TRAIN_BUCKETS.items():
+#: Wider meta-train families, registered but not in the ``meta-train`` mixture: MLPs on
+#: larger images whose tuned rates are those of the held-out and meta-valid MLPs (on the
+#: 8x8 buckets the training loss keeps improving up to rates of 0.1-0.3;
+#: ``benchmarks/meta_objective_landscape.py``, ``docs/meta-training.md``).
+WIDE_BUCKETS = {
+    "MetaTrain_MLP_Mnist5k20_64x64": lambda: _image_mlp_family(
+        "mnist5k", 20, (64, 64), "MetaTrain_MLP_Mnist5k20_64x64"
+    ),
+}
+for _name, _make in {**META_TRAIN_BUCKETS, **WIDE_BUCKETS}.items():
     tasks_base.TASK_FAMILIES.register(_make, name=_name)
 
 
