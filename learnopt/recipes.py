@@ -221,6 +221,13 @@ _FROM_ADAM_WIDE = {
     "steps": 4000,
 }
 
+#: The same on the warmup-cosine prior, started at Adam's default rate: the rate (and
+#: corrections of the schedule, betas, epsilon, per-kind offsets) is meta-trained.
+_COSINE_FROM_ADAM_WIDE = {
+    **_FROM_ADAM_WIDE,
+    "lopt_config": {"initial_lr": 1e-3, "schedule_prior": "warmup_cosine"},
+}
+
 #: The recipes of the table in ``docs/meta-training.md`` ("Runs with the fair evaluation").
 RECIPES: dict[str, Recipe] = {
     r.name: r
@@ -294,6 +301,13 @@ RECIPES: dict[str, Recipe] = {
             "bucket (mnist5k 20x20, 64x64): rate and schedule learned on the late log "
             "training loss, whose whole-run minimum is at the rate meta-valid prefers",
             _FROM_ADAM_WIDE,
+            dict(every=4000, steps=1000, at_start=True),
+        ),
+        Recipe(
+            "scheduledadam-cosine-from-adam-wide",
+            "scheduledadam-from-adam-wide on the warmup-cosine prior: Adam + warmup/cosine "
+            "at Adam's default rate 1e-3 to start, the rate and corrections meta-trained",
+            _COSINE_FROM_ADAM_WIDE,
             dict(every=4000, steps=1000, at_start=True),
         ),
     )
