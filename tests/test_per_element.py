@@ -244,7 +244,7 @@ def _random_mlp(key, n_features, n_tensor, widths, n_out):
 
 @pytest.mark.parametrize("form", FAST_FORMS)
 @pytest.mark.parametrize("shape", [(1,), (7,), (40, 30), (3, 4, 5)])
-def test_mlp_forms_agree_with_tensor_inputs_partial_norm_and_mean_outputs(
+def test_mlp_forms_agree_with_tensor_inputs_partial_norm_mean_outputs_and_broadcasts(
     small_blocks, shape, form
 ):
     key = jax.random.PRNGKey(len(shape))
@@ -252,6 +252,13 @@ def test_mlp_forms_agree_with_tensor_inputs_partial_norm_and_mean_outputs(
         jax.random.normal(jax.random.fold_in(key, i), (*shape, w)) * (i + 1)
         for i, w in enumerate((1, 3, 2))
     ]
+    # The last group's two columns are constant along the first and along the last axis
+    # (an Adafactor row and column statistic): given unbroadcast below.
+    small = [
+        jax.random.normal(jax.random.fold_in(key, 10), (1, *shape[1:])),
+        jax.random.normal(jax.random.fold_in(key, 11), (*shape[:-1], 1)),
+    ]
+    groups[2] = jnp.stack([jnp.broadcast_to(c, shape) for c in small], axis=-1)
     layers = _random_mlp(key, 6, 2, (5, 5), 4)
     t = jnp.array([0.3, -1.2])
     axes = tuple(range(len(shape)))[-2:]
@@ -265,10 +272,25 @@ def test_mlp_forms_agree_with_tensor_inputs_partial_norm_and_mean_outputs(
     # and features-first: the same function.
     per_column = [[g[..., j] for j in range(g.shape[-1])] for g in groups]
     first = [jnp.moveaxis(groups[0], -1, 0), *per_column[1:]]
-    for feats in (per_column, first):
+    # Columns given before their broadcast (the row and column statistics).
+    unbroadcast = [*per_column[:2], small]
+    for feats in (per_column, first, unbroadcast):
         cols = jax.jit(
             lambda g: per_element.mlp(layers, g, shape, form=form, feature_axis=0, **kwargs)
         )(feats)
+        for a, e in zip(cols, ref, strict=True):
+            assert a.shape == e.shape
+            np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=1e-5, atol=1e-5)
+    if len(axes) == len(shape):
+        # Normalized over the whole tensor, a statistics column may be given as its mean
+        # square (a MeanSquare), computed by the caller.
+        stats = [[per_element.MeanSquare(jnp.mean(jnp.square(c))) for c in g]
+                 for g in per_column]  # fmt: skip
+        cols = jax.jit(
+            lambda g, s: per_element.mlp(
+                layers, g, shape, form=form, feature_axis=0, stat_groups=s, **kwargs
+            )
+        )(unbroadcast, stats)
         for a, e in zip(cols, ref, strict=True):
             np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=1e-5, atol=1e-5)
 
