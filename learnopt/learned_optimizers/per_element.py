@@ -72,6 +72,9 @@ class MeanSquare(NamedTuple):
     with 1 on those axes), computed by the caller where it has a cheaper way than a pass
     over the column (the Adafactor-preconditioned gradient:
     :func:`~learnopt.learned_optimizers.accumulators.preconditioned_grad_mean_squares`).
+
+    Attributes:
+      value: the mean square, in the compute dtype.
     """
 
     value: jax.Array
