@@ -10,9 +10,10 @@ per-element MLP in the ``"auto"`` form (what runs by default), in the ``"referen
 form, and with ``LearnableSGD`` in its place (same tasks and PES settings; its update
 is a few multiply-adds per parameter, so its step time is the cost of everything but the
 learned optimizer: the tasks' forward and backward passes, data, PES itself). Trials
-interleave the three; prints the median outer steps per second of each, the compile
-(first step) seconds, and the breakdown of an outer step's time into learned-optimizer
-updates and the rest.
+interleave the three; prints the median outer steps per second of each, the process's
+CPU time per outer step (all threads; on a shared machine the load moves it less than the
+wall time), the compile (first step) seconds, and the breakdown of an outer step's time
+into learned-optimizer updates and the rest.
 """
 
 from __future__ import annotations
@@ -65,13 +66,13 @@ def main() -> None:
         start = time.perf_counter()
         state, loss, _ = learner.update(state, jax.random.PRNGKey(1))
         jax.block_until_ready(loss)
-        runs[label] = [learner, state, jax.random.PRNGKey(2), time.perf_counter() - start, []]
+        runs[label] = [learner, state, jax.random.PRNGKey(2), time.perf_counter() - start, [], []]
         print(f"  {label}: compiled in {runs[label][3]:.1f} s", flush=True)
 
     for trial in range(args.trials):
         for run in runs.values():
             learner, state, key = run[0], run[1], run[2]
-            steps, start = 0, time.perf_counter()
+            steps, start, cpu_start = 0, time.perf_counter(), time.process_time()
             while time.perf_counter() - start < args.seconds:
                 key, k = jax.random.split(key)
                 state, loss, _ = learner.update(state, k)
@@ -79,20 +80,29 @@ def main() -> None:
             jax.block_until_ready(loss)
             run[1], run[2] = state, key
             run[4].append(steps / (time.perf_counter() - start))
+            run[5].append((time.process_time() - cpu_start) / steps)
         print(f"  trial {trial + 1}/{args.trials} done", flush=True)
 
     print(f"\nPES on {args.family}, {args.lopt} recipe settings; median of {args.trials} trials\n")
-    print("| variant | outer steps/s | ms/outer step | first step (compile) s |")
-    print("| --- | ---: | ---: | ---: |")
+    print(
+        "| variant | outer steps/s | ms/outer step | CPU ms/outer step | first step (compile) s |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: |")
     rate = {}
     for label, run in runs.items():
         rate[label] = statistics.median(run[4])
-        print(f"| {label} | {rate[label]:.2f} | {1e3 / rate[label]:.0f} | {run[3]:.1f} |")
+        cpu_ms = 1e3 * statistics.median(run[5])
+        print(f"| {label} | {rate[label]:.2f} | {1e3 / rate[label]:.0f} | {cpu_ms:.0f} "
+              f"| {run[3]:.1f} |")  # fmt: skip
     fast, ref, rest = (1e3 / r for r in rate.values())
     print(f"\nfast / reference: {rate[f'{args.lopt} auto'] / rate[f'{args.lopt} reference']:.2f}x"
           f" outer steps/s. Breakdown of a reference step: learned-optimizer updates "
           f"~{ref - rest:.0f} ms ({(ref - rest) / ref:.0%}), the rest {rest:.0f} ms; "
           f"of a fast step: updates ~{fast - rest:.0f} ms, the rest {rest:.0f} ms.")  # fmt: skip
+    fast, ref, rest = (1e3 * statistics.median(run[5]) for run in runs.values())
+    print(f"In CPU time: fast / reference {ref / fast:.2f}x; reference step: updates "
+          f"~{ref - rest:.0f} ms ({(ref - rest) / ref:.0%}), the rest {rest:.0f} ms; fast "
+          f"step: updates ~{fast - rest:.0f} ms, the rest {rest:.0f} ms.")  # fmt: skip
 
 
 if __name__ == "__main__":

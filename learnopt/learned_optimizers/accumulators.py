@@ -70,6 +70,8 @@ __all__ = [
     "factored_init",
     "factored_tree_init",
     "factored_update",
+    "preconditioned_grad",
+    "preconditioned_grad_mean_squares",
     "init_accumulators",
     "update_accumulators",
     "per_decay_pairs",
@@ -363,14 +365,68 @@ def _row_col_scale(
     tensor-shaped entry per decay, or one for all); ``dtype`` is the accumulators' dtype.
     """
     d1, d0 = dims
+    factors = _factors(FactoredAccum(v_row, v_col, ()), dims, dtype)
+    return [
+        xk * jnp.expand_dims(row, d0) * jnp.expand_dims(col, d1)
+        for xk, (row, col) in per_decay_pairs(x, factors)
+    ]
+
+
+def _factors(acc: FactoredAccum, dims: tuple[int, int], dtype: Any) -> list[tuple]:
+    """Per decay, ``(rsqrt(v_row / mean_{d1}(v_row)), rsqrt(v_col))``, both floored at
+    1e-9 (:func:`safe_rsqrt`), before their broadcast over the tensor."""
+    d1, d0 = dims
     reduced_d1 = d1 - 1 if d1 > d0 else d1
     floor = jnp.asarray(_RSQRT_FLOOR, dtype)
-    out = []
-    for k, (xk, row) in enumerate(per_decay_pairs(x, v_row)):
-        row_factor = safe_rsqrt(row / (jnp.mean(row, axis=reduced_d1, keepdims=True) + floor))
-        col_factor = safe_rsqrt(v_col[k])
-        out.append(xk * jnp.expand_dims(row_factor, d0) * jnp.expand_dims(col_factor, d1))
-    return out
+    return [
+        (safe_rsqrt(row / (jnp.mean(row, axis=reduced_d1, keepdims=True) + floor)), safe_rsqrt(col))
+        for row, col in zip(acc.v_row, acc.v_col, strict=True)
+    ]
+
+
+def preconditioned_grad(acc: FactoredAccum, g: jax.Array) -> list[jax.Array]:
+    """The Adafactor-preconditioned gradient ``fac_g`` (see :func:`factored_update`), again.
+
+    Args:
+      acc: the tensor's updated factored second moments (one array per decay).
+      g: the gradient, in the accumulators' dtype.
+
+    Returns:
+      One array of ``g``'s shape per decay.
+    """
+    dims = factored_dims(g.shape)
+    if dims is None:
+        floor = jnp.asarray(_RSQRT_FLOOR, g.dtype)
+        return [g * safe_rsqrt(v + floor) for v in acc.v_diag]
+    return _row_col_scale([g], acc.v_row, acc.v_col, dims, g.dtype)
+
+
+def preconditioned_grad_mean_squares(acc: FactoredAccum, g: jax.Array) -> jax.Array:
+    """``mean(fac_g_k^2)`` over the tensor for every decay ``k``, without ``fac_g``.
+
+    For a factored tensor ``fac_g = g * row_factor * col_factor``, so the mean square is
+    ``sum(g^2 * row_factor^2 * col_factor^2) / n``: one contraction of ``g^2`` with the
+    factors of every decay (a matrix product), instead of one pass over each ``fac_g_k``.
+
+    Args:
+      acc: the tensor's updated factored second moments (one array per decay).
+      g: the gradient, in the accumulators' dtype.
+
+    Returns:
+      ``[num_decays]``.
+    """
+    dims = factored_dims(g.shape)
+    if dims is None:
+        return jnp.stack([jnp.mean(jnp.square(x)) for x in preconditioned_grad(acc, g)])
+    d1, d0 = dims
+    letters = "abcdefghijklmnopqrstuvwxyz"[: g.ndim]
+    rows = "".join(c for i, c in enumerate(letters) if i != d0)
+    cols = "".join(c for i, c in enumerate(letters) if i != d1)
+    factors = _factors(acc, dims, g.dtype)
+    r2 = jnp.stack([jnp.square(r) for r, _ in factors])
+    c2 = jnp.stack([jnp.square(c) for _, c in factors])
+    total = jnp.einsum(f"{letters},K{rows},K{cols}->K", jnp.square(g), r2, c2)
+    return total / g.size
 
 
 def factored_update(
@@ -398,14 +454,13 @@ def factored_update(
     g2 = jnp.square(g) + jnp.asarray(epsilon, dtype)
     dims = factored_dims(g.shape)
     if dims is None:
-        v = _decayed(acc.v_diag, g2, decays)
-        fac_g = [g * safe_rsqrt(vk + jnp.asarray(_RSQRT_FLOOR, dtype)) for vk in v]
-        return acc.replace(v_diag=v), fac_g
-    d1, d0 = dims
-    v_row = _decayed(acc.v_row, jnp.mean(g2, axis=d0), decays)
-    v_col = _decayed(acc.v_col, jnp.mean(g2, axis=d1), decays)
-    fac_g = _row_col_scale([g], v_row, v_col, dims, dtype)
-    return acc.replace(v_row=v_row, v_col=v_col), fac_g
+        acc = acc.replace(v_diag=_decayed(acc.v_diag, g2, decays))
+    else:
+        d1, d0 = dims
+        v_row = _decayed(acc.v_row, jnp.mean(g2, axis=d0), decays)
+        v_col = _decayed(acc.v_col, jnp.mean(g2, axis=d1), decays)
+        acc = acc.replace(v_row=v_row, v_col=v_col)
+    return acc, preconditioned_grad(acc, g)
 
 
 def init_accumulators(
@@ -626,7 +681,12 @@ def element_features(
 
 
 def factored_features(
-    acc: FactoredAccum, m: PerDecay, shape: Sequence[int], *, mom_eps: float = 0.0
+    acc: FactoredAccum,
+    m: PerDecay,
+    shape: Sequence[int],
+    *,
+    mom_eps: float = 0.0,
+    broadcast: bool = True,
 ) -> list[list[jax.Array]]:
     """The five Adafactor feature groups of the library's adafactor MLP optimizers.
 
@@ -643,10 +703,16 @@ def factored_features(
       mom_eps: added to ``v`` in the non-factored ``m / sqrt(v + mom_eps)``; 0 floors
         ``v`` at 1e-20 instead (:func:`floored_rsqrt`). It differs between
         architectures (each caller says which reference it follows).
+      broadcast: if False, the row and column groups (and their rsqrt) of a factored
+        tensor are left as the row and column statistics, shaped to broadcast against
+        the tensor (a 1 on the axis they average over), which
+        :func:`~learnopt.learned_optimizers.per_element.mlp` reads as their broadcast:
+        their normalization statistics and first-layer terms then cost a few hundred
+        values each instead of the whole tensor.
 
     Returns:
       ``[row, col, rsqrt_row, rsqrt_col, mom]``, each a list of one array of ``shape``
-      per decay.
+      (or, with ``broadcast=False``, broadcastable to it) per decay.
     """
     dims = factored_dims(shape)
     if dims is None:
@@ -660,8 +726,11 @@ def factored_features(
         return [v, v, r, r, mom]
     d1, d0 = dims
     shape = tuple(shape)
-    row = [jnp.broadcast_to(jnp.expand_dims(x, d0), shape) for x in acc.v_row]
-    col = [jnp.broadcast_to(jnp.expand_dims(x, d1), shape) for x in acc.v_col]
+    row = [jnp.expand_dims(x, d0) for x in acc.v_row]
+    col = [jnp.expand_dims(x, d1) for x in acc.v_col]
+    if broadcast:
+        row = [jnp.broadcast_to(x, shape) for x in row]
+        col = [jnp.broadcast_to(x, shape) for x in col]
     eps = jnp.asarray(_FACTORED_FEATURE_EPS, row[0].dtype)
     mom = _row_col_scale(m, acc.v_row, acc.v_col, dims, row[0].dtype)
     rsqrt_row = [jax.lax.rsqrt(x + eps) for x in row]

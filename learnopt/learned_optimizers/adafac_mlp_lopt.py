@@ -118,6 +118,8 @@ def adafac_features(
     fac_g: jax.Array,
     acc: accumulators.FactoredAccum,
     mom_eps: float = 0.0,
+    *,
+    broadcast: bool = True,
 ) -> list[jax.Array]:
     """The feature groups of the module docstring for one tensor (scalars as ``[1]``).
 
@@ -127,17 +129,21 @@ def adafac_features(
       acc: the updated factored second moments of the tensor.
       mom_eps: added to ``v`` in the non-factored ``m / sqrt(v)`` (0 floors ``v``; see
         :func:`~learnopt.learned_optimizers.accumulators.factored_features`).
+      broadcast: False leaves the row and column groups unbroadcast (see
+        :func:`~learnopt.learned_optimizers.accumulators.factored_features`), as
+        :func:`~learnopt.learned_optimizers.per_element.mlp` takes them.
 
     Returns:
       The groups, each a list of ``n`` columns of shape ``shape = p.shape or (1,)``
-      (one per decay).
+      (one per decay; with ``broadcast=False`` the row and column groups broadcast to it).
     """
     shape = p.shape or (1,)
     p, g, m, rms, fac_g, acc = accumulators.lift_scalar(p, g, m, rms, fac_g, acc)
     # rms_eps 1e-6: learned_optimization's adafac_mlp_lopt, rsqrt(rms + 1e-6).
     f = accumulators.element_features(p, g, m, rms, fac_g, rms_eps=1e-6)
     groups = [f.g, f.p, f.m, f.rms, f.m_rsqrt_rms, f.rsqrt_rms, f.fac_g]
-    return groups + accumulators.factored_features(acc, m, shape, mom_eps=mom_eps)
+    factored = accumulators.factored_features(acc, m, shape, mom_eps=mom_eps, broadcast=broadcast)
+    return groups + factored
 
 
 def adafac_decays(lopt: Any, theta: dict) -> accumulators.Decays:
@@ -237,8 +243,27 @@ def adafac_update(
 
     def step(p, g, m, v, fac_g, fac):
         cd = g.dtype  # the accumulators' dtype (grads are cast to it)
-        features = lambda *a: adafac_features(*a, lopt.mom_eps)  # noqa: E731
-        groups, stat_groups = per_element.twice(features, p.astype(cd), g, m, v, fac_g, fac)
+
+        # The row and column groups unbroadcast: per_element.mlp reads their statistics
+        # and their first-layer terms once per row or column, not once per element.
+        # fac_g is computed where it is used, never written to memory: in the MLP's pass
+        # from g and the row and column factors, and in the statistics' pass only as its
+        # mean squares (one contraction of g^2 for every decay).
+        def features(p, g, m, v, fac):
+            fac_g = accumulators.preconditioned_grad(fac, g)
+            return adafac_features(p, g, m, v, fac_g, fac, lopt.mom_eps, broadcast=False)
+
+        def stat_features(p, g, m, v, fac):
+            if accumulators.factored_dims(p.shape) is None:
+                fac_g = accumulators.preconditioned_grad(fac, g)
+            else:
+                ms = accumulators.preconditioned_grad_mean_squares(fac, g)
+                fac_g = [per_element.MeanSquare(ms[k]) for k in range(ms.shape[0])]
+            return adafac_features(p, g, m, v, fac_g, fac, lopt.mom_eps, broadcast=False)
+
+        groups, stat_groups = per_element.twice(
+            features, p.astype(cd), g, m, v, fac, stat_features=stat_features
+        )
         return tensor_step(p.astype(cd), groups, time.astype(cd), stat_groups)
 
     params, mom, rms, fac = accumulators.update_tree(

@@ -15,8 +15,11 @@ products at a few GFLOP/s: 50-200x the cost of an Adam step on a 932k-parameter 
 * ``"elementwise"``: the layers unrolled into multiply-adds over the feature columns
   (each a tensor-shaped array), so XLA fuses the whole MLP into one loop over the
   elements and nothing per-hidden-unit reaches memory. The normalizers are per-feature
-  scales applied to the columns; per-tensor inputs are folded into the first layer's
-  bias (``b0 + t @ w0[F:]``, computed once per tensor). Its derivative is taken through
+  scales folded into the first layer's rows (``w0[f] / rms_f``; applied to the columns
+  when only some axes are normalized); per-tensor inputs are folded into the first
+  layer's bias (``b0 + t @ w0[F:]``, computed once per tensor), and columns that are
+  constant along an axis (Adafactor row and column statistics, given unbroadcast) into
+  per-row and per-column partial sums of the first layer. Its derivative is taken through
   the stacked matrix-product form (a custom JVP: the same function, and a compact
   derivative where the unrolled one made XLA:CPU's compiler run out of memory). Wins on
   large tensors for narrow MLPs; its program grows with ``width**2``;
@@ -34,13 +37,14 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 __all__ = [
     "mlp",
+    "MeanSquare",
     "twice",
     "choose_form",
     "FORMS",
@@ -58,6 +62,22 @@ ELEMENTWISE_MAX_WIDTH = 16
 ELEMENTWISE_MIN_SIZE = BLOCK
 
 Layer = tuple[jax.Array, jax.Array]
+
+
+class MeanSquare(NamedTuple):
+    """A normalization-statistics column given by its value, not by the data to reduce.
+
+    In :func:`mlp`'s ``stat_groups`` (with ``feature_axis=0``), in a column's place: the
+    column's mean square over ``norm_axes`` (a scalar, or an array of the tensor's rank
+    with 1 on those axes), computed by the caller where it has a cheaper way than a pass
+    over the column (the Adafactor-preconditioned gradient:
+    :func:`~learnopt.learned_optimizers.accumulators.preconditioned_grad_mean_squares`).
+
+    Attributes:
+      value: the mean square, in the compute dtype.
+    """
+
+    value: jax.Array
 
 
 def choose_form(widths: Sequence[int], size: int) -> str:
@@ -106,11 +126,16 @@ def mlp(
         then one per entry of ``tensor_inputs``.
       groups: feature groups, each ``[*shape, width]`` (with ``feature_axis=0``:
         ``[width, *shape]``, or a sequence of ``width`` arrays of ``shape``), in the
-        compute dtype.
+        compute dtype. With ``feature_axis=0`` a column may also be an array that
+        broadcasts to ``shape`` (a 1 on the axes it is constant along: an Adafactor row
+        or column statistic): it means its broadcast, and the ``"elementwise"`` form
+        computes its first-layer terms once per row or column instead of per element.
       shape: the element shape (the tensor's shape; ``(1,)`` for scalars).
       tensor_inputs: per-tensor inputs ``[T]`` (the same for every element), or None.
       stat_groups: the same groups computed a second time, for the normalization
-        statistics only (see :func:`twice`); default ``groups``.
+        statistics only (see :func:`twice`); default ``groups``. (A broadcastable
+        column's mean square is that of its broadcast: it is read unbroadcast.) With
+        ``feature_axis=0`` a column here may also be a :class:`MeanSquare`.
       norm_axes: the axes of ``shape`` to normalize each feature over (None: no
         normalization).
       norm_eps: added to the mean square.
@@ -134,15 +159,18 @@ def mlp(
         raise ValueError(f"feature_axis must be 0 or -1, got {feature_axis!r}")
     stats = groups if stat_groups is None else stat_groups
     columns = stat_columns = None
-    if feature_axis == 0:
-        # Features first: the columns as they are, and as width-1 groups of the
-        # last-axis form for the forms that stack them.
-        columns, stat_columns = _columns(groups, first=True), _columns(stats, first=True)
-        groups, stats = [c[..., None] for c in columns], [c[..., None] for c in stat_columns]
-    dtype = groups[0].dtype
-    layers = [(w.astype(dtype), b.astype(dtype)) for w, b in layers]
     if form == "auto":
         form = choose_form([int(w.shape[1]) for w, _ in layers[:-1]], math.prod(shape))
+    if feature_axis == 0:
+        # Features first: the columns as they are (broadcast to the tensor's shape for the
+        # forms that stack them), and as width-1 groups of the last-axis form.
+        columns, stat_columns = _columns(groups, first=True), _columns(stats, first=True)
+        if form != "elementwise":
+            columns = [jnp.broadcast_to(c, shape) for c in columns]
+        groups = [c[..., None] for c in columns]
+        stats = [c if isinstance(c, MeanSquare) else c[..., None] for c in stat_columns]
+    dtype = groups[0].dtype
+    layers = [(w.astype(dtype), b.astype(dtype)) for w, b in layers]
     if form == "reference":
         outs = _reference(layers, groups, shape, tensor_inputs, norm_axes, norm_eps, activation)
         if mean_outputs_from is None:
@@ -164,16 +192,24 @@ def mlp(
         return _blocked([(w0, b0), *layers[1:]], x, shape, activation, mean_outputs_from)
     if columns is None:
         columns, stat_columns = _columns(groups), _columns(stats)
-    if norm_axes is not None:
+    if form == "elementwise" and whole:
+        w0 = w0 * _scales(stats, tuple(norm_axes), eps)[:, None]
+    elif norm_axes is not None:
         columns = _normalized(columns, stat_columns, tuple(norm_axes), eps)
     layers = [(w0, b0), *layers[1:]]
     if form == "elementwise":
-        return _elementwise_differentiable(activation, mean_outputs_from, layers, columns)
+        return _elementwise_differentiable(
+            activation, mean_outputs_from, tuple(shape), layers, columns
+        )
     x = jnp.stack([jnp.reshape(c, (-1,)) for c in columns], axis=-1)
     return _blocked(layers, x, shape, activation, mean_outputs_from)
 
 
-def twice(features: Callable[..., list[jax.Array]], *inputs: Any) -> tuple[list, list]:
+def twice(
+    features: Callable[..., list[jax.Array]],
+    *inputs: Any,
+    stat_features: Callable[..., list[jax.Array]] | None = None,
+) -> tuple[list, list]:
     """``features(*inputs)`` for the MLP, and again for its normalization statistics.
 
     The second copy reads its inputs through ``lax.optimization_barrier``, so XLA cannot
@@ -184,11 +220,14 @@ def twice(features: Callable[..., list[jax.Array]], *inputs: Any) -> tuple[list,
     Args:
       features: ``inputs -> feature groups``.
       *inputs: its arguments (arrays or pytrees of arrays).
+      stat_features: the statistics' pass, if not ``features``: columns with the same
+        mean square over the normalized axes (see :func:`mlp`'s ``stat_groups``).
 
     Returns:
       ``(groups, stat_groups)`` for :func:`mlp`.
     """
-    return features(*inputs), features(*jax.lax.optimization_barrier(inputs))
+    stat_features = features if stat_features is None else stat_features
+    return features(*inputs), stat_features(*jax.lax.optimization_barrier(inputs))
 
 
 def _columns(groups: Sequence[Any], first: bool = False) -> list[jax.Array]:
@@ -199,9 +238,16 @@ def _columns(groups: Sequence[Any], first: bool = False) -> list[jax.Array]:
     return [g[..., j] for g in groups for j in range(g.shape[-1])]
 
 
-def _scales(groups: Sequence[jax.Array], axes: tuple[int, ...], eps: jax.Array) -> jax.Array:
+def _mean_square(stat: Any, axes: tuple[int, ...], keepdims: bool) -> jax.Array:
+    """``mean(stat^2)`` over ``axes``, or the value of a :class:`MeanSquare`."""
+    if isinstance(stat, MeanSquare):
+        return stat.value
+    return jnp.mean(jnp.square(stat), axis=axes, keepdims=keepdims)
+
+
+def _scales(groups: Sequence[Any], axes: tuple[int, ...], eps: jax.Array) -> jax.Array:
     """``rsqrt(eps + mean(x^2))`` of every feature column over the whole tensor, ``[F]``."""
-    ms = [jnp.mean(jnp.square(g), axis=axes).reshape(-1) for g in groups]
+    ms = [jnp.reshape(_mean_square(g, axes, keepdims=False), (-1,)) for g in groups]
     return jax.lax.rsqrt(jnp.concatenate(ms) + eps)
 
 
@@ -213,7 +259,7 @@ def _normalized(columns: list, stats: list, axes: tuple[int, ...], eps: jax.Arra
     costs 5x more).
     """
     return [
-        c * jax.lax.rsqrt(jnp.mean(s * s, axis=axes, keepdims=True) + eps)
+        c * jax.lax.rsqrt(_mean_square(s, axes, keepdims=True) + eps)
         for c, s in zip(columns, stats, strict=True)
     ]
 
@@ -233,7 +279,7 @@ def _reference(layers, groups, shape, tensor_inputs, norm_axes, norm_eps, activa
     return [x[..., j] for j in range(x.shape[-1])]
 
 
-def _elementwise(layers, columns: list[jax.Array], activation, mean_from) -> list[jax.Array]:
+def _elementwise(layers, columns: list[jax.Array], activation, mean_from, shape) -> list[jax.Array]:
     """Each layer as multiply-adds over columns: ``h_j = sum_i x_i w[i, j] + b[j]``."""
 
     def layer(xs, w, b, units):
@@ -245,8 +291,13 @@ def _elementwise(layers, columns: list[jax.Array], activation, mean_from) -> lis
             outs.append(acc + b[j])
         return outs
 
-    xs = columns
-    for w, b in layers[:-1]:
+    xs = _first_layer(columns, *layers[0], shape)
+    if len(layers) == 1:
+        if mean_from is None:
+            return xs
+        return [*xs[:mean_from], jnp.stack([jnp.mean(h) for h in xs[mean_from:]])]
+    xs = [activation(h) for h in xs]
+    for w, b in layers[1:-1]:
         xs = [activation(h) for h in layer(xs, w, b, range(w.shape[1]))]
     w, b = layers[-1]
     if mean_from is None:
@@ -255,8 +306,42 @@ def _elementwise(layers, columns: list[jax.Array], activation, mean_from) -> lis
     return [*layer(xs, w, b, range(mean_from)), mean_h @ w[:, mean_from:] + b[mean_from:]]
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
-def _elementwise_differentiable(activation, mean_from, layers, columns):
+def _first_layer(columns: list[jax.Array], w, b, shape) -> list[jax.Array]:
+    """``sum_i x_i w[i, j] + b[j]`` for every unit ``j``, each of ``shape``.
+
+    Columns smaller than ``shape`` (broadcastable to it: a row or column statistic) are
+    summed per unit at their own shape first, one partial sum per distinct column shape,
+    which is then added to the per-element sum by broadcasting: once per row instead of
+    once per element.
+    """
+
+    def dot(ks, j):
+        acc = columns[ks[0]] * w[ks[0], j]
+        for k in ks[1:]:
+            acc = acc + columns[k] * w[k, j]
+        return acc
+
+    full = [k for k, c in enumerate(columns) if c.shape == shape]
+    small: dict[tuple, list[int]] = {}
+    for k, c in enumerate(columns):
+        if c.shape != shape:
+            small.setdefault(c.shape, []).append(k)
+    units = range(w.shape[1])
+    # Written to memory (a few hundred values each) rather than fused into the
+    # per-element loop, where XLA would recompute them for every element.
+    partial = jax.lax.optimization_barrier([[dot(ks, j) for j in units] for ks in small.values()])
+    outs = []
+    for j in units:
+        terms = ([dot(full, j)] if full else []) + [part[j] for part in partial]
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = acc + t
+        outs.append(jnp.broadcast_to(acc + b[j], shape))
+    return outs
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2))
+def _elementwise_differentiable(activation, mean_from, shape, layers, columns):
     """:func:`_elementwise`, differentiated as the stacked matrix-product form.
 
     Unrolled multiply-adds are the fastest forward pass, but their derivative is a graph
@@ -265,23 +350,23 @@ def _elementwise_differentiable(activation, mean_from, layers, columns):
     derivative through the stacked ``[N, F] @ [F, H]`` form is compact; the values agree
     to float32 rounding, and so do the derivatives (``tests/test_per_element.py``).
     """
-    return _elementwise(layers, columns, activation, mean_from)
+    return _elementwise(layers, columns, activation, mean_from, shape)
 
 
 @_elementwise_differentiable.defjvp
-def _elementwise_jvp(activation, mean_from, primals, tangents):
+def _elementwise_jvp(activation, mean_from, shape, primals, tangents):
     layers, columns = primals
-    out = _elementwise(layers, columns, activation, mean_from)
+    out = _elementwise(layers, columns, activation, mean_from, shape)
     _, out_tangent = jax.jvp(
-        lambda ls, cs: _stacked(ls, cs, activation, mean_from), primals, tangents
+        lambda ls, cs: _stacked(ls, cs, activation, mean_from, shape), primals, tangents
     )
     return out, out_tangent
 
 
-def _stacked(layers, columns: list[jax.Array], activation, mean_from) -> list[jax.Array]:
+def _stacked(layers, columns: list[jax.Array], activation, mean_from, shape) -> list[jax.Array]:
     """:func:`_elementwise`'s outputs, computed as :func:`_blocked` matrix products."""
-    x = jnp.stack([jnp.reshape(c, (-1,)) for c in columns], axis=-1)
-    return _blocked(layers, x, columns[0].shape, activation, mean_from)
+    x = jnp.stack([jnp.reshape(jnp.broadcast_to(c, shape), (-1,)) for c in columns], axis=-1)
+    return _blocked(layers, x, shape, activation, mean_from)
 
 
 def _blocked(layers, x: jax.Array, shape, activation, mean_from=None) -> list[jax.Array]:
