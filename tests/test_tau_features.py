@@ -224,6 +224,44 @@ def test_scheduled_adam_with_the_cosine_prior_is_adam_warmup_cosine_at_init(sche
     assert max(steps) < 2e-3
 
 
+def test_scheduled_adam_without_a_learned_schedule_is_the_prior_with_per_kind_steps():
+    from learnopt.optimizers import nadamw
+
+    lopt = scheduled_adam.ScheduledAdam(
+        initial_lr=3e-2, schedule_prior="warmup_cosine", warmup_fraction=0.25, learn_schedule=False
+    )
+    theta = lopt.init(jax.random.PRNGKey(0))
+    assert set(theta) == {"beta1_logit", "beta2_logit", "kind_offsets", "log_epsilon", "log_lr"}
+    assert sum(np.size(x) for x in jax.tree_util.tree_leaves(theta)) == 8
+    params, grads = _tree(0), _grads(8)
+
+    @jax.jit
+    def run(theta):
+        opt = lopt.opt_fn(theta)
+        state = opt.init(params, num_steps=8)
+        return jax.lax.scan(lambda s, g: (opt.update(s, g),) * 2, state, _stacked(grads))[1]
+
+    ref_opt = nadamw.adam_warmup_cosine(3e-2, warmup_fraction=0.25)
+    ref = ref_opt.init(params, num_steps=8)
+    got = run(theta)
+    leaves = jax.tree_util.tree_leaves
+    for i, g in enumerate(grads):
+        ref = ref_opt.update(ref, g)
+        step_i = jax.tree_util.tree_map(lambda x: x[i], lopt.opt_fn(theta).get_params(got))  # noqa: B023
+        for a, b in zip(leaves(step_i), leaves(ref_opt.get_params(ref)), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+    # The matrix kind's offset scales the matrices' steps alone, at every step.
+    kind = scheduled_adam.TENSOR_KINDS.index("matrix")
+    shifted = dict(theta, kind_offsets=theta["kind_offsets"].at[kind].set(np.log(2.0)))
+    moved = lopt.opt_fn(theta).get_params(run(shifted))
+    base = lopt.opt_fn(theta).get_params(got)
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    for (path, p0), a, b in zip(flat, leaves(moved), leaves(base), strict=True):
+        step_a, step_b = np.asarray(a[1]) - np.asarray(p0), np.asarray(b[1]) - np.asarray(p0)
+        factor = 2.0 if scheduled_adam.tensor_kind(path, np.shape(p0)) == kind else 1.0
+        np.testing.assert_allclose(step_a, factor * step_b, rtol=1e-4, atol=1e-7)
+
+
 def test_scheduled_adam_tensor_features_move_each_tensor_by_its_own_statistics(sched_options):
     lopt, run = sched_options
     theta = lopt.init(jax.random.PRNGKey(0))

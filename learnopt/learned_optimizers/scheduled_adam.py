@@ -24,7 +24,7 @@ Tensor kinds, from each parameter's shape and path: ``"vector"`` (rank 0 or 1: b
 scales), ``"matrix"`` (rank 2), ``"conv"`` (rank 3 and more: convolution kernels) and
 ``"embedding"`` (rank 2 with ``embed`` in its path, case-insensitive).
 
-Two options (default off, so the default theta and update are unchanged):
+Three options (their defaults keep the default theta and update unchanged):
 
 * ``schedule_prior="warmup_cosine"`` multiplies the step by a fixed schedule ``c(t, T)``:
   a linear warmup over the first ``warmup_fraction`` of the run, then a half cosine to
@@ -41,6 +41,13 @@ Two options (default off, so the default theta and update are unchanged):
   what per-task tuning buys (step sizes that scale with the parameters: LARS, You et al.
   arXiv:1708.03888; Adafactor, Shazeer & Stern arXiv:1804.04235; Celo2's per-tensor
   normalization, arXiv:2602.19142). Theta gains ``"tensor_mlp"``.
+
+* ``learn_schedule=False`` drops ``s`` (theta has no ``"schedule"``): the schedule is
+  the fixed prior's alone, and theta is the 8 scalars of Adam's hyperparameters and the
+  per-kind offsets, the notes' ``LearnableAdam`` with a step per tensor kind on a fixed
+  schedule. Few meta-parameters make ES estimates far less noisy (the variance of each
+  coordinate's estimate grows with the number of perturbed dimensions), at the price of
+  a schedule that cannot change shape.
 
 ``theta = {"log_lr": [], "log_epsilon": [], "beta1_logit": [], "beta2_logit": [],
 "kind_offsets": [4], "schedule": {"mlp/~/linear_0": {"w": [7, H], "b": [H]},
@@ -280,6 +287,8 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
         initial theta is then ``adam_warmup_cosine(initial_lr, warmup_fraction)``).
       warmup_fraction: the warmup's share of the run with ``"warmup_cosine"``, in [0, 1).
       tensor_features: add the per-tensor offset network ``r`` (module docstring).
+      learn_schedule: learn the correction ``s(tau)`` of the schedule (the default);
+        False keeps the prior schedule fixed and theta without ``"schedule"``.
     """
 
     def __init__(
@@ -293,6 +302,7 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
         schedule_prior: str = "constant",
         warmup_fraction: float = 0.05,
         tensor_features: bool = False,
+        learn_schedule: bool = True,
     ):
         _validate.positive_float("initial_lr", initial_lr)
         _validate.positive_float("initial_epsilon", initial_epsilon)
@@ -315,6 +325,7 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
         self.schedule_prior = schedule_prior
         self.warmup_fraction = float(warmup_fraction)
         self.tensor_features = bool(tensor_features)
+        self.learn_schedule = bool(learn_schedule)
 
     def init(self, key: jax.Array) -> dict:
         """The initial theta: Adam on the prior schedule (zero learned outputs and offsets).
@@ -324,8 +335,8 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
 
         Returns:
           ``{"beta1_logit", "beta2_logit", "kind_offsets", "log_epsilon", "log_lr",
-          "schedule"}`` (layout in the module docstring), and ``"tensor_mlp"`` with
-          ``tensor_features``.
+          "schedule"}`` (layout in the module docstring; no ``"schedule"`` with
+          ``learn_schedule=False``), and ``"tensor_mlp"`` with ``tensor_features``.
         """
         logit = lambda b: np.float32(np.log(b) - np.log1p(-b))  # noqa: E731
         h = self.hidden_size
@@ -335,11 +346,12 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
             "kind_offsets": np.zeros((len(TENSOR_KINDS),), np.float32),
             "log_epsilon": np.float32(np.log(self.initial_epsilon)),
             "log_lr": np.float32(np.log(self.initial_lr)),
-            "schedule": {
+        }
+        if self.learn_schedule:
+            spec["schedule"] = {
                 "mlp/~/linear_0": common.linear_spec(progress.NUM_TAU_FEATURES, h),
                 "mlp/~/linear_1": common.linear_spec(h, 1, zero_weights=True),
-            },
-        }
+            }
         if self.tensor_features:
             spec["tensor_mlp"] = {
                 "mlp/~/linear_0": common.linear_spec(NUM_TENSOR_FEATURES, h),
@@ -379,6 +391,8 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
         Returns:
           ``[len(TENSOR_KINDS)]`` float32 log step sizes.
         """
+        if not self.learn_schedule:
+            return theta["log_lr"] + theta["kind_offsets"]
         features = progress.tau_embedding(iteration, num_steps, jnp.float32)
         schedule = common.mlp_apply(theta["schedule"], features[None])[0, 0]
         return theta["log_lr"] + schedule + theta["kind_offsets"]
@@ -402,7 +416,7 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
             f"initial_beta2={self.initial_beta2}, initial_epsilon={self.initial_epsilon}, "
             f"hidden_size={self.hidden_size}, default_num_steps={self.default_num_steps}, "
             f"schedule_prior={self.schedule_prior!r}, warmup_fraction={self.warmup_fraction}, "
-            f"tensor_features={self.tensor_features})"
+            f"tensor_features={self.tensor_features}, learn_schedule={self.learn_schedule})"
         )
 
 
