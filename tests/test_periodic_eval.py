@@ -219,3 +219,16 @@ def test_the_data_is_rewound_only_when_every_split_reports_its_position(position
     # Rewound, every run (the baseline's first) sees train batches 0..3; else each run
     # continues the stream where the one before left it.
     assert figures == ([3, 3, 3] if positions else [3, 7, 11])
+
+
+def test_progress_names_each_task_while_tuning_and_evaluating(capsys):
+    lopt = lopt_base.LearnableAdam()
+    theta = lopt.init(jax.random.PRNGKey(0))
+    callback = periodic.PeriodicEval(
+        2, ["QuadraticTask"], steps=5, learning_rates=(0.1,), progress=True
+    )
+    callback.evaluate(lopt, theta, step=0)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("learnopt eval: tuning Adam over 1 rates on QuadraticTask (1 of 1")
+    assert lines[1] == "learnopt eval at step 0: QuadraticTask (1 of 1)"
+    assert lines[-1].startswith("learnopt eval at step 0: loss / tuned Adam: QuadraticTask")

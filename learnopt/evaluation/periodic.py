@@ -175,7 +175,12 @@ class PeriodicEval:
             self._setup(lopt, theta)
         stacked = jax.tree_util.tree_map(lambda x: np.asarray(x)[None], jax.device_get(theta))
         rows = []
-        for te in self._evals:
+        for i, te in enumerate(self._evals):
+            if self.progress:
+                print(
+                    f"learnopt eval at step {step}: {te.name} ({i + 1} of {len(self._evals)})",
+                    flush=True,
+                )
             start = time.perf_counter()
             ev = te.evaluator
             ev.sweeps[0] = dataclasses.replace(ev.sweeps[0], hparams=stacked)
@@ -265,7 +270,13 @@ class PeriodicEval:
         self._lopt = lopt
         candidate = learned_sweep(lopt, theta, name="candidate")
         self._evals = []
-        for name in self.tasks:
+        for i, name in enumerate(self.tasks):
+            if self.progress and self.learning_rates:
+                print(
+                    f"learnopt eval: tuning Adam over {len(self.learning_rates)} rates on "
+                    f"{name} ({i + 1} of {len(self.tasks)}; once per run)",
+                    flush=True,
+                )
             task = tasks_base.get_task(name)
             te = _TaskEval(
                 name,

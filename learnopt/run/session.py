@@ -227,9 +227,12 @@ class Session:
         self.bar.set_postfix_str("compiling...")
         if self.step == 0:  # a new run: callbacks that ask for it see the initial theta
             info = StepInfo(0, self.num_steps, self.state, self.learner, [], self.out)
-            for cb in self.callbacks:
-                if getattr(cb, "at_start", False):
-                    cb(info)
+            starting = [cb for cb in self.callbacks if getattr(cb, "at_start", False)]
+            if starting:
+                self.bar.set_postfix_str("evaluating the initial theta...")
+            for cb in starting:
+                cb(info)
+            self.bar.set_postfix_str("compiling...")
         with Signals(handle_signals) as signals:
             try:
                 while self.step < self.num_steps and self.status == "completed":
