@@ -221,14 +221,26 @@ def test_the_data_is_rewound_only_when_every_split_reports_its_position(position
     assert figures == ([3, 3, 3] if positions else [3, 7, 11])
 
 
-def test_progress_names_each_task_while_tuning_and_evaluating(capsys):
+def test_tuned_adam_is_computed_once_per_cache_and_progress_names_each_task(tmp_path, capsys):
     lopt = lopt_base.LearnableAdam()
     theta = lopt.init(jax.random.PRNGKey(0))
-    callback = periodic.PeriodicEval(
-        2, ["QuadraticTask"], steps=5, learning_rates=(0.1,), progress=True
-    )
-    callback.evaluate(lopt, theta, step=0)
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("learnopt eval: tuning Adam over 1 rates on QuadraticTask (1 of 1")
+
+    def evaluate():
+        callback = periodic.PeriodicEval(
+            2, ["QuadraticTask"], steps=5, learning_rates=(0.1, 0.01), baseline_cache=tmp_path
+        )
+        rows = callback.evaluate(lopt, theta, step=0)
+        return rows, capsys.readouterr().out.splitlines()
+
+    rows, lines = evaluate()
+    assert lines[0].startswith("learnopt eval: tuning Adam over 2 rates on QuadraticTask (1 of 1")
     assert lines[1] == "learnopt eval at step 0: QuadraticTask (1 of 1)"
     assert lines[-1].startswith("learnopt eval at step 0: loss / tuned Adam: QuadraticTask")
+    assert len(list(tmp_path.glob("*.npz"))) == 1
+    again, lines = evaluate()  # a second run: Adam's curves come from the cache
+    assert not any("tuning Adam" in line for line in lines)
+    assert again[0]["adam_final_train"] == rows[0]["adam_final_train"]
+    assert again[0]["adam_lr"] == rows[0]["adam_lr"]
+    assert (
+        periodic.settings(periodic.PeriodicEval(2, baseline_cache=None))["baseline_cache"] is None
+    )

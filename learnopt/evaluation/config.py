@@ -301,7 +301,8 @@ class PeriodicEvalConfig:
         None,
         "every N meta-steps train the meta-validation tasks with the current theta, "
         f"compare the final training loss with Adam tuned over {len(EVAL_LEARNING_RATES)} "
-        "learning rates and keep the best theta as theta_best.msgpack (default: off)",
+        "learning rates (computed once and kept in learnopt evaluate's baseline cache) "
+        "and keep the best theta as theta_best.msgpack (default: off)",
         flag="--eval-every",
         metavar="N",
         parse="positive_int",

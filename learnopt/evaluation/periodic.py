@@ -95,6 +95,11 @@ class PeriodicEval:
       keep_best: write the theta of the best :func:`eval_score` so far to
         ``<out_dir>/theta_best.msgpack`` (with metadata naming the step and score); a
         resumed run continues from the best score in its ``eval.csv``.
+      baseline_cache: where tuned Adam's curves are kept and reused by later runs with
+        the same tasks, settings and learnopt source
+        (:class:`~learnopt.evaluation.cache.BaselineCache`); ``"default"`` (the default)
+        is ``learnopt evaluate``'s folder
+        (:func:`~learnopt.evaluation.cache.default_cache_dir`), None keeps nothing.
 
     Attributes:
       best_score: the lowest :func:`eval_score` so far (``inf`` before any).
@@ -113,6 +118,7 @@ class PeriodicEval:
         at_start: bool = False,
         progress: bool = True,
         keep_best: bool = True,
+        baseline_cache: str | Path | None = "default",
     ):
         from learnopt import _validate
 
@@ -127,6 +133,11 @@ class PeriodicEval:
         self.at_start = at_start
         self.progress = progress
         self.keep_best = keep_best
+        if baseline_cache == "default":
+            from learnopt.evaluation.cache import default_cache_dir
+
+            baseline_cache = default_cache_dir()
+        self.baseline_cache = Path(baseline_cache) if baseline_cache is not None else None
         self.best_score = math.inf
         self.best_step: int | None = None
         self._restored = False
@@ -261,6 +272,7 @@ class PeriodicEval:
 
     # -- internals
     def _setup(self, lopt: Any, theta: Any) -> None:
+        from learnopt.evaluation.cache import BaselineCache
         from learnopt.evaluation.engine import TaskEvaluator
         from learnopt.evaluation.metrics import windows
         from learnopt.evaluation.results import PointStats
@@ -271,12 +283,6 @@ class PeriodicEval:
         candidate = learned_sweep(lopt, theta, name="candidate")
         self._evals = []
         for i, name in enumerate(self.tasks):
-            if self.progress and self.learning_rates:
-                print(
-                    f"learnopt eval: tuning Adam over {len(self.learning_rates)} rates on "
-                    f"{name} ({i + 1} of {len(self.tasks)}; once per run)",
-                    flush=True,
-                )
             task = tasks_base.get_task(name)
             te = _TaskEval(
                 name,
@@ -284,16 +290,24 @@ class PeriodicEval:
                 _data_position(task),
             )
             if self.learning_rates:  # the tuned baseline, once, on the same batches
-                adam = TaskEvaluator(
-                    task,
-                    [lr_sweep("Adam", self.learning_rates)],
-                    num_steps=self.steps,
-                    num_seeds=self.seeds,
-                )
-                _rewind(task, te.data_state)
-                result = adam.run()
+                sweep = lr_sweep("Adam", self.learning_rates)
+                adam = TaskEvaluator(task, [sweep], num_steps=self.steps, num_seeds=self.seeds)
+                cache = BaselineCache(self.baseline_cache) if self.baseline_cache else None
+                curves = cache.load(name, adam.settings, [sweep]).get(sweep.name) if cache else None
+                if curves is None:
+                    if self.progress:
+                        print(
+                            f"learnopt eval: tuning Adam over {len(self.learning_rates)} "
+                            f"rates on {name} ({i + 1} of {len(self.tasks)}; kept in "
+                            f"{self.baseline_cache or 'memory'})",
+                            flush=True,
+                        )
+                    _rewind(task, te.data_state)
+                    result = adam.run()
+                    if cache is not None:
+                        cache.save(name, adam.settings, [sweep], result)
+                    curves = result.curves[sweep.name]
                 window = windows(self.steps)[1]
-                curves = result.curves["Adam"]
                 grid = [PointStats.of(curves, i, window) for i in range(curves.train_loss.shape[0])]
                 finals = [g.final_train if math.isfinite(g.final_train) else math.inf for g in grid]
                 best = min(range(len(finals)), key=finals.__getitem__)
@@ -345,7 +359,8 @@ def settings(evaluator: PeriodicEval) -> dict[str, Any]:
       evaluator: a periodic evaluation.
 
     Returns:
-      ``{"at_start", "every", "tasks", "steps", "seeds", "learning_rates", "keep_best"}``.
+      ``{"at_start", "every", "tasks", "steps", "seeds", "learning_rates", "keep_best",
+      "baseline_cache"}``.
     """
     return {
         "at_start": evaluator.at_start,
@@ -355,6 +370,9 @@ def settings(evaluator: PeriodicEval) -> dict[str, Any]:
         "seeds": evaluator.seeds,
         "learning_rates": list(evaluator.learning_rates),
         "keep_best": evaluator.keep_best,
+        "baseline_cache": None
+        if evaluator.baseline_cache is None
+        else str(evaluator.baseline_cache),
     }
 
 
@@ -377,6 +395,7 @@ def from_settings(values: Mapping[str, Any], *, progress: bool = True) -> Period
         keep_best=values.get("keep_best", True),
         at_start=values.get("at_start", False),
         progress=progress,
+        baseline_cache=values.get("baseline_cache", "default"),
     )
 
 
