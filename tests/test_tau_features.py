@@ -401,3 +401,21 @@ def test_mlp_lopt_param_scale_steps_multiply_by_rms_plus_floor():
     np.testing.assert_allclose(d_scaled["w"], d_plain["w"] * (rms_w + 0.01), rtol=1e-4)
     np.testing.assert_allclose(d_scaled["b"], d_plain["b"] * 0.01, rtol=1e-4, atol=1e-12)
     assert np.max(np.abs(d_plain["b"])) > 0
+
+
+def test_scheduled_adam_offset_kinds_share_an_offset_and_the_config_round_trips(tmp_path):
+    from learnopt.learned_optimizers import theta_files
+
+    shared = ("vector", "matrix", "matrix", "matrix")
+    lopt = scheduled_adam.ScheduledAdam(learn_schedule=False, offset_kinds=shared)
+    theta = lopt.init(jax.random.PRNGKey(0))
+    theta = dict(theta, kind_offsets=jnp.asarray([0.5, 1.0, 7.0, -3.0], jnp.float32))
+    got = np.asarray(lopt.log_step_sizes(theta, jnp.int32(0), jnp.int32(10)))
+    np.testing.assert_allclose(got - float(theta["log_lr"]), [0.5, 1.0, 1.0, 1.0], rtol=1e-6)
+    own = scheduled_adam.ScheduledAdam(learn_schedule=False)  # the default: each its own
+    got = np.asarray(own.log_step_sizes(theta, jnp.int32(0), jnp.int32(10)))
+    np.testing.assert_allclose(got - float(theta["log_lr"]), [0.5, 1.0, 7.0, -3.0], rtol=1e-6)
+    path = theta_files.save(tmp_path / "t.msgpack", lopt, theta)
+    assert theta_files.load(path).lopt.offset_kinds == shared
+    with pytest.raises(ValueError, match="offset_kinds"):
+        scheduled_adam.ScheduledAdam(offset_kinds=("vector", "matrix", "conv", "kernel"))

@@ -64,6 +64,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import flax.struct
@@ -289,6 +290,11 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
       tensor_features: add the per-tensor offset network ``r`` (module docstring).
       learn_schedule: learn the correction ``s(tau)`` of the schedule (the default);
         False keeps the prior schedule fixed and theta without ``"schedule"``.
+      offset_kinds: for each kind of :data:`TENSOR_KINDS`, in order, the kind whose
+        offset it uses (default: its own). ``("vector", "matrix", "matrix", "matrix")``
+        gives conv kernels and embeddings the matrices' offset: for a meta-training
+        distribution without such tensors, whose own offsets would only collect
+        estimator noise. Theta keeps its four offsets; the unused ones have no effect.
     """
 
     def __init__(
@@ -303,6 +309,7 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
         warmup_fraction: float = 0.05,
         tensor_features: bool = False,
         learn_schedule: bool = True,
+        offset_kinds: Sequence[str] = TENSOR_KINDS,
     ):
         _validate.positive_float("initial_lr", initial_lr)
         _validate.positive_float("initial_epsilon", initial_epsilon)
@@ -326,6 +333,13 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
         self.warmup_fraction = float(warmup_fraction)
         self.tensor_features = bool(tensor_features)
         self.learn_schedule = bool(learn_schedule)
+        offset_kinds = tuple(offset_kinds) if not isinstance(offset_kinds, str) else ()
+        if len(offset_kinds) != len(TENSOR_KINDS) or not set(offset_kinds) <= set(TENSOR_KINDS):
+            raise ValueError(
+                f"offset_kinds must name, for each of {TENSOR_KINDS} in order, one of those "
+                f"kinds, got {offset_kinds!r}"
+            )
+        self.offset_kinds = offset_kinds
 
     def init(self, key: jax.Array) -> dict:
         """The initial theta: Adam on the prior schedule (zero learned outputs and offsets).
@@ -391,11 +405,14 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
         Returns:
           ``[len(TENSOR_KINDS)]`` float32 log step sizes.
         """
+        offsets = theta["kind_offsets"]
+        if self.offset_kinds != TENSOR_KINDS:
+            offsets = offsets[np.array([TENSOR_KINDS.index(k) for k in self.offset_kinds])]
         if not self.learn_schedule:
-            return theta["log_lr"] + theta["kind_offsets"]
+            return theta["log_lr"] + offsets
         features = progress.tau_embedding(iteration, num_steps, jnp.float32)
         schedule = common.mlp_apply(theta["schedule"], features[None])[0, 0]
-        return theta["log_lr"] + schedule + theta["kind_offsets"]
+        return theta["log_lr"] + schedule + offsets
 
     def opt_fn(self, theta: dict, is_training: bool = False) -> common.ThetaOptimizer:
         """The optimizer with meta-parameters ``theta``.
@@ -416,7 +433,8 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
             f"initial_beta2={self.initial_beta2}, initial_epsilon={self.initial_epsilon}, "
             f"hidden_size={self.hidden_size}, default_num_steps={self.default_num_steps}, "
             f"schedule_prior={self.schedule_prior!r}, warmup_fraction={self.warmup_fraction}, "
-            f"tensor_features={self.tensor_features}, learn_schedule={self.learn_schedule})"
+            f"tensor_features={self.tensor_features}, learn_schedule={self.learn_schedule}, "
+            f"offset_kinds={self.offset_kinds})"
         )
 
 

@@ -389,6 +389,16 @@ def _differences(lopt: lopt_base.LearnedOptimizer, metadata: dict[str, Any]) -> 
     saved, given = metadata.get("config"), lopt_config(lopt)
     if not isinstance(saved, dict) or given is None:
         return []
+    # An argument added after the file was written: the file meant its default.
+    params = inspect.signature(type(lopt).__init__).parameters
+    saved = {
+        **{
+            k: _jsonable(params[k].default)
+            for k in given
+            if k not in saved and k in params and params[k].default is not params[k].empty
+        },
+        **saved,
+    }
     return [
         f"{k}={saved.get(k)!r} (given {given.get(k)!r})"
         for k in sorted(set(saved) | set(given))
