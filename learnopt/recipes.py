@@ -253,6 +253,16 @@ _COSINE_HPARAMS_WIDE_SHARED = {
     },
 }
 
+#: One step offset for every kind: the base rate, betas and epsilon of Adam on the
+#: warmup-cosine schedule (5 effective meta-parameters).
+_COSINE_HPARAMS_WIDE_ONE_RATE = {
+    **_COSINE_HPARAMS_WIDE,
+    "lopt_config": {
+        **_COSINE_HPARAMS_WIDE["lopt_config"],
+        "offset_kinds": ["matrix", "matrix", "matrix", "matrix"],
+    },
+}
+
 #: The recipes of the table in ``docs/meta-training.md`` ("Runs with the fair evaluation").
 RECIPES: dict[str, Recipe] = {
     r.name: r
@@ -348,6 +358,13 @@ RECIPES: dict[str, Recipe] = {
             "scheduledadam-cosine-hparams-wide with conv kernels and embeddings on the "
             "matrices' step offset (the wide bucket has neither kind)",
             _COSINE_HPARAMS_WIDE_SHARED,
+            dict(every=3000, steps=1000, at_start=True),
+        ),
+        Recipe(
+            "scheduledadam-cosine-hparams-wide-one-rate",
+            "scheduledadam-cosine-hparams-wide with one step size for every tensor kind "
+            "(the rate, betas and epsilon of Adam on a fixed warmup-cosine schedule)",
+            _COSINE_HPARAMS_WIDE_ONE_RATE,
             dict(every=3000, steps=1000, at_start=True),
         ),
     )
