@@ -86,6 +86,9 @@ for _name in (
 #: PES perturbation size where 0.01 is too coarse: VeLO's 100 * mean_i c_i W_i mixing
 #: amplifies theta perturbations.
 PES_STD = {"HyperV2": 0.003, "HyperV2_tau": 0.003}
+#: Outer learning rate of the exact-gradient check where 1e-2 is too coarse (the same
+#: amplification: HyperV2's meta-gradients turn non-finite a few steps from its start).
+OUTER_LR = {"HyperV2": 1e-3, "HyperV2_tau": 1e-3}
 #: Architectures whose initial theta is a hand-designed optimizer (descent expected).
 DESCENDS = {"LearnableSGD", "LearnableSGDM", "LearnableAdam", "NNAdam", "NNAdam_tau",
             "ScheduledAdam"}  # fmt: skip
@@ -340,7 +343,7 @@ def test_as_optax_with_weight_decay_decays(case):
 def test_meta_gradient_descent_lowers_the_meta_loss(case):
     """Outer Adam on the exact meta-gradient, on fresh random quadratics every step."""
     masks = jax.tree_util.tree_map(lambda m: jnp.stack([m[0]] * 3), _masks())
-    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(1e-2))
+    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(OUTER_LR.get(case.name, 1e-2)))
     theta, opt_state = case.theta, tx.init(case.theta)
     key = jax.random.PRNGKey(11)
 
@@ -349,14 +352,19 @@ def test_meta_gradient_descent_lowers_the_meta_loss(case):
         return float(np.mean(np.asarray(values)))
 
     before = evaluate(theta)
+    skipped = 0
     for _ in range(OUTER_STEPS):
         key, k_cfg, k_init = jax.random.split(key, 3)
         cfgs = jax.vmap(FAMILY.sample)(jax.random.split(k_cfg, 3))
         _, grads = case.meta(theta, cfgs, jax.random.split(k_init, 3), masks)
         grads = jax.tree_util.tree_map(lambda g: jnp.mean(g, axis=0), grads)
+        if not _finite(grads):  # as the library's learners do: skip the step
+            skipped += 1
+            continue
         updates, opt_state = tx.update(grads, opt_state, theta)
         theta = optax.apply_updates(theta, updates)
     after = evaluate(theta)
+    assert skipped <= OUTER_STEPS // 10, f"{case.name}: {skipped} non-finite meta-gradients"
     assert _finite(theta)
     assert after < 0.97 * before, f"{case.name}: meta-loss {before:.4f} -> {after:.4f}"
 
