@@ -340,18 +340,25 @@ def test_as_optax_with_weight_decay_decays(case):
     assert _finite(params)
 
 
+def _ordinary_masks():
+    """Three copies of the first of :func:`_masks` (no gradient masked)."""
+    return jax.tree_util.tree_map(lambda m: jnp.stack([m[0]] * 3), _masks())
+
+
+def _held_out_meta_loss(case, theta):
+    """The mean meta-loss of ``theta`` on the case's three fixed quadratics."""
+    (values, _), _ = case.meta(theta, case.cfgs, case.init_keys, _ordinary_masks())
+    return float(np.mean(np.asarray(values)))
+
+
 def test_meta_gradient_descent_lowers_the_meta_loss(case):
     """Outer Adam on the exact meta-gradient, on fresh random quadratics every step."""
-    masks = jax.tree_util.tree_map(lambda m: jnp.stack([m[0]] * 3), _masks())
+    masks = _ordinary_masks()
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(OUTER_LR.get(case.name, 1e-2)))
     theta, opt_state = case.theta, tx.init(case.theta)
     key = jax.random.PRNGKey(11)
 
-    def evaluate(theta):
-        (values, _), _ = case.meta(theta, case.cfgs, case.init_keys, masks)
-        return float(np.mean(np.asarray(values)))
-
-    before = evaluate(theta)
+    before = _held_out_meta_loss(case, theta)
     skipped = 0
     for _ in range(OUTER_STEPS):
         key, k_cfg, k_init = jax.random.split(key, 3)
@@ -363,7 +370,7 @@ def test_meta_gradient_descent_lowers_the_meta_loss(case):
             continue
         updates, opt_state = tx.update(grads, opt_state, theta)
         theta = optax.apply_updates(theta, updates)
-    after = evaluate(theta)
+    after = _held_out_meta_loss(case, theta)
     assert skipped <= OUTER_STEPS // 10, f"{case.name}: {skipped} non-finite meta-gradients"
     assert _finite(theta)
     assert after < 0.97 * before, f"{case.name}: meta-loss {before:.4f} -> {after:.4f}"
@@ -384,12 +391,9 @@ def test_truncated_pes_meta_training_lowers_the_meta_loss(architecture):
         lopt, [est], opt_base.Adam(1e-2), max_grad_norm=1.0
     )
     state = learner.init(jax.random.PRNGKey(0))
-    eval_masks = jax.tree_util.tree_map(lambda m: jnp.stack([m[0]] * 3), _masks())
 
     def evaluate(flat_theta):
-        theta = lopt.unravel(flat_theta)
-        (values, _), _ = case.meta(theta, case.cfgs, case.init_keys, eval_masks)
-        return float(np.mean(np.asarray(values)))
+        return _held_out_meta_loss(case, lopt.unravel(flat_theta))
 
     before = evaluate(learner.get_theta(state))
     for key in jax.random.split(jax.random.PRNGKey(1), OUTER_STEPS):
