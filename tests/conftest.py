@@ -31,6 +31,8 @@ def _session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     """
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(ENV_CACHE_DIR, str(tmp_path_factory.mktemp("learnopt_cache")))
+        # The fused kernel's compiled library (learned_optimizers.fused_kernel).
+        mp.setenv("LEARNOPT_KERNEL_CACHE", str(tmp_path_factory.mktemp("learnopt_kernels")))
         yield
 
 

@@ -25,9 +25,14 @@ products at a few GFLOP/s: 50-200x the cost of an Adam step on a 932k-parameter 
   large tensors for narrow MLPs; its program grows with ``width**2``;
 * ``"blocked"``: the scaled columns stacked ``[N, F]`` and the MLP run as matrix
   products on blocks of :data:`BLOCK` rows (``lax.map``), so each block's hidden
-  layers stay in cache instead of going to memory.
+  layers stay in cache instead of going to memory;
+* ``"fused"``: the stacked ``[N, F]`` rows through
+  :mod:`~learnopt.learned_optimizers.fused_kernel`'s compiled CPU kernel (two hidden
+  layers of 32, ReLU, float32), the hidden units kept in registers; its derivative is
+  the blocked form's (a custom JVP).
 
-``form="auto"`` picks by :func:`choose_form` (measured, see ``docs/benchmarks.md``:
+``form="auto"`` picks by :func:`choose_form` (``"fused"`` is opt-in, not chosen by
+``"auto"`` yet; measured, see ``docs/benchmarks.md``:
 ``benchmarks/bench_lopt_cost.py`` for deployment, ``benchmarks/bench_pes_forms.py`` for
 meta-training). All forms agree to float32 rounding (summation order differs).
 """
@@ -42,6 +47,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from learnopt.learned_optimizers import fused_kernel
+
 __all__ = [
     "mlp",
     "MeanSquare",
@@ -53,7 +60,7 @@ __all__ = [
     "ELEMENTWISE_MIN_SIZE",
 ]
 
-FORMS = ("auto", "reference", "elementwise", "blocked")
+FORMS = ("auto", "reference", "elementwise", "blocked", "fused")
 #: Rows per block of the ``"blocked"`` form (16k rows of 32 floats: 2 MB per layer).
 BLOCK = 16384
 #: The widest hidden layer the ``"elementwise"`` form is chosen for (``"auto"``).
@@ -159,8 +166,23 @@ def mlp(
         raise ValueError(f"feature_axis must be 0 or -1, got {feature_axis!r}")
     stats = groups if stat_groups is None else stat_groups
     columns = stat_columns = None
+    widths = [int(w.shape[1]) for w, _ in layers[:-1]]
+    n_out = int(layers[-1][0].shape[1])
     if form == "auto":
-        form = choose_form([int(w.shape[1]) for w, _ in layers[:-1]], math.prod(shape))
+        form = choose_form(widths, math.prod(shape))
+    elif form == "fused":
+        if not _fused_applies(widths, n_out, groups, activation, mean_outputs_from):
+            raise ValueError(
+                "form='fused' computes two ReLU hidden layers of "
+                f"{fused_kernel.WIDTH} units, 1-{fused_kernel.MAX_OUTPUTS} outputs, float32, "
+                f"on the CPU backend, without mean_outputs_from; got widths {widths}, "
+                f"{n_out} outputs, dtype {_dtype_of(groups)}, backend "
+                f"{jax.default_backend()!r}"
+            )
+        if not fused_kernel.available():
+            raise RuntimeError(
+                f"form='fused': the kernel is not available ({fused_kernel.unavailable_reason()})"
+            )
     if feature_axis == 0:
         # Features first: the columns as they are (broadcast to the tensor's shape for the
         # forms that stack them), and as width-1 groups of the last-axis form.
@@ -184,12 +206,15 @@ def mlp(
         b0 = b0 + tensor_inputs.astype(dtype) @ w0[nf:]
     w0 = w0[:nf]
     whole = norm_axes is not None and sorted(norm_axes) == list(range(len(shape)))
-    if form == "blocked" and whole:
+    if form in ("blocked", "fused") and whole:
         # One scale per feature column: folded into the first layer's rows, so the
         # stacked features need no normalized copy.
         w0 = w0 * _scales(stats, tuple(norm_axes), eps)[:, None]
+        layers = [(w0, b0), *layers[1:]]
+        if form == "fused":
+            return _fused(layers, [g.reshape(-1, g.shape[-1]) for g in groups], shape)
         x = jnp.concatenate(list(groups), axis=-1).reshape(-1, nf)
-        return _blocked([(w0, b0), *layers[1:]], x, shape, activation, mean_outputs_from)
+        return _blocked(layers, x, shape, activation, mean_outputs_from)
     if columns is None:
         columns, stat_columns = _columns(groups), _columns(stats)
     if form == "elementwise" and whole:
@@ -201,8 +226,51 @@ def mlp(
         return _elementwise_differentiable(
             activation, mean_outputs_from, tuple(shape), layers, columns
         )
+    if form == "fused":
+        return _fused(layers, [jnp.reshape(c, (-1, 1)) for c in columns], shape)
     x = jnp.stack([jnp.reshape(c, (-1,)) for c in columns], axis=-1)
     return _blocked(layers, x, shape, activation, mean_outputs_from)
+
+
+def _dtype_of(groups: Sequence[Any]) -> Any:
+    first = groups[0]
+    while isinstance(first, (list, tuple)):
+        first = first[0]
+    return first.dtype
+
+
+def _fused_applies(widths, n_out, groups, activation, mean_outputs_from) -> bool:
+    """Whether :mod:`fused_kernel` computes this MLP (shape, dtype, backend, activation)."""
+    return (
+        mean_outputs_from is None
+        and activation is jax.nn.relu
+        and fused_kernel.supports(widths, n_out, _dtype_of(groups))
+    )
+
+
+def _fused(layers, groups: list[jax.Array], shape) -> list[jax.Array]:
+    """The MLP on the rows of ``concat(groups, axis=1)`` (each ``[N, F_g]``) by the fused
+    kernel, one array of ``shape`` per output."""
+    out = _fused_rows(layers, groups)
+    return [out[k].reshape(shape) for k in range(out.shape[0])]
+
+
+@jax.custom_jvp
+def _fused_rows(layers, groups):
+    """``[K, N]`` outputs of the fused kernel; differentiated as :func:`_blocked`."""
+    return fused_kernel.fused_mlp(layers, groups)
+
+
+@_fused_rows.defjvp
+def _fused_rows_jvp(primals, tangents):
+    layers, groups = primals
+
+    def blocked(ls, gs):
+        rows = jnp.concatenate(gs, axis=1)
+        return jnp.stack(_blocked(ls, rows, (rows.shape[0],), jax.nn.relu))
+
+    _, out_tangent = jax.jvp(blocked, primals, tangents)
+    return _fused_rows(layers, groups), out_tangent
 
 
 def twice(
