@@ -23,7 +23,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -32,21 +31,12 @@ import optax
 sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_lopt_cost import _mlp_params, _time  # noqa: E402
+from bench_xla_cpu_options import mlplopt_mlp_inputs, time_calls  # noqa: E402
 
 from learnopt.learned_optimizers import fused_kernel, per_element  # noqa: E402
-from learnopt.learned_optimizers.mlp_lopt import MLPLOpt  # noqa: E402
 
 #: Multiply-adds per element of the 5 -> 32 -> 32 -> 2 MLP.
 MACS = 5 * 32 + 32 * 32 + 32 * 2
-
-
-def _time_calls(fn, args, min_seconds: float) -> float:
-    n, start = 0, time.perf_counter()
-    while True:
-        jax.block_until_ready(fn(*args))
-        n += 1
-        if time.perf_counter() - start >= min_seconds:
-            return (time.perf_counter() - start) / n
 
 
 def main() -> None:
@@ -59,15 +49,7 @@ def main() -> None:
     if not fused_kernel.available():
         raise SystemExit(f"bench_fused_mlp: no kernel ({fused_kernel.unavailable_reason()})")
 
-    lopt = MLPLOpt()
-    theta = lopt.init(jax.random.PRNGKey(0))
-    layers = [
-        (theta[f"mlp/~/linear_{i}"]["w"], theta[f"mlp/~/linear_{i}"]["b"])
-        for i in range(lopt.hidden_layers + 1)
-    ]
-    layers[0] = (layers[0][0][:5], layers[0][1])  # the time features fold into the bias
-    n = sum(p.size for p in jax.tree_util.tree_leaves(_mlp_params(jax.random.PRNGKey(0))))
-    x = jax.random.normal(jax.random.PRNGKey(1), (n, 5))
+    layers, x, n = mlplopt_mlp_inputs()
     flat = [a for layer in layers for a in layer]
 
     @jax.jit
@@ -100,9 +82,9 @@ def main() -> None:
     adam_times, matmul_times = [], []
     for _ in range(args.trials):
         for name, f in programs.items():
-            times[name].append(_time_calls(f, (x, *flat), args.min_seconds))
+            times[name].append(time_calls(f, (x, *flat), args.min_seconds))
         adam_times.append(_time(adam_step, adam_carry, 10, args.min_seconds))
-        matmul_times.append(_time_calls(matmul, (a,), args.min_seconds))
+        matmul_times.append(time_calls(matmul, (a,), args.min_seconds))
     adam_s = statistics.median(adam_times)
     peak = 2 * 2048**3 / statistics.median(matmul_times)
     ref = outs["blocked (XLA:CPU GEMM)"]

@@ -49,8 +49,9 @@ OPTIONS: dict[str, dict[str, str | bool | int]] = {
 }
 
 
-def _mlp_programs():
-    """MLPLOpt's initial MLP as an unblocked chain and in the blocked form, with inputs."""
+def mlplopt_mlp_inputs():
+    """MLPLOpt's initial MLP (time-feature rows dropped: they fold into the first bias)
+    and random ``[N, 5]`` inputs over the benchmark model's ``N`` elements."""
     from learnopt.learned_optimizers.mlp_lopt import MLPLOpt
 
     lopt = MLPLOpt()
@@ -59,9 +60,14 @@ def _mlp_programs():
         (theta[f"mlp/~/linear_{i}"]["w"], theta[f"mlp/~/linear_{i}"]["b"])
         for i in range(lopt.hidden_layers + 1)
     ]
-    layers[0] = (layers[0][0][:5], layers[0][1])  # the time features fold into the bias
+    layers[0] = (layers[0][0][:5], layers[0][1])
     n = sum(p.size for p in jax.tree_util.tree_leaves(_mlp_params(jax.random.PRNGKey(0))))
-    x = jax.random.normal(jax.random.PRNGKey(1), (n, 5))
+    return layers, jax.random.normal(jax.random.PRNGKey(1), (n, 5)), n
+
+
+def _mlp_programs():
+    """MLPLOpt's initial MLP as an unblocked chain and in the blocked form, with inputs."""
+    layers, x, n = mlplopt_mlp_inputs()
 
     def chain(x, layers):
         for i, (w, b) in enumerate(layers):
@@ -131,7 +137,7 @@ def main() -> None:
             out = jax.block_until_ready(compiled(*fargs))
             times, adam_times = [], []
             for _ in range(args.trials):
-                times.append(_time_calls(compiled, fargs, args.min_seconds))
+                times.append(time_calls(compiled, fargs, args.min_seconds))
                 adam_times.append(_time(adam_step, adam_carry, 10, args.min_seconds))
             ms, adam_ms = statistics.median(times), statistics.median(adam_times)
             diff = "-"
@@ -144,7 +150,7 @@ def main() -> None:
                   flush=True)  # fmt: skip
 
 
-def _time_calls(fn, args, min_seconds: float) -> float:
+def time_calls(fn, args, min_seconds: float) -> float:
     """Seconds per call of ``fn(*args)`` (same inputs every call), over ``min_seconds``."""
     n, start = 0, time.perf_counter()
     while True:
