@@ -31,8 +31,9 @@ products at a few GFLOP/s: 50-200x the cost of an Adam step on a 932k-parameter 
   layers of 32, ReLU, float32), the hidden units kept in registers; its derivative is
   the blocked form's (a custom JVP).
 
-``form="auto"`` picks by :func:`choose_form` (``"fused"`` is opt-in, not chosen by
-``"auto"`` yet; measured, see ``docs/benchmarks.md``:
+``form="auto"`` picks by :func:`choose_form`, and takes ``"fused"`` over ``"blocked"``
+for tensors of at least :data:`FUSED_MIN_SIZE` elements where the kernel computes the
+MLP and is available (measured, see ``docs/benchmarks.md``:
 ``benchmarks/bench_lopt_cost.py`` for deployment, ``benchmarks/bench_pes_forms.py`` for
 meta-training). All forms agree to float32 rounding (summation order differs).
 """
@@ -58,6 +59,7 @@ __all__ = [
     "BLOCK",
     "ELEMENTWISE_MAX_WIDTH",
     "ELEMENTWISE_MIN_SIZE",
+    "FUSED_MIN_SIZE",
 ]
 
 FORMS = ("auto", "reference", "elementwise", "blocked", "fused")
@@ -67,6 +69,8 @@ BLOCK = 16384
 ELEMENTWISE_MAX_WIDTH = 16
 #: The smallest tensor the ``"elementwise"`` form is chosen for (``"auto"``).
 ELEMENTWISE_MIN_SIZE = BLOCK
+#: The smallest tensor ``"auto"`` takes the ``"fused"`` kernel for (where it applies).
+FUSED_MIN_SIZE = BLOCK
 
 Layer = tuple[jax.Array, jax.Array]
 
@@ -170,6 +174,13 @@ def mlp(
     n_out = int(layers[-1][0].shape[1])
     if form == "auto":
         form = choose_form(widths, math.prod(shape))
+        if (
+            form == "blocked"
+            and math.prod(shape) >= FUSED_MIN_SIZE
+            and _fused_applies(widths, n_out, groups, activation, mean_outputs_from)
+            and fused_kernel.available()
+        ):
+            form = "fused"
     elif form == "fused":
         if not _fused_applies(widths, n_out, groups, activation, mean_outputs_from):
             raise ValueError(
