@@ -9,7 +9,7 @@ import pytest
 from learnopt.learned_optimizers import fused_kernel, per_element
 
 
-def _case(n_features=(1, 1, 3), shape=(37, 29), seed=0):
+def _case(n_features=(1, 1, 3), shape=(37, 29), seed=0, n_out=2):
     keys = iter(jax.random.split(jax.random.PRNGKey(seed), 16))
     nf = sum(n_features)
     layers = [
@@ -18,7 +18,10 @@ def _case(n_features=(1, 1, 3), shape=(37, 29), seed=0):
             0.1 * jax.random.normal(next(keys), (32,)),
         ),
         (0.2 * jax.random.normal(next(keys), (32, 32)), 0.1 * jax.random.normal(next(keys), (32,))),
-        (0.2 * jax.random.normal(next(keys), (32, 2)), 0.1 * jax.random.normal(next(keys), (2,))),
+        (
+            0.2 * jax.random.normal(next(keys), (32, n_out)),
+            0.1 * jax.random.normal(next(keys), (n_out,)),
+        ),
     ]
     groups = [jax.random.normal(next(keys), (*shape, w)) for w in n_features]
     return layers, groups, shape, jax.random.normal(next(keys), (3,))
@@ -53,6 +56,34 @@ def test_fused_values_and_derivatives_equal_the_reference(norm_axes):
 
     def loss(ls, gs, form):
         return sum(jnp.sum(jnp.sin(o)) for o in _mlp(ls, gs, shape, t, form, norm_axes))
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1)), static_argnums=2)
+    assert _rel(grad(layers, groups, "reference"), grad(layers, groups, "fused")) < 1e-5
+
+
+@pytest.mark.parametrize("shape", [(37, 29), (3000,)], ids=["2d", "3-chunks"])
+def test_fused_with_mean_outputs_equals_the_reference(shape):
+    """RNNMLPLOpt's use: 2 outputs per element and 5 needed only as means over elements
+    (from the second hidden layer's sum, accumulated per chunk of rows; a partial last
+    tile left out)."""
+    if not fused_kernel.available():
+        assert fused_kernel._compiler() is None, fused_kernel.unavailable_reason()
+        return
+    layers, groups, shape, t = _case(shape=shape, n_out=7)
+    norm_axes = tuple(range(len(shape)))
+
+    def mlp(ls, gs, form):
+        return per_element.mlp(
+            ls, gs, shape, tensor_inputs=t, norm_axes=norm_axes, mean_outputs_from=2, form=form
+        )
+
+    ref, fused = mlp(layers, groups, "reference"), mlp(layers, groups, "fused")
+    assert [o.shape for o in fused] == [shape, shape, (5,)]
+    assert _rel(ref, fused) < 1e-5
+
+    def loss(ls, gs, form):
+        a, b, means = mlp(ls, gs, form)
+        return jnp.sum(jnp.sin(a) * b) + jnp.sum(jnp.cos(means))
 
     grad = jax.jit(jax.grad(loss, argnums=(0, 1)), static_argnums=2)
     assert _rel(grad(layers, groups, "reference"), grad(layers, groups, "fused")) < 1e-5

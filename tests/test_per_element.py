@@ -28,6 +28,7 @@ import pytest
 from learnopt.learned_optimizers import (
     adafac_mlp_lopt,
     celo2,
+    fused_kernel,
     hyper_v2,
     mlp_lopt,
     per_element,
@@ -169,11 +170,11 @@ def _float64(tree):
     )
 
 
-def _run_forms(name: str, theta, forms, dtype) -> dict:
+def _run_forms(name: str, theta, forms, dtype, architectures=ARCHITECTURES) -> dict:
     """``form -> (updates, meta-gradient)`` as numpy trees, each form in a fresh lopt."""
     results = {}
     for form in forms:
-        fn = jax.value_and_grad(_unroll(ARCHITECTURES[name](), form, dtype), has_aux=True)
+        fn = jax.value_and_grad(_unroll(architectures[name](), form, dtype), has_aux=True)
         (_, (updates, _)), grad = jax.jit(fn)(theta)
         results[form] = jax.tree_util.tree_map(np.asarray, (updates, grad))
     return results
@@ -199,6 +200,36 @@ def test_fast_forms_updates_and_meta_gradients_equal_the_reference(small_blocks,
             assert same_maths <= RTOL_FLOAT64, (name, form, what, "float64", same_maths)
             fast, ref = _relative_error(float32[form][k], float64["reference"][k]), ref_errors[k]
             assert fast <= max(RTOL, ACCURACY_FACTOR * ref), (name, form, what, fast, ref)
+
+
+#: The designs whose default 32-wide MLP the fused CPU kernel computes (``"auto"`` takes
+#: it for tensors of at least ``per_element.FUSED_MIN_SIZE`` elements).
+WIDE_ARCHITECTURES = {
+    "MLPLOpt": lambda: mlp_lopt.MLPLOpt(step_mult=0.1, exp_mult=0.1),
+    "RNNMLPLOpt": lambda: rnn_mlp_lopt.RNNMLPLOpt(
+        lstm_hidden_size=4, step_multiplier=0.1, magnitude_rate=0.1
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(WIDE_ARCHITECTURES))
+def test_fused_kernel_updates_and_meta_gradients_equal_the_reference(name):
+    """The fused kernel is float32-only: judged against the float64 truth as the other
+    fast forms are (its derivative is the blocked form's)."""
+    theta = _perturbed_theta(WIDE_ARCHITECTURES[name]())
+    if not fused_kernel.available():
+        assert fused_kernel._compiler() is None, fused_kernel.unavailable_reason()
+        with pytest.raises(RuntimeError, match="not available"):
+            _run_forms(name, theta, ("fused",), jnp.float32, WIDE_ARCHITECTURES)
+        return
+    float32 = _run_forms(name, theta, ("reference", "fused"), jnp.float32, WIDE_ARCHITECTURES)
+    with jax.enable_x64(True):
+        truth = _run_forms(name, _float64(theta), ("reference",), jnp.float64, WIDE_ARCHITECTURES)
+    for k, what in enumerate(("updates", "meta-gradient")):
+        assert max(np.max(np.abs(x)) for x in jax.tree_util.tree_leaves(truth["reference"][k]))
+        ref = _relative_error(float32["reference"][k], truth["reference"][k])
+        fast = _relative_error(float32["fused"][k], truth["reference"][k])
+        assert fast <= max(RTOL, ACCURACY_FACTOR * ref), (name, what, fast, ref)
 
 
 def _bfloat16_ulp(x: np.ndarray) -> np.ndarray:

@@ -36,7 +36,16 @@ from importlib import resources
 import jax
 import jax.numpy as jnp
 
-__all__ = ["available", "unavailable_reason", "supports", "fused_mlp", "TARGET", "WIDTH"]
+__all__ = [
+    "available",
+    "unavailable_reason",
+    "supports",
+    "fused_mlp",
+    "TARGET",
+    "WIDTH",
+    "MAX_OUTPUTS",
+    "ROWS_PER_SUM",
+]
 
 #: The FFI target name the kernel is registered under (CPU).
 TARGET = "learnopt_fused_mlp"
@@ -44,6 +53,8 @@ TARGET = "learnopt_fused_mlp"
 WIDTH = 32
 #: The most outputs the kernel computes.
 MAX_OUTPUTS = 4
+#: Rows per partial sum of the second hidden layer (the kernel's chunk: 16 tiles of 64).
+ROWS_PER_SUM = 1024
 _FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-std=c++17", "-shared",
           "-fPIC", "-w")  # fmt: skip
 
@@ -150,7 +161,7 @@ def supports(widths, n_outputs: int, dtype) -> bool:
     )
 
 
-def fused_mlp(layers, groups) -> jax.Array:
+def fused_mlp(layers, groups, hidden_sum: bool = False):
     """``relu(relu(x @ w0 + b0) @ w1 + b1) @ w2 + b2`` with ``x = concat(groups, axis=1)``,
     transposed: ``[K, N]``.
 
@@ -158,16 +169,24 @@ def fused_mlp(layers, groups) -> jax.Array:
       layers: ``[(w0 [F, 32], b0), (w1 [32, 32], b1), (w2 [32, K], b2)]``, float32.
       groups: the feature groups, each ``[N, F_g]`` float32 (``F`` = the ``F_g`` summed),
         read in place: the concatenation is never written to memory.
+      hidden_sum: also return the second hidden layer (after the ReLU) summed over the
+        ``N`` rows, ``[32]`` (for outputs needed only as means over the rows).
 
     Returns:
-      One row per output unit, ``[K, N]``. Not differentiable by itself (see
-      :func:`~learnopt.learned_optimizers.per_element.mlp`); batched by ``vmap`` one
-      slice after another.
+      One row per output unit, ``[K, N]`` (and the hidden sum with ``hidden_sum``). Not
+      differentiable by itself (see :func:`~learnopt.learned_optimizers.per_element.mlp`);
+      batched by ``vmap`` one slice after another.
     """
     (w0, b0), (w1, b1), (w2, b2) = layers
+    n = groups[0].shape[0]
     call = jax.ffi.ffi_call(
         TARGET,
-        jax.ShapeDtypeStruct((w2.shape[1], groups[0].shape[0]), jnp.float32),
+        (
+            jax.ShapeDtypeStruct((w2.shape[1], n), jnp.float32),
+            # No rows: the kernel skips the sums.
+            jax.ShapeDtypeStruct((-(-n // ROWS_PER_SUM) if hidden_sum else 0, WIDTH), jnp.float32),
+        ),
         vmap_method="sequential",
     )
-    return call(w0, b0, w1, b1, w2, b2, *groups)
+    out, partial_sums = call(w0, b0, w1, b1, w2, b2, *groups)
+    return (out, jnp.sum(partial_sums, axis=0)) if hidden_sum else out

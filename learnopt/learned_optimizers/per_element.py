@@ -185,10 +185,10 @@ def mlp(
         if not _fused_applies(widths, n_out, groups, activation, mean_outputs_from):
             raise ValueError(
                 "form='fused' computes two ReLU hidden layers of "
-                f"{fused_kernel.WIDTH} units, 1-{fused_kernel.MAX_OUTPUTS} outputs, float32, "
-                f"on the CPU backend, without mean_outputs_from; got widths {widths}, "
-                f"{n_out} outputs, dtype {_dtype_of(groups)}, backend "
-                f"{jax.default_backend()!r}"
+                f"{fused_kernel.WIDTH} units, 1-{fused_kernel.MAX_OUTPUTS} per-element "
+                "outputs (before mean_outputs_from), float32, on the CPU backend; got widths "
+                f"{widths}, {n_out} outputs, mean_outputs_from={mean_outputs_from}, dtype "
+                f"{_dtype_of(groups)}, backend {jax.default_backend()!r}"
             )
         if not fused_kernel.available():
             raise RuntimeError(
@@ -223,7 +223,8 @@ def mlp(
         w0 = w0 * _scales(stats, tuple(norm_axes), eps)[:, None]
         layers = [(w0, b0), *layers[1:]]
         if form == "fused":
-            return _fused(layers, [g.reshape(-1, g.shape[-1]) for g in groups], shape)
+            rows = [g.reshape(-1, g.shape[-1]) for g in groups]
+            return _fused(layers, rows, shape, mean_outputs_from)
         x = jnp.concatenate(list(groups), axis=-1).reshape(-1, nf)
         return _blocked(layers, x, shape, activation, mean_outputs_from)
     if columns is None:
@@ -238,7 +239,8 @@ def mlp(
             activation, mean_outputs_from, tuple(shape), layers, columns
         )
     if form == "fused":
-        return _fused(layers, [jnp.reshape(c, (-1, 1)) for c in columns], shape)
+        rows = [jnp.reshape(c, (-1, 1)) for c in columns]
+        return _fused(layers, rows, shape, mean_outputs_from)
     x = jnp.stack([jnp.reshape(c, (-1,)) for c in columns], axis=-1)
     return _blocked(layers, x, shape, activation, mean_outputs_from)
 
@@ -252,36 +254,46 @@ def _dtype_of(groups: Sequence[Any]) -> Any:
 
 def _fused_applies(widths, n_out, groups, activation, mean_outputs_from) -> bool:
     """Whether :mod:`fused_kernel` computes this MLP (shape, dtype, backend, activation)."""
-    return (
-        mean_outputs_from is None
-        and activation is jax.nn.relu
-        and fused_kernel.supports(widths, n_out, _dtype_of(groups))
+    per_element_outputs = n_out if mean_outputs_from is None else mean_outputs_from
+    return activation is jax.nn.relu and fused_kernel.supports(
+        widths, per_element_outputs, _dtype_of(groups)
     )
 
 
-def _fused(layers, groups: list[jax.Array], shape) -> list[jax.Array]:
+def _fused(layers, groups: list[jax.Array], shape, mean_from=None) -> list[jax.Array]:
     """The MLP on the rows of ``concat(groups, axis=1)`` (each ``[N, F_g]``) by the fused
-    kernel, one array of ``shape`` per output."""
-    out = _fused_rows(layers, groups)
-    return [out[k].reshape(shape) for k in range(out.shape[0])]
+    kernel: one array of ``shape`` per output (as :func:`_blocked` with ``mean_from``)."""
+    out = _fused_rows(mean_from, layers, groups)
+    if mean_from is None:
+        return [out[k].reshape(shape) for k in range(out.shape[0])]
+    out, mean_out = out
+    return [*(out[k].reshape(shape) for k in range(mean_from)), mean_out]
 
 
-@jax.custom_jvp
-def _fused_rows(layers, groups):
-    """``[K, N]`` outputs of the fused kernel; differentiated as :func:`_blocked`."""
-    return fused_kernel.fused_mlp(layers, groups)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _fused_rows(mean_from, layers, groups):
+    """``[K, N]`` outputs of the fused kernel (with ``mean_from``: the first ``mean_from``
+    of them, and the others' means over the rows); differentiated as :func:`_blocked`."""
+    if mean_from is None:
+        return fused_kernel.fused_mlp(layers, groups)
+    (w2, b2), n = layers[-1], groups[0].shape[0]
+    out, h_sum = fused_kernel.fused_mlp(
+        [*layers[:-1], (w2[:, :mean_from], b2[:mean_from])], groups, hidden_sum=True
+    )
+    return out, (h_sum / n) @ w2[:, mean_from:] + b2[mean_from:]
 
 
 @_fused_rows.defjvp
-def _fused_rows_jvp(primals, tangents):
-    layers, groups = primals
-
+def _fused_rows_jvp(mean_from, primals, tangents):
     def blocked(ls, gs):
         rows = jnp.concatenate(gs, axis=1)
-        return jnp.stack(_blocked(ls, rows, (rows.shape[0],), jax.nn.relu))
+        outs = _blocked(ls, rows, (rows.shape[0],), jax.nn.relu, mean_from)
+        if mean_from is None:
+            return jnp.stack(outs)
+        return jnp.stack(outs[:mean_from]), outs[mean_from]
 
     _, out_tangent = jax.jvp(blocked, primals, tangents)
-    return _fused_rows(layers, groups), out_tangent
+    return _fused_rows(mean_from, *primals), out_tangent
 
 
 def twice(
