@@ -106,7 +106,9 @@ def choose_form(widths: Sequence[int], size: int) -> str:
         the unbatched size).
 
     Returns:
-      ``"elementwise"`` or ``"blocked"``.
+      ``"elementwise"`` or ``"blocked"``; :func:`mlp` then takes ``"fused"`` over
+      ``"blocked"`` for tensors of at least :data:`FUSED_MIN_SIZE` elements where the
+      kernel computes the MLP (dtype, outputs, backend) and is available.
     """
     narrow = max(widths, default=0) <= ELEMENTWISE_MAX_WIDTH
     return "elementwise" if narrow and size >= ELEMENTWISE_MIN_SIZE else "blocked"
@@ -173,10 +175,11 @@ def mlp(
     widths = [int(w.shape[1]) for w, _ in layers[:-1]]
     n_out = int(layers[-1][0].shape[1])
     if form == "auto":
-        form = choose_form(widths, math.prod(shape))
+        size = math.prod(shape)
+        form = choose_form(widths, size)
         if (
             form == "blocked"
-            and math.prod(shape) >= FUSED_MIN_SIZE
+            and size >= FUSED_MIN_SIZE
             and _fused_applies(widths, n_out, groups, activation, mean_outputs_from)
             and fused_kernel.available()
         ):
