@@ -35,6 +35,7 @@ from importlib import resources
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
     "available",
@@ -161,7 +162,7 @@ def supports(widths, n_outputs: int, dtype) -> bool:
     )
 
 
-def fused_mlp(layers, groups, hidden_sum: bool = False):
+def fused_mlp(layers, groups, hidden_sum: bool = False, norm_eps: float | None = None):
     """``relu(relu(x @ w0 + b0) @ w1 + b1) @ w2 + b2`` with ``x = concat(groups, axis=1)``,
     transposed: ``[K, N]``.
 
@@ -171,6 +172,9 @@ def fused_mlp(layers, groups, hidden_sum: bool = False):
         read in place: the concatenation is never written to memory.
       hidden_sum: also return the second hidden layer (after the ReLU) summed over the
         ``N`` rows, ``[32]`` (for outputs needed only as means over the rows).
+      norm_eps: if given (``>= 0``), each column of ``x`` is first divided by
+        ``sqrt(norm_eps + mean(column^2))`` (mean over the ``N`` rows), computed in the
+        kernel: a pass of sums of squares over the groups, folded into ``w0``'s rows.
 
     Returns:
       One row per output unit, ``[K, N]`` (and the hidden sum with ``hidden_sum``). Not
@@ -179,6 +183,8 @@ def fused_mlp(layers, groups, hidden_sum: bool = False):
     """
     (w0, b0), (w1, b1), (w2, b2) = layers
     n = groups[0].shape[0]
+    if norm_eps is not None and not norm_eps >= 0:
+        raise ValueError(f"fused_mlp: norm_eps must be >= 0 or None, got {norm_eps!r}")
     call = jax.ffi.ffi_call(
         TARGET,
         (
@@ -188,5 +194,6 @@ def fused_mlp(layers, groups, hidden_sum: bool = False):
         ),
         vmap_method="sequential",
     )
-    out, partial_sums = call(w0, b0, w1, b1, w2, b2, *groups)
+    eps = np.float32(-1.0 if norm_eps is None else norm_eps)  # < 0: no normalization
+    out, partial_sums = call(w0, b0, w1, b1, w2, b2, *groups, norm_eps=eps)
     return (out, jnp.sum(partial_sums, axis=0)) if hidden_sum else out

@@ -220,6 +220,11 @@ def mlp(
         b0 = b0 + tensor_inputs.astype(dtype) @ w0[nf:]
     w0 = w0[:nf]
     whole = norm_axes is not None and sorted(norm_axes) == list(range(len(shape)))
+    if form == "fused" and whole and stat_groups is None:
+        # The kernel computes the columns' mean squares itself (one pass over its inputs,
+        # which then come from cache), instead of a reduction per column here.
+        rows = [g.reshape(-1, g.shape[-1]) for g in groups]
+        return _fused([(w0, b0), *layers[1:]], rows, shape, mean_outputs_from, float(norm_eps))
     if form in ("blocked", "fused") and whole:
         # One scale per feature column: folded into the first layer's rows, so the
         # stacked features need no normalized copy.
@@ -263,32 +268,39 @@ def _fused_applies(widths, n_out, groups, activation, mean_outputs_from) -> bool
     )
 
 
-def _fused(layers, groups: list[jax.Array], shape, mean_from=None) -> list[jax.Array]:
+def _fused(layers, groups: list[jax.Array], shape, mean_from=None, norm_eps=None) -> list:
     """The MLP on the rows of ``concat(groups, axis=1)`` (each ``[N, F_g]``) by the fused
-    kernel: one array of ``shape`` per output (as :func:`_blocked` with ``mean_from``)."""
-    out = _fused_rows(mean_from, layers, groups)
+    kernel: one array of ``shape`` per output (as :func:`_blocked` with ``mean_from``);
+    with ``norm_eps``, each column first divided by its root mean square over the rows."""
+    out = _fused_rows(mean_from, norm_eps, layers, groups)
     if mean_from is None:
         return [out[k].reshape(shape) for k in range(out.shape[0])]
     out, mean_out = out
     return [*(out[k].reshape(shape) for k in range(mean_from)), mean_out]
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _fused_rows(mean_from, layers, groups):
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _fused_rows(mean_from, norm_eps, layers, groups):
     """``[K, N]`` outputs of the fused kernel (with ``mean_from``: the first ``mean_from``
     of them, and the others' means over the rows); differentiated as :func:`_blocked`."""
     if mean_from is None:
-        return fused_kernel.fused_mlp(layers, groups)
+        return fused_kernel.fused_mlp(layers, groups, norm_eps=norm_eps)
     (w2, b2), n = layers[-1], groups[0].shape[0]
     out, h_sum = fused_kernel.fused_mlp(
-        [*layers[:-1], (w2[:, :mean_from], b2[:mean_from])], groups, hidden_sum=True
+        [*layers[:-1], (w2[:, :mean_from], b2[:mean_from])],
+        groups,
+        hidden_sum=True,
+        norm_eps=norm_eps,
     )
     return out, (h_sum / n) @ w2[:, mean_from:] + b2[mean_from:]
 
 
 @_fused_rows.defjvp
-def _fused_rows_jvp(mean_from, primals, tangents):
+def _fused_rows_jvp(mean_from, norm_eps, primals, tangents):
     def blocked(ls, gs):
+        if norm_eps is not None:
+            (w0, b0), eps = ls[0], jnp.asarray(norm_eps, gs[0].dtype)
+            ls = [(w0 * _scales(gs, (0,), eps)[:, None], b0), *ls[1:]]
         rows = jnp.concatenate(gs, axis=1)
         outs = _blocked(ls, rows, (rows.shape[0],), jax.nn.relu, mean_from)
         if mean_from is None:
@@ -296,7 +308,7 @@ def _fused_rows_jvp(mean_from, primals, tangents):
         return jnp.stack(outs[:mean_from]), outs[mean_from]
 
     _, out_tangent = jax.jvp(blocked, primals, tangents)
-    return _fused_rows(mean_from, *primals), out_tangent
+    return _fused_rows(mean_from, norm_eps, *primals), out_tangent
 
 
 def twice(
