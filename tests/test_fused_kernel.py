@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from learnopt.learned_optimizers import fused_kernel, per_element
@@ -108,3 +109,74 @@ def test_fused_names_what_it_cannot_compute():
     ]
     with pytest.raises(ValueError, match=r"widths \[16, 16\]"):
         _mlp(narrow, groups, shape, t, "fused")
+
+
+def _step(layers, groups, shape, t, p, mult, form, mean_from=None, exp_mult=0.7):
+    return per_element.mlp_step(
+        layers,
+        groups,
+        shape,
+        p,
+        step_mult=mult,
+        exp_mult=exp_mult,
+        summary=True,
+        tensor_inputs=t,
+        norm_axes=tuple(range(len(shape))),
+        mean_outputs_from=mean_from,
+        form=form,
+    )
+
+
+@pytest.mark.parametrize(
+    "shape, n_out, mean_from", [((37, 29), 2, None), ((3000,), 7, 2)], ids=["2d", "3-chunks-means"]
+)
+def test_fused_step_values_and_derivatives_equal_the_reference(shape, n_out, mean_from):
+    """The update epilogue (MLPLOpt's and RNNMLPLOpt's ``p - s * d * exp(e * a)``, with the
+    step statistics' sums) written by the kernel: the same values, and derivatives with
+    respect to theta, the features, the params and a traced step multiplier."""
+    if not fused_kernel.available():
+        assert fused_kernel._compiler() is None, fused_kernel.unavailable_reason()
+        return
+    layers, groups, shape, t = _case(shape=shape, n_out=n_out)
+    p = jax.random.normal(jax.random.PRNGKey(5), shape)
+    ref = _step(layers, groups, shape, t, p, 0.1, "reference", mean_from)
+    fused = _step(layers, groups, shape, t, p, 0.1, "fused", mean_from)
+    assert fused.params.shape == shape and fused.sums.shape == (4,)
+    assert (fused.means is None) == (mean_from is None)
+    assert _rel([x for x in ref if x is not None], [x for x in fused if x is not None]) < 1e-5
+
+    def loss(ls, gs, p, mult, form):
+        out = _step(ls, gs, shape, t, p, mult, form, mean_from)
+        total = jnp.sum(jnp.sin(out.params)) + jnp.sum(jnp.cos(out.sums / p.size))
+        return total if out.means is None else total + jnp.sum(jnp.cos(out.means))
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)), static_argnums=4)
+    args = (layers, groups, p, jnp.float32(0.1))
+    assert _rel(grad(*args, "reference"), grad(*args, "fused")) < 1e-5
+
+
+def test_fused_step_exponential_over_floats_whole_range():
+    """The kernel's vector exp(): large magnitudes overflow to inf exactly where jnp.exp
+    does, tiny ones reach the denormals and zero, NaN stays NaN."""
+    if not fused_kernel.available():
+        assert fused_kernel._compiler() is None, fused_kernel.unavailable_reason()
+        return
+    shape = (2048,)
+    layers, groups, shape, t = _case(shape=shape)
+    # The magnitude output a = x_0 exactly (its bias and the direction's: 1, 0), so
+    # exp_mult * a sweeps -120..100 across the rows.
+    exps = jnp.concatenate([jnp.linspace(-120.0, 100.0, shape[0] - 2), jnp.array([88.7, 88.73])])
+    direction, magnitude = jnp.ones(shape), exps
+    w0 = jnp.zeros((2, 32)).at[0, 0].set(1.0).at[0, 1].set(-1.0).at[1, 2].set(1.0)
+    w1 = jnp.zeros((32, 32)).at[0, 0].set(1.0).at[1, 1].set(1.0).at[2, 2].set(1.0)
+    w2 = jnp.zeros((32, 2)).at[0, 1].set(1.0).at[1, 1].set(-1.0).at[2, 0].set(1.0)
+    layers = [(w0, jnp.zeros(32)), (w1, jnp.zeros(32)), (w2, jnp.zeros(2))]
+    feats = [magnitude[:, None], direction[:, None]]
+    p = jnp.zeros(shape).at[5].set(jnp.nan)
+    out = per_element.mlp_step(
+        layers, feats, shape, p, step_mult=-1.0, exp_mult=1.0, form="fused"
+    ).params
+    expected = jnp.exp(exps).at[5].set(jnp.nan)
+    tiny = np.finfo(np.float32).tiny  # denormals: flushed to zero or not, both agree
+    np.testing.assert_allclose(np.asarray(out), np.asarray(expected), rtol=3e-7, atol=tiny)
+    assert bool(jnp.isinf(out[-1])) and bool(jnp.isfinite(out[-2]))

@@ -337,3 +337,60 @@ def test_auto_unrolls_only_narrow_mlps_on_large_tensors():
     assert per_element.choose_form([4, 4], large) == "elementwise"
     assert per_element.choose_form([32, 32], large) == "blocked"
     assert per_element.choose_form([4, 4], large - 1) == "blocked"
+
+
+@pytest.mark.parametrize("form", ("reference", *FAST_FORMS))
+@pytest.mark.parametrize("mean_from", [None, 2], ids=["two-outputs", "mean-outputs"])
+def test_mlp_step_is_mlp_then_the_update_in_every_form(small_blocks, form, mean_from):
+    """``mlp_step`` = ``p - s * d * exp(e * a)`` on ``mlp``'s outputs, with the step
+    statistics' sums and the other outputs' means (the fused kernel's own epilogue:
+    tests/test_fused_kernel.py)."""
+    shape, key = (40, 30), jax.random.PRNGKey(3)
+    groups = [
+        jax.random.normal(jax.random.fold_in(key, i), (*shape, w)) for i, w in enumerate((1, 3))
+    ]
+    layers = _random_mlp(key, 4, 2, (5, 5), 2 if mean_from is None else 5)
+    p = jax.random.normal(jax.random.fold_in(key, 9), shape)
+    kwargs = dict(
+        tensor_inputs=jnp.array([0.3, -1.2]), norm_axes=(0, 1), mean_outputs_from=mean_from
+    )
+    outs = per_element.mlp(layers, groups, shape, form="reference", **kwargs)
+    delta = outs[0] * jnp.exp(0.5 * outs[1]) * 0.01
+    sums = [
+        jnp.sum(jnp.abs(delta)),
+        jnp.sum(jnp.abs(outs[0])),
+        jnp.sum(outs[1]),
+        jnp.sum(jnp.abs(outs[1])),
+    ]
+    step = jax.jit(
+        lambda g, p, s: per_element.mlp_step(
+            layers, g, shape, p, step_mult=s, exp_mult=0.5, summary=True, form=form, **kwargs
+        )
+    )(groups, p, jnp.float32(0.01))
+    np.testing.assert_allclose(np.asarray(step.params), np.asarray(p - delta), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(step.sums), np.asarray(jnp.stack(sums)), rtol=1e-5)
+    if mean_from is None:
+        assert step.means is None
+    else:
+        np.testing.assert_allclose(
+            np.asarray(step.means), np.asarray(outs[2]), rtol=1e-5, atol=1e-6
+        )
+    plain = per_element.mlp_step(
+        layers, groups, shape, p, step_mult=0.01, exp_mult=0.5, form=form, **kwargs
+    )
+    assert plain.sums is None
+    np.testing.assert_allclose(
+        np.asarray(plain.params), np.asarray(step.params), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_mlp_step_names_what_it_cannot_compute():
+    layers = _random_mlp(jax.random.PRNGKey(0), 2, 0, (3,), 3)
+    groups, shape = [jnp.ones((5, 2))], (5,)
+    with pytest.raises(ValueError, match="2 per-element outputs, got 3 outputs"):
+        per_element.mlp_step(layers, groups, shape, jnp.ones(shape), step_mult=1.0, exp_mult=1.0)
+    with pytest.raises(TypeError, match="unexpected keyword arguments \\['norm'\\]"):
+        per_element.mlp_step(
+            layers, groups, shape, jnp.ones(shape), step_mult=1.0, exp_mult=1.0,
+            mean_outputs_from=2, norm=(0,),
+        )  # fmt: skip

@@ -42,7 +42,9 @@ __all__ = [
     "unavailable_reason",
     "supports",
     "fused_mlp",
+    "fused_mlp_step",
     "TARGET",
+    "STEP_TARGET",
     "WIDTH",
     "MAX_OUTPUTS",
     "ROWS_PER_SUM",
@@ -50,6 +52,8 @@ __all__ = [
 
 #: The FFI target name the kernel is registered under (CPU).
 TARGET = "learnopt_fused_mlp"
+#: The FFI target of the kernel with the update epilogue (:func:`fused_mlp_step`).
+STEP_TARGET = "learnopt_fused_mlp_step"
 #: The hidden width the kernel is written for (both hidden layers).
 WIDTH = 32
 #: The most outputs the kernel computes.
@@ -126,8 +130,12 @@ def available() -> bool:
             else:
                 try:
                     handle = ctypes.cdll.LoadLibrary(_build())
-                    capsule = jax.ffi.pycapsule(handle.LearnoptFusedMlp)
-                    jax.ffi.register_ffi_target(TARGET, capsule, platform="cpu")
+                    for target, symbol in (
+                        (TARGET, handle.LearnoptFusedMlp),
+                        (STEP_TARGET, handle.LearnoptFusedMlpStep),
+                    ):
+                        capsule = jax.ffi.pycapsule(symbol)
+                        jax.ffi.register_ffi_target(target, capsule, platform="cpu")
                     _state.update(ok=True, reason=None)
                 except Exception as e:  # any failure means: use the blocked products
                     _state.update(ok=False, reason=f"{type(e).__name__}: {e}")
@@ -197,3 +205,57 @@ def fused_mlp(layers, groups, hidden_sum: bool = False, norm_eps: float | None =
     eps = np.float32(-1.0 if norm_eps is None else norm_eps)  # < 0: no normalization
     out, partial_sums = call(w0, b0, w1, b1, w2, b2, *groups, norm_eps=eps)
     return (out, jnp.sum(partial_sums, axis=0)) if hidden_sum else out
+
+
+def fused_mlp_step(
+    layers,
+    groups,
+    p: jax.Array,
+    mult: jax.Array,
+    exp_mult: float,
+    hidden_sum: bool = False,
+    norm_eps: float | None = None,
+    step_sums: bool = False,
+):
+    """The update ``p - mult * d * exp(exp_mult * a)`` with ``(d, a)`` the two outputs of
+    :func:`fused_mlp` (MLPLOpt's and RNNMLPLOpt's rule), written in place of them.
+
+    Args:
+      layers: as :func:`fused_mlp`, with two outputs (``w2 [32, 2]``).
+      groups: as :func:`fused_mlp`.
+      p: the parameters ``[N]``, float32.
+      mult: the step multiplier, a float32 scalar (may be traced).
+      exp_mult: the magnitude's scale inside the exponential (static).
+      hidden_sum: as :func:`fused_mlp`.
+      norm_eps: as :func:`fused_mlp`.
+      step_sums: also return the sums over the rows of ``|delta|``, ``|d|``, ``a`` and
+        ``|a|`` (``delta = mult * d * exp(exp_mult * a)``), ``[4]``.
+
+    Returns:
+      ``(new_p [N], hidden sum [32] or None, step sums [4] or None)``. Not
+      differentiable by itself (see :func:`~learnopt.learned_optimizers.per_element.mlp_step`).
+    """
+    (w0, b0), (w1, b1), (w2, b2) = layers
+    n = p.shape[0]
+    if norm_eps is not None and not norm_eps >= 0:
+        raise ValueError(f"fused_mlp_step: norm_eps must be >= 0 or None, got {norm_eps!r}")
+    chunks = -(-n // ROWS_PER_SUM)
+    call = jax.ffi.ffi_call(
+        STEP_TARGET,
+        (
+            jax.ShapeDtypeStruct((n,), jnp.float32),
+            jax.ShapeDtypeStruct((chunks if hidden_sum else 0, WIDTH), jnp.float32),
+            jax.ShapeDtypeStruct((chunks if step_sums else 0, 4), jnp.float32),
+        ),
+        vmap_method="sequential",
+    )
+    eps = np.float32(-1.0 if norm_eps is None else norm_eps)  # < 0: no normalization
+    mult = jnp.reshape(jnp.asarray(mult, jnp.float32), (1,))
+    new_p, partial_hidden, partial_steps = call(
+        w0, b0, w1, b1, w2, b2, p, mult, *groups, norm_eps=eps, exp_mult=np.float32(exp_mult)
+    )
+    return (
+        new_p,
+        jnp.sum(partial_hidden, axis=0) if hidden_sum else None,
+        jnp.sum(partial_steps, axis=0) if step_sums else None,
+    )

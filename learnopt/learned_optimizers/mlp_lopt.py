@@ -182,24 +182,25 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
             # Scalars are handled as [1] tensors (as in the library).
             shape = p.shape or (1,)
             groups = [g.reshape(*shape, 1), pc.reshape(*shape, 1), m.reshape(*shape, -1)]
+            mult = lopt.step_mult
+            if lopt.param_scale_steps:
+                mult = mult * progress.param_scale(pc, lopt.param_scale_floor)
             # Each feature normalized over the tensor; the time features (the same for
             # every element) go in as per-tensor inputs.
-            direction, magnitude = per_element.mlp(
+            out = per_element.mlp_step(
                 layers,
                 groups,
                 shape,
+                pc.reshape(shape),
+                step_mult=mult,
+                exp_mult=lopt.exp_mult,
+                summary=lopt.compute_summary,
                 tensor_inputs=time_features(cd),
                 norm_axes=tuple(range(len(shape))),
                 form=lopt.mlp_form,
             )
-            delta = direction * jnp.exp(magnitude * lopt.exp_mult) * lopt.step_mult
-            if lopt.param_scale_steps:
-                delta = delta * progress.param_scale(pc, lopt.param_scale_floor)
-            new_p = (pc - delta.reshape(p.shape)).astype(p.dtype)
-            stats = ()
-            if lopt.compute_summary:
-                parts = (jnp.abs(delta), jnp.abs(direction), magnitude, jnp.abs(magnitude))
-                stats = jnp.stack([jnp.sum(x).astype(jnp.float32) for x in parts])
+            new_p = out.params.reshape(p.shape).astype(p.dtype)
+            stats = () if out.sums is None else out.sums.astype(jnp.float32)
             return new_p, m, stats
 
         params, m, stats = tree_map_multi(

@@ -52,6 +52,8 @@ from learnopt.learned_optimizers import fused_kernel
 
 __all__ = [
     "mlp",
+    "mlp_step",
+    "Step",
     "MeanSquare",
     "twice",
     "choose_form",
@@ -89,6 +91,94 @@ class MeanSquare(NamedTuple):
     """
 
     value: jax.Array
+
+
+class Step(NamedTuple):
+    """What :func:`mlp_step` returns.
+
+    Attributes:
+      params: the updated parameters, of the tensor's shape, in the compute dtype.
+      means: with ``mean_outputs_from=2``, the other outputs' element means; else None.
+      sums: with ``summary``, ``[4]``: the sums over the elements of ``|delta|``,
+        ``|direction|``, ``magnitude`` and ``|magnitude|``; else None.
+    """
+
+    params: jax.Array
+    means: jax.Array | None
+    sums: jax.Array | None
+
+
+class _StepArgs(NamedTuple):
+    params: jax.Array
+    mult: jax.Array
+    exp_mult: float
+    summary: bool
+
+
+def mlp_step(
+    layers: Sequence[Layer],
+    groups: Sequence[jax.Array],
+    shape: tuple[int, ...],
+    params: jax.Array,
+    *,
+    step_mult: float | jax.Array,
+    exp_mult: float,
+    summary: bool = False,
+    **mlp_kwargs: Any,
+) -> Step:
+    """``params - step_mult * d * exp(exp_mult * a)``, ``(d, a)`` :func:`mlp`'s two
+    per-element outputs: the update rule of MLPLOpt and RNNMLPLOpt (Metz et al., 2019,
+    arXiv:1810.10180; 2020, arXiv:2009.11243).
+
+    In the ``"fused"`` form the kernel writes the new parameters in place of ``d`` and
+    ``a`` (one result instead of two, and no second pass over them); in the others it is
+    :func:`mlp` followed by the same arithmetic. The same function either way (a custom
+    JVP: derivatives through the blocked form).
+
+    Args:
+      layers: as :func:`mlp`; two per-element outputs (``mean_outputs_from=2``, or two
+        outputs in all).
+      groups: as :func:`mlp`.
+      shape: as :func:`mlp`.
+      params: the tensor's parameters (``shape``), in the compute dtype.
+      step_mult: the step's scale (a float, or a traced scalar).
+      exp_mult: the magnitude's scale inside the exponential (a float).
+      summary: also return the step statistics' sums (:class:`Step`).
+      **mlp_kwargs: :func:`mlp`'s keyword arguments (``tensor_inputs``, ``norm_axes``,
+        ``mean_outputs_from``, ``form``, ...).
+
+    Returns:
+      A :class:`Step`.
+    """
+    mean_from = mlp_kwargs.get("mean_outputs_from")
+    n_out = int(layers[-1][0].shape[1])
+    if (n_out if mean_from is None else mean_from) != 2:
+        raise ValueError(
+            "mlp_step reads a direction and a magnitude: it needs 2 per-element outputs, got "
+            f"{n_out} outputs with mean_outputs_from={mean_from}"
+        )
+    dtype = _dtype_of(groups)
+    params = jnp.asarray(params).astype(dtype)
+    mult = jnp.asarray(step_mult, dtype)
+    defaults = {
+        "tensor_inputs": None,
+        "stat_groups": None,
+        "norm_axes": None,
+        "norm_eps": 1e-5,
+        "activation": jax.nn.relu,
+        "mean_outputs_from": None,
+        "form": "auto",
+        "feature_axis": -1,
+    }
+    unknown = set(mlp_kwargs) - set(defaults)
+    if unknown:
+        raise TypeError(f"mlp_step got unexpected keyword arguments {sorted(unknown)}")
+    args = _StepArgs(params, mult, float(exp_mult), bool(summary))
+    out = _mlp(layers, groups, shape, **{**defaults, **mlp_kwargs}, step=args)
+    if isinstance(out, Step):
+        return out
+    new_p, sums = _step(params, out[0], out[1], mult, float(exp_mult), summary)
+    return Step(new_p, out[2] if mean_from is not None else None, sums)
 
 
 def choose_form(widths: Sequence[int], size: int) -> str:
@@ -166,6 +256,39 @@ def mlp(
       One array of shape ``shape`` per output unit; with ``mean_outputs_from=k``, the
       first ``k`` of them and then one vector of the other outputs' element means.
     """
+    return _mlp(
+        layers,
+        groups,
+        shape,
+        tensor_inputs=tensor_inputs,
+        stat_groups=stat_groups,
+        norm_axes=norm_axes,
+        norm_eps=norm_eps,
+        activation=activation,
+        mean_outputs_from=mean_outputs_from,
+        form=form,
+        feature_axis=feature_axis,
+        step=None,
+    )
+
+
+def _mlp(
+    layers,
+    groups,
+    shape,
+    *,
+    tensor_inputs,
+    stat_groups,
+    norm_axes,
+    norm_eps,
+    activation,
+    mean_outputs_from,
+    form,
+    feature_axis,
+    step,
+):
+    """:func:`mlp`; with ``step`` (a :class:`_StepArgs`), the fused forms return
+    :func:`mlp_step`'s :class:`Step` (the kernel's epilogue) instead of the outputs."""
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, got {form!r}")
     if feature_axis not in (0, -1):
@@ -224,7 +347,8 @@ def mlp(
         # The kernel computes the columns' mean squares itself (one pass over its inputs,
         # which then come from cache), instead of a reduction per column here.
         rows = [g.reshape(-1, g.shape[-1]) for g in groups]
-        return _fused([(w0, b0), *layers[1:]], rows, shape, mean_outputs_from, float(norm_eps))
+        layers = [(w0, b0), *layers[1:]]
+        return _fused(layers, rows, shape, mean_outputs_from, float(norm_eps), step)
     if form in ("blocked", "fused") and whole:
         # One scale per feature column: folded into the first layer's rows, so the
         # stacked features need no normalized copy.
@@ -232,7 +356,7 @@ def mlp(
         layers = [(w0, b0), *layers[1:]]
         if form == "fused":
             rows = [g.reshape(-1, g.shape[-1]) for g in groups]
-            return _fused(layers, rows, shape, mean_outputs_from)
+            return _fused(layers, rows, shape, mean_outputs_from, step=step)
         x = jnp.concatenate(list(groups), axis=-1).reshape(-1, nf)
         return _blocked(layers, x, shape, activation, mean_outputs_from)
     if columns is None:
@@ -248,7 +372,7 @@ def mlp(
         )
     if form == "fused":
         rows = [jnp.reshape(c, (-1, 1)) for c in columns]
-        return _fused(layers, rows, shape, mean_outputs_from)
+        return _fused(layers, rows, shape, mean_outputs_from, step=step)
     x = jnp.stack([jnp.reshape(c, (-1,)) for c in columns], axis=-1)
     return _blocked(layers, x, shape, activation, mean_outputs_from)
 
@@ -268,10 +392,17 @@ def _fused_applies(widths, n_out, groups, activation, mean_outputs_from) -> bool
     )
 
 
-def _fused(layers, groups: list[jax.Array], shape, mean_from=None, norm_eps=None) -> list:
+def _fused(layers, groups: list[jax.Array], shape, mean_from=None, norm_eps=None, step=None):
     """The MLP on the rows of ``concat(groups, axis=1)`` (each ``[N, F_g]``) by the fused
     kernel: one array of ``shape`` per output (as :func:`_blocked` with ``mean_from``);
-    with ``norm_eps``, each column first divided by its root mean square over the rows."""
+    with ``norm_eps``, each column first divided by its root mean square over the rows;
+    with ``step``, :func:`mlp_step`'s :class:`Step` by the kernel's epilogue."""
+    if step is not None:
+        p = jnp.reshape(step.params, (-1,))
+        new_p, means, sums = _fused_step_rows(
+            mean_from, norm_eps, step.exp_mult, step.summary, layers, groups, p, step.mult
+        )
+        return Step(new_p.reshape(shape), means, sums)
     out = _fused_rows(mean_from, norm_eps, layers, groups)
     if mean_from is None:
         return [out[k].reshape(shape) for k in range(out.shape[0])]
@@ -309,6 +440,60 @@ def _fused_rows_jvp(mean_from, norm_eps, primals, tangents):
 
     _, out_tangent = jax.jvp(blocked, primals, tangents)
     return _fused_rows(mean_from, norm_eps, *primals), out_tangent
+
+
+def _blocked_step(mean_from, norm_eps, exp_mult, summary, layers, groups, p, mult):
+    """:func:`_fused_step_rows` computed with the blocked products (its derivative)."""
+    if norm_eps is not None:
+        (w0, b0), eps = layers[0], jnp.asarray(norm_eps, groups[0].dtype)
+        layers = [(w0 * _scales(groups, (0,), eps)[:, None], b0), *layers[1:]]
+    rows = jnp.concatenate(groups, axis=1)
+    outs = _blocked(layers, rows, (rows.shape[0],), jax.nn.relu, mean_from)
+    new_p, sums = _step(p, outs[0], outs[1], mult, exp_mult, summary)
+    return new_p, (outs[2] if mean_from is not None else None), sums
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2, 3))
+def _fused_step_rows(mean_from, norm_eps, exp_mult, summary, layers, groups, p, mult):
+    """``(new_p [N], means or None, step sums or None)`` by the fused kernel's update
+    epilogue; differentiated as :func:`_blocked_step`."""
+    if mean_from is None:
+        new_p, _, sums = fused_kernel.fused_mlp_step(
+            layers, groups, p, mult, exp_mult, norm_eps=norm_eps, step_sums=summary
+        )
+        return new_p, None, sums
+    (w2, b2), n = layers[-1], p.shape[0]
+    new_p, h_sum, sums = fused_kernel.fused_mlp_step(
+        [*layers[:-1], (w2[:, :mean_from], b2[:mean_from])],
+        groups,
+        p,
+        mult,
+        exp_mult,
+        hidden_sum=True,
+        norm_eps=norm_eps,
+        step_sums=summary,
+    )
+    return new_p, (h_sum / n) @ w2[:, mean_from:] + b2[mean_from:], sums
+
+
+@_fused_step_rows.defjvp
+def _fused_step_rows_jvp(mean_from, norm_eps, exp_mult, summary, primals, tangents):
+    def blocked(*args):
+        return _blocked_step(mean_from, norm_eps, exp_mult, summary, *args)
+
+    _, out_tangent = jax.jvp(blocked, primals, tangents)
+    return _fused_step_rows(mean_from, norm_eps, exp_mult, summary, *primals), out_tangent
+
+
+def _step(p, direction, magnitude, mult, exp_mult, summary):
+    """``p - delta`` with ``delta = direction * exp(magnitude * exp_mult) * mult``, and with
+    ``summary`` the sums of ``|delta|``, ``|direction|``, ``magnitude``, ``|magnitude|``."""
+    delta = direction * jnp.exp(magnitude * exp_mult) * mult
+    new_p = p - delta
+    if not summary:
+        return new_p, None
+    parts = (jnp.abs(delta), jnp.abs(direction), magnitude, jnp.abs(magnitude))
+    return new_p, jnp.stack([jnp.sum(x) for x in parts])
 
 
 def twice(

@@ -292,19 +292,20 @@ class _RNNMLPOptimizer(common.ThetaOptimizer):
                 for j in range(len(mlp))
             ]
             n = groups[0].shape[0]
-            out = per_element.mlp(
+            out = per_element.mlp_step(
                 layers,
                 groups,
                 (n,),
+                p.astype(cd).reshape(-1),
+                step_mult=lopt.step_multiplier,
+                exp_mult=lopt.magnitude_rate,
                 tensor_inputs=tensor_inputs,
                 norm_axes=(0,),
                 mean_outputs_from=2,
                 form=lopt.mlp_form,
             )
-            direction, magnitude = out[0], out[1]
-            step = direction * jnp.exp(magnitude * lopt.magnitude_rate) * lopt.step_multiplier
-            new_params.append((p.astype(cd) - step.reshape(p.shape)).astype(p.dtype))
-            new_from_mlp.append(out[2])
+            new_params.append(out.params.reshape(p.shape).astype(p.dtype))
+            new_from_mlp.append(out.means)
 
         return RNNMLPLOptState(
             params=treedef.unflatten(new_params),

@@ -39,8 +39,17 @@ constexpr int64_t kLanes = 16;   // running hidden sums per unit: one AVX-512 ve
 constexpr int64_t kMaxGroups = 64;
 constexpr int64_t kMaxFeatures = 64;  // feature columns, all groups
 
+// The update epilogue of the step form: new_p = p - mult * out0 * exp(exp_mult * out1)
+// (MLPLOpt's and RNNMLPLOpt's rule) written instead of the two outputs.
+struct Step {
+  const float* p = nullptr;
+  float* new_p = nullptr;
+  float mult = 0.0f, exp_mult = 0.0f;
+};
+
 struct Weights {
   const float *w0, *b0, *w1, *b1, *w2, *b2;
+  Step step;
   int64_t nout;
   int64_t ngroups;
   const float* group[kMaxGroups];  // [N, width[g]] row-major
@@ -69,6 +78,39 @@ inline void KeepInRegister(V& v) {
 
 inline V Relu(V v) { return v > 0.0f ? v : V{}; }
 
+inline V Abs(V v) { return v < 0.0f ? -v : v; }
+
+typedef int32_t VI __attribute__((vector_size(64)));
+
+// exp(x), lane-wise, to about 1 ulp: x = n ln2 + r (ln2 in two parts, |r| <= ln2 / 2),
+// exp(r) by Cephes' degree-6 polynomial, 2^n applied as two powers of two (each a normal
+// float, so results down to the denormals are right); inf above log(FLT_MAX), 0 below
+// log of the smallest denormal, NaN kept.
+inline V Exp(V x) {
+  const V hi = V{} + 88.72283935546875f, lo = V{} + -103.972084045410f;
+  const V xc = x > hi ? hi : (x < lo ? lo : x);
+  const V shift = V{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const V nf = (xc * 1.44269504088896341f + shift) - shift;
+  const V r = (xc - nf * 0.693359375f) - nf * -2.12194440e-4f;
+  V q = V{} + 1.9875691500e-4f;
+  q = q * r + 1.3981999507e-3f;
+  q = q * r + 8.3334519073e-3f;
+  q = q * r + 4.1665795894e-2f;
+  q = q * r + 1.6666665459e-1f;
+  q = q * r + 5.0000001201e-1f;
+  q = q * (r * r) + r + 1.0f;
+  const VI n = __builtin_convertvector(nf, VI);
+  const VI n1 = n >> 1, n2 = n - n1;
+  const VI e1 = (n1 + 127) << 23, e2 = (n2 + 127) << 23;
+  V s1, s2;
+  std::memcpy(&s1, &e1, sizeof(V));
+  std::memcpy(&s2, &e2, sizeof(V));
+  V y = q * s1 * s2;
+  y = x > hi ? V{} + __builtin_inff() : y;
+  y = x < lo ? V{} : y;
+  return y;
+}
+
 // acc[u] = b[u] + sum_i in[i] * w[i * stride + u] for kU units, each kVec vectors (a
 // register block: kU * kVec accumulators, each input vector loaded once per block).
 template <int64_t kU>
@@ -95,9 +137,11 @@ inline void Units(const V (*in)[kVec], int64_t nin, const float* w, int64_t stri
 // second hidden layers stay in L1. kSum: also add the second hidden layer into hsum,
 // per-lane running sums [kHidden][kLanes]. Not inlined: inlined into its callers (eight
 // instantiations), GCC 12 compiled an earlier version to 1.6x slower code.
-template <int64_t kOut, bool kSum>
+// kStep (with kOut == 2): write the update epilogue's new_p instead of the outputs, and
+// with ssum, add |delta|, |out0|, out1 and |out1| into ssum[4][kLanes].
+template <int64_t kOut, bool kSum, bool kStep>
 [[gnu::noinline]] void Tile(int64_t i0, int64_t len, const Weights& w, float* out, int64_t n,
-                            float (*__restrict hsum)[kLanes]) {
+                            float (*__restrict hsum)[kLanes], float (*__restrict ssum)[kLanes]) {
   alignas(64) V x[kMaxFeatures][kVec];
   alignas(64) V h1[kHidden][kVec];
   alignas(64) V h2[kHidden][kVec];
@@ -146,6 +190,36 @@ template <int64_t kOut, bool kSum>
   }
   V o[kOut][kVec];
   Units<kOut>(h2, kHidden, w.w2, kOut, w.b2, o);
+  if constexpr (kStep) {
+    static_assert(kOut == 2, "the step epilogue reads a direction and a magnitude");
+    alignas(64) float p[kTile] = {};
+    alignas(64) float np[kTile];
+    std::memcpy(p, w.step.p + i0, len * sizeof(float));
+    V sums[4] = {};
+    for (int64_t v = 0; v < kVec; ++v) {
+      const V d = o[0][v], a = o[1][v];
+      const V delta = d * Exp(a * w.step.exp_mult) * w.step.mult;
+      const V pv = Load(p + v * kLanes) - delta;
+      std::memcpy(np + v * kLanes, &pv, sizeof(V));
+      if (ssum != nullptr) {
+        V terms[4] = {Abs(delta), Abs(d), a, Abs(a)};
+        if (len < kTile) {  // rows past len left out of the sums
+          VI row{};
+          for (int64_t l = 0; l < kLanes; ++l) row[l] = static_cast<int32_t>(v * kLanes + l);
+          for (auto& t : terms) t = row < static_cast<int32_t>(len) ? t : V{};
+        }
+        for (int64_t k = 0; k < 4; ++k) sums[k] += terms[k];
+      }
+    }
+    if (ssum != nullptr) {
+      for (int64_t k = 0; k < 4; ++k) {
+        const V acc = Load(ssum[k]) + sums[k];
+        std::memcpy(ssum[k], &acc, sizeof(V));
+      }
+    }
+    std::memcpy(w.step.new_p + i0, np, len * sizeof(float));
+    return;
+  }
   for (int64_t k = 0; k < kOut; ++k) {
     float* dst = out + k * n + i0;
     if (len == kTile) {
@@ -156,12 +230,12 @@ template <int64_t kOut, bool kSum>
   }
 }
 
-template <int64_t kOut, bool kSum>
+template <int64_t kOut, bool kSum, bool kStep>
 void Tiles(int64_t lo, int64_t hi, int64_t n, const Weights& w, float* out,
-           float (*lanes)[kLanes]) {
+           float (*lanes)[kLanes], float (*slanes)[kLanes]) {
   for (int64_t tile = lo; tile < hi; ++tile) {
     const int64_t i0 = tile * kTile;
-    Tile<kOut, kSum>(i0, std::min(kTile, n - i0), w, out, n, lanes);
+    Tile<kOut, kSum, kStep>(i0, std::min(kTile, n - i0), w, out, n, lanes, slanes);
   }
 }
 
@@ -228,32 +302,46 @@ void ChunkSquares(const Weights& w, int64_t r0, int64_t rows, float* sq) {
 
 template <bool kSum>
 void Dispatch(const Weights& w, int64_t lo, int64_t hi, int64_t n, float* out,
-              float (*lanes)[kLanes]) {
+              float (*lanes)[kLanes], float (*slanes)[kLanes]) {
+  if (w.step.new_p != nullptr) {
+    Tiles<2, kSum, true>(lo, hi, n, w, out, lanes, slanes);
+    return;
+  }
   switch (w.nout) {
-    case 1: Tiles<1, kSum>(lo, hi, n, w, out, lanes); break;
-    case 2: Tiles<2, kSum>(lo, hi, n, w, out, lanes); break;
-    case 3: Tiles<3, kSum>(lo, hi, n, w, out, lanes); break;
-    default: Tiles<4, kSum>(lo, hi, n, w, out, lanes); break;
+    case 1: Tiles<1, kSum, false>(lo, hi, n, w, out, lanes, nullptr); break;
+    case 2: Tiles<2, kSum, false>(lo, hi, n, w, out, lanes, nullptr); break;
+    case 3: Tiles<3, kSum, false>(lo, hi, n, w, out, lanes, nullptr); break;
+    default: Tiles<4, kSum, false>(lo, hi, n, w, out, lanes, nullptr); break;
   }
 }
 
-ffi::Error FusedMlpImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> w0, ffi::Buffer<ffi::F32> b0,
-                        ffi::Buffer<ffi::F32> w1, ffi::Buffer<ffi::F32> b1,
-                        ffi::Buffer<ffi::F32> w2, ffi::Buffer<ffi::F32> b2,
-                        ffi::RemainingArgs groups, ffi::ResultBuffer<ffi::F32> out,
-                        ffi::ResultBuffer<ffi::F32> hsum, float norm_eps) {
+// Sums the per-lane running sums lanes[rows][kLanes] into dst[rows].
+void SumLanes(const float (*lanes)[kLanes], int64_t rows, float* dst) {
+  for (int64_t j = 0; j < rows; ++j) {
+    float s = 0.0f;
+    for (int64_t l = 0; l < kLanes; ++l) s += lanes[j][l];
+    dst[j] = s;
+  }
+}
+
+// What both handlers share: checks the shapes, normalizes (norm_eps >= 0), runs the tiles.
+// With step.new_p set, out is not written (it may be empty) and ssums ([C, 4] or empty)
+// receives the epilogue's per-chunk sums.
+ffi::Error Run(ffi::ThreadPool& pool, Weights w, const ffi::Buffer<ffi::F32>& w0,
+               const ffi::Buffer<ffi::F32>& b0, const ffi::Buffer<ffi::F32>& w1,
+               const ffi::Buffer<ffi::F32>& b1, const ffi::Buffer<ffi::F32>& w2,
+               const ffi::Buffer<ffi::F32>& b2, ffi::RemainingArgs& groups, int64_t n,
+               float* out, ffi::ResultBuffer<ffi::F32>& hsum, float* ssums,
+               float norm_eps) {
   const auto w2d = w2.dimensions();
-  const auto od = out->dimensions();
   const auto hd = hsum->dimensions();
-  if (w2d.size() != 2 || od.size() != 2 || groups.size() < 1 ||
+  if (w2d.size() != 2 || groups.size() < 1 ||
       static_cast<int64_t>(groups.size()) > kMaxGroups) {
     return ffi::Error::InvalidArgument(
-        "learnopt fused_mlp: w2 [32, K], out [K, N] and 1-64 feature groups expected");
+        "learnopt fused_mlp: w2 [32, K] and 1-64 feature groups expected");
   }
-  const int64_t nout = w2d[1], n = od[1];
-  Weights w{w0.typed_data(), b0.typed_data(), w1.typed_data(), b1.typed_data(),
-            w2.typed_data(), b2.typed_data(), nout, static_cast<int64_t>(groups.size()),
-            {}, {}};
+  w.nout = w2d[1];
+  w.ngroups = static_cast<int64_t>(groups.size());
   int64_t nf = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
     auto buf = groups.get<ffi::Buffer<ffi::F32>>(g);
@@ -261,20 +349,21 @@ ffi::Error FusedMlpImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> w0, ffi::Buf
     const auto gd = buf->dimensions();
     if (gd.size() != 2 || gd[0] != n) {
       return ffi::Error::InvalidArgument(
-          "learnopt fused_mlp: every feature group must be [N, F_g], N as in out");
+          "learnopt fused_mlp: every feature group must be [N, F_g], N as in the result");
     }
     w.group[g] = buf->typed_data();
     w.width[g] = gd[1];
     nf += gd[1];
   }
   const int64_t tiles = (n + kTile - 1) / kTile, chunks = (tiles + kChunk - 1) / kChunk;
-  if (nf > kMaxFeatures || w0.element_count() != nf * kHidden || b0.element_count() != kHidden ||
-      w1.element_count() != kHidden * kHidden || b1.element_count() != kHidden ||
-      w2d[0] != kHidden || nout < 1 || nout > kMaxOut || b2.element_count() != nout ||
-      od[0] != nout || hd.size() != 2 || hd[1] != kHidden || (hd[0] != 0 && hd[0] != chunks)) {
+  if (nf > kMaxFeatures || w0.element_count() != nf * kHidden ||
+      b0.element_count() != kHidden || w1.element_count() != kHidden * kHidden ||
+      b1.element_count() != kHidden || w2d[0] != kHidden || w.nout < 1 || w.nout > kMaxOut ||
+      (w.step.new_p != nullptr && w.nout != 2) || b2.element_count() != w.nout ||
+      hd.size() != 2 || hd[1] != kHidden || (hd[0] != 0 && hd[0] != chunks)) {
     return ffi::Error::InvalidArgument(
         "learnopt fused_mlp: expects w0 [F, 32] (F <= 64: the groups' widths summed), b0 [32], "
-        "w1 [32, 32], b1 [32], w2 [32, K] (K <= 4), b2 [K], out [K, N], "
+        "w1 [32, 32], b1 [32], w2 [32, K] (K <= 4; 2 for the step form), b2 [K], "
         "hidden sums [ceil(N / 1024), 32] or [0, 32]");
   }
   // With norm_eps >= 0, every feature column is first divided by its root mean square
@@ -293,27 +382,82 @@ ffi::Error FusedMlpImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> w0, ffi::Buf
       for (int64_t c = 0; c < chunks; ++c) total += sq[c * nf + f];
       const float mean = static_cast<float>(total / static_cast<double>(n));
       const float scale = 1.0f / std::sqrt(mean + norm_eps);
-      for (int64_t j = 0; j < kHidden; ++j) w0_scaled[f * kHidden + j] = w.w0[f * kHidden + j] * scale;
+      for (int64_t j = 0; j < kHidden; ++j) {
+        w0_scaled[f * kHidden + j] = w.w0[f * kHidden + j] * scale;
+      }
     }
     w.w0 = w0_scaled.data();
   }
-  float* o = out->typed_data();
   float* sums = hd[0] == 0 ? nullptr : hsum->typed_data();
   ParallelFor(pool, chunks, [&](int64_t c) {
     const int64_t lo = c * kChunk, hi = std::min(tiles, lo + kChunk);
+    alignas(64) float slanes[4][kLanes] = {};
+    float(*sl)[kLanes] = ssums == nullptr ? nullptr : slanes;
     if (sums == nullptr) {
-      Dispatch<false>(w, lo, hi, n, o, nullptr);
-      return;
+      Dispatch<false>(w, lo, hi, n, out, nullptr, sl);
+    } else {
+      alignas(64) float lanes[kHidden][kLanes] = {};
+      Dispatch<true>(w, lo, hi, n, out, lanes, sl);
+      SumLanes(lanes, kHidden, sums + c * kHidden);
     }
-    alignas(64) float lanes[kHidden][kLanes] = {};
-    Dispatch<true>(w, lo, hi, n, o, lanes);
-    for (int64_t j = 0; j < kHidden; ++j) {
-      float s = 0.0f;
-      for (int64_t l = 0; l < kLanes; ++l) s += lanes[j][l];
-      sums[c * kHidden + j] = s;
-    }
+    if (ssums != nullptr) SumLanes(slanes, 4, ssums + c * 4);
   });
   return ffi::Error::Success();
+}
+
+Weights WeightsOf(const ffi::Buffer<ffi::F32>& w0, const ffi::Buffer<ffi::F32>& b0,
+                  const ffi::Buffer<ffi::F32>& w1, const ffi::Buffer<ffi::F32>& b1,
+                  const ffi::Buffer<ffi::F32>& w2, const ffi::Buffer<ffi::F32>& b2) {
+  Weights w{};
+  w.w0 = w0.typed_data();
+  w.b0 = b0.typed_data();
+  w.w1 = w1.typed_data();
+  w.b1 = b1.typed_data();
+  w.w2 = w2.typed_data();
+  w.b2 = b2.typed_data();
+  return w;
+}
+
+// out [K, N]: the MLP's outputs.
+ffi::Error FusedMlpImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> w0, ffi::Buffer<ffi::F32> b0,
+                        ffi::Buffer<ffi::F32> w1, ffi::Buffer<ffi::F32> b1,
+                        ffi::Buffer<ffi::F32> w2, ffi::Buffer<ffi::F32> b2,
+                        ffi::RemainingArgs groups, ffi::ResultBuffer<ffi::F32> out,
+                        ffi::ResultBuffer<ffi::F32> hsum, float norm_eps) {
+  const auto od = out->dimensions();
+  const auto w2d = w2.dimensions();
+  if (od.size() != 2 || w2d.size() != 2 || od[0] != w2d[1]) {
+    return ffi::Error::InvalidArgument("learnopt fused_mlp: out [K, N] expected (w2 [32, K])");
+  }
+  return Run(pool, WeightsOf(w0, b0, w1, b1, w2, b2), w0, b0, w1, b1, w2, b2, groups, od[1],
+             out->typed_data(), hsum, nullptr, norm_eps);
+}
+
+// new_p [N] = p - mult * out0 * exp(exp_mult * out1) (mult: a [1] buffer), and with
+// ssums [C, 4] the per-chunk sums of |delta|, |out0|, out1, |out1| ([0, 4]: not computed).
+ffi::Error FusedMlpStepImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> w0,
+                            ffi::Buffer<ffi::F32> b0, ffi::Buffer<ffi::F32> w1,
+                            ffi::Buffer<ffi::F32> b1, ffi::Buffer<ffi::F32> w2,
+                            ffi::Buffer<ffi::F32> b2, ffi::Buffer<ffi::F32> p,
+                            ffi::Buffer<ffi::F32> mult, ffi::RemainingArgs groups,
+                            ffi::ResultBuffer<ffi::F32> new_p, ffi::ResultBuffer<ffi::F32> hsum,
+                            ffi::ResultBuffer<ffi::F32> ssums, float norm_eps, float exp_mult) {
+  const int64_t n = static_cast<int64_t>(new_p->element_count());
+  const auto sd = ssums->dimensions();
+  const int64_t chunks = ((n + kTile - 1) / kTile + kChunk - 1) / kChunk;
+  if (p.element_count() != static_cast<size_t>(n) || mult.element_count() != 1 ||
+      sd.size() != 2 || sd[1] != 4 || (sd[0] != 0 && sd[0] != chunks)) {
+    return ffi::Error::InvalidArgument(
+        "learnopt fused_mlp step: p [N] like new_p, mult [1], step sums "
+        "[ceil(N / 1024), 4] or [0, 4] expected");
+  }
+  Weights w = WeightsOf(w0, b0, w1, b1, w2, b2);
+  w.step.p = p.typed_data();
+  w.step.new_p = new_p->typed_data();
+  w.step.mult = mult.typed_data()[0];
+  w.step.exp_mult = exp_mult;
+  return Run(pool, w, w0, b0, w1, b1, w2, b2, groups, n, nullptr, hsum,
+             sd[0] == 0 ? nullptr : ssums->typed_data(), norm_eps);
 }
 
 }  // namespace
@@ -331,3 +475,21 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(LearnoptFusedMlp, FusedMlpImpl,
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<float>("norm_eps"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(LearnoptFusedMlpStep, FusedMlpStepImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .RemainingArgs()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<float>("norm_eps")
+                                  .Attr<float>("exp_mult"));
