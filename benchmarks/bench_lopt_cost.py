@@ -19,7 +19,10 @@ same maths with no loops, which XLA counts exactly); its bytes per parameter are
 traffic no implementation avoids: params and optimizer state read and written, the
 gradient read (4 bytes a float). ``limit`` is ``max(FLOPs / peak FLOP/s, bytes / peak
 bytes/s)`` for the whole model, ``x limit`` the measured time over it, and ``bound`` which
-of the two is larger. Prints one Markdown table (and ``--csv``).
+of the two is larger. A third peak, the FLOP rate XLA:CPU's own fused elementwise loops
+reach on MLP-like arithmetic (:func:`loop_peak`), gives ``loop limit`` (FLOPs / that
+rate): the bound on the ``"elementwise"`` form of the narrow MLPs, which XLA compiles into
+such loops. Prints one Markdown table (and ``--csv``).
 """
 
 from __future__ import annotations
@@ -93,6 +96,33 @@ def machine_peaks() -> tuple[float, float]:
     return flops, bandwidth
 
 
+#: Layers of the width-4 elementwise MLP :func:`loop_peak` times.
+LOOP_LAYERS = 16
+
+
+def loop_peak() -> float:
+    """Measured FLOP/s of XLA:CPU's own fused elementwise loops on MLP-like arithmetic.
+
+    The ``"elementwise"`` form of the narrow per-element MLPs is compiled by XLA into one
+    fused loop over the elements; this times such a loop with nothing to read but one
+    input: :data:`LOOP_LAYERS` ReLU layers of width 4 (16 multiply-adds each) per element
+    of 2^22 floats, written the way the form writes them (one array per unit).
+    """
+    w = np.random.default_rng(0).normal(size=(LOOP_LAYERS, 4, 4)).astype(np.float32) * 0.5
+
+    def layers(x):
+        h = [x * (0.5 + 0.1 * j) + 0.1 * j for j in range(4)]
+        for k in range(LOOP_LAYERS):
+            h = [
+                jnp.maximum(sum(h[i] * float(w[k, i, j]) for i in range(4)) + 0.01, 0.0)
+                for j in range(4)
+            ]
+        return h[0] + h[1] + h[2] + h[3]
+
+    x = jax.random.normal(jax.random.PRNGKey(1), (1 << 22,), jnp.float32)
+    return 2 * 16 * LOOP_LAYERS * x.size / _best_seconds(jax.jit(layers), x)
+
+
 def _state_floats(state, params) -> float:
     """Float values in the state besides params and model state, per parameter."""
     n_params = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params))
@@ -130,8 +160,10 @@ def main() -> None:
     n = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params))
     print(f"MLP {'-'.join(map(str, SIZES))}: {n:,} parameters; {jax.devices()[0].device_kind}")
     peak_flops, peak_bytes = machine_peaks()
+    peak_loop = loop_peak()
     print(f"measured peaks: {peak_flops / 1e9:.1f} GFLOP/s (matmul), "
-          f"{peak_bytes / 1e9:.1f} GB/s (read + write)", flush=True)  # fmt: skip
+          f"{peak_bytes / 1e9:.1f} GB/s (read + write), "
+          f"{peak_loop / 1e9:.1f} GFLOP/s (XLA elementwise loop)", flush=True)  # fmt: skip
 
     tx = optax.adam(1e-3)
 
@@ -188,6 +220,8 @@ def main() -> None:
             "limit ms": limit * 1e3,
             "x limit": lo / limit,
             "bound": bound,
+            "loop limit ms": flops * n / peak_loop * 1e3,
+            "x loop limit": lo / (flops * n / peak_loop),
             "reference ms/step": timed["reference"][0] * 1e3 if "reference" in timed else None,
             "reference ratio": timed["reference"][0] / timed["reference"][1]
             if "reference" in timed
@@ -209,14 +243,16 @@ def main() -> None:
         return "-" if v is None else format(v, spec)
 
     print("| learned optimizer | ms/step | ratio to adam | FLOPs/param | bytes/param "
-          "| limit ms | x limit | bound | reference ms/step | reference ratio "
-          "| speed-up | compile s |")  # fmt: skip
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+          "| limit ms | x limit | bound | loop limit ms | x loop limit | reference ms/step "
+          "| reference ratio | speed-up | compile s |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: "
+          "| ---: | ---: |")  # fmt: skip
     for r in rows:
         print(
             f"| `{r['learned optimizer']}` | {r['ms/step']:.1f} | {r['ratio']:.1f} "
             f"| {r['FLOPs/param']:.0f} | {r['bytes/param']:.0f} | {r['limit ms']:.2f} "
-            f"| {r['x limit']:.1f} | {r['bound']} | {fmt(r['reference ms/step'], '.1f')} "
+            f"| {r['x limit']:.1f} | {r['bound']} | {r['loop limit ms']:.2f} "
+            f"| {r['x loop limit']:.1f} | {fmt(r['reference ms/step'], '.1f')} "
             f"| {fmt(r['reference ratio'], '.1f')} | {fmt(r['speed-up'], '.1f')} "
             f"| {r['compile s']:.1f} |"
         )

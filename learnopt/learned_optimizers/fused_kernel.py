@@ -222,12 +222,13 @@ def fused_mlp_step(
 
     Args:
       layers: as :func:`fused_mlp`, with two outputs (``w2 [32, 2]``).
-      groups: as :func:`fused_mlp`.
+      groups: the feature groups, each ``[N, F_g]`` float32, read in place.
       p: the parameters ``[N]``, float32.
       mult: the step multiplier, a float32 scalar (may be traced).
       exp_mult: the magnitude's scale inside the exponential (static).
-      hidden_sum: as :func:`fused_mlp`.
-      norm_eps: as :func:`fused_mlp`.
+      hidden_sum: also return the second hidden layer summed over the rows, ``[32]``.
+      norm_eps: if given (``>= 0``), each feature column is first divided by its root
+        mean square over the rows, plus ``norm_eps`` under the root (as :func:`fused_mlp`).
       step_sums: also return the sums over the rows of ``|delta|``, ``|d|``, ``a`` and
         ``|a|`` (``delta = mult * d * exp(exp_mult * a)``), ``[4]``.
 

@@ -138,8 +138,8 @@ def mlp_step(
     Args:
       layers: as :func:`mlp`; two per-element outputs (``mean_outputs_from=2``, or two
         outputs in all).
-      groups: as :func:`mlp`.
-      shape: as :func:`mlp`.
+      groups: the feature groups, as :func:`mlp` takes them.
+      shape: the element shape (the tensor's; ``(1,)`` for scalars).
       params: the tensor's parameters (``shape``), in the compute dtype.
       step_mult: the step's scale (a float, or a traced scalar).
       exp_mult: the magnitude's scale inside the exponential (a float).
