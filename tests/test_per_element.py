@@ -265,6 +265,31 @@ def test_fast_forms_on_bfloat16_params_equal_the_reference(small_blocks, name):
             assert np.all(np.abs(a - e) <= ulp), (name, form, float(np.max(np.abs(a - e) / ulp)))
 
 
+@pytest.mark.parametrize("name", list(WIDE_ARCHITECTURES))
+def test_fused_kernel_on_bfloat16_params_equals_the_reference(name):
+    """bf16 params with float32 arithmetic take the kernel (and its update epilogue): the
+    new params equal the reference form's to one bfloat16 ulp."""
+    if not fused_kernel.available():
+        assert fused_kernel._compiler() is None, fused_kernel.unavailable_reason()
+        return
+    theta = _perturbed_theta(WIDE_ARCHITECTURES[name]())
+
+    def new_params(form):
+        run = _unroll(WIDE_ARCHITECTURES[name](), form, jnp.bfloat16)
+        return jax.jit(run)(theta)[1][1]
+
+    ref, fused = new_params("reference"), new_params("fused")
+    before = jax.tree_util.tree_leaves(_params(jnp.bfloat16))
+    moved = zip(jax.tree_util.tree_leaves(ref[0]), before, strict=True)
+    assert all(bool(jnp.any(a != b)) for a, b in moved)  # the first step moves the params
+    pairs = zip(jax.tree_util.tree_leaves(fused), jax.tree_util.tree_leaves(ref), strict=True)
+    for a, e in pairs:
+        assert a.dtype == jnp.bfloat16
+        a, e = np.asarray(a, np.float64), np.asarray(e, np.float64)
+        ulp = _bfloat16_ulp(np.maximum(np.abs(a), np.abs(e)))
+        assert np.all(np.abs(a - e) <= ulp), (name, float(np.max(np.abs(a - e) / ulp)))
+
+
 def _random_mlp(key, n_features, n_tensor, widths, n_out):
     sizes = [n_features + n_tensor, *widths, n_out]
     layers = []
