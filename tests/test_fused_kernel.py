@@ -99,6 +99,13 @@ def test_fused_under_vmap_equals_each_slice():
     out = jax.vmap(lambda gs: _mlp(layers, gs, shape, t, "fused", (0,)))(stacked)
     second = _mlp(layers, [2.0 * g for g in groups], shape, t, "reference", (0,))
     assert _rel(second, [o[1] for o in out]) < 1e-5
+    # The update epilogue too, with a step multiplier batched beside the features.
+    p = jax.random.normal(jax.random.PRNGKey(7), shape)
+    steps = jax.vmap(lambda gs, m: _step(layers, gs, shape, t, p, m, "fused"))(
+        stacked, jnp.array([0.1, 0.3])
+    )
+    second = _step(layers, [2.0 * g for g in groups], shape, t, p, 0.3, "reference")
+    assert _rel([second.params, second.sums], [steps.params[1], steps.sums[1]]) < 1e-5
 
 
 def test_fused_names_what_it_cannot_compute():
