@@ -127,6 +127,28 @@ def test_nominal_term_is_preconditioned_aggmo():
         )
 
 
+def test_nominal_weight_decay_scales_the_params_and_off_leaves_only_the_learned_step():
+    """``p <- (1 - wd * exp(e2 * 0)) * p - step``: with weight decay 0.1 the params shrink
+    by 0.9 beside the learned step; with the defaults (nothing nominal on) the update is
+    the learned step alone, exactly (the skipped terms are a factor 1 and a 0)."""
+    params, grads = _params(0), _params(1)
+
+    def new_params(**kwargs):
+        lopt = adafac_nominal.MLPNomLOpt(exp_mult=(0, 0, 0), **kwargs)
+        theta = lopt.init(jax.random.PRNGKey(0))
+        opt = lopt.opt_fn(theta)
+        return jax.jit(lambda p, g: opt.update(opt.init(p), g))(params, grads).params
+
+    plain, decayed = new_params(), new_params(weight_decay=0.1)
+    frozen = new_params(step_mult=0.0)
+    for k in params:
+        p = np.float64(params[k])
+        step = p - np.float64(plain[k])
+        assert np.max(np.abs(step)) > 0
+        np.testing.assert_array_equal(np.asarray(frozen[k]), np.asarray(params[k]))
+        np.testing.assert_allclose(np.asarray(decayed[k]), 0.9 * p - step, rtol=1e-5, atol=1e-7)
+
+
 def test_adafac_learned_decay_offsets_move_the_accumulators():
     lopt = adafac_mlp_lopt.AdafacMLPLOpt()
     theta = lopt.init(jax.random.PRNGKey(0))

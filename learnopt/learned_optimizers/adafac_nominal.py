@@ -87,25 +87,29 @@ class _NomOptimizer(common.ThetaOptimizer):
                 step = step * jax.lax.rsqrt(rms[0] + jnp.asarray(1e-6, rms[0].dtype))
             if lopt.selfnormalize_blackbox:
                 step = step * jnp.mean(g)
-            reg = 1.0 - lopt.weight_decay * jnp.exp(reg_mag * e2)
-            estimator = lopt.nominal_grad_estimator
-            if estimator == "SGD":
-                g_est = g
-            elif estimator == "SGDM":
-                g_est = m[-1]
-            elif estimator == "AggMo":
-                g_est = _mean_over_decays(m)
-            elif estimator == "Adam":
-                g_est = adam_feats[-1]
-            else:
-                g_est = _mean_over_decays(adam_feats)
-            nom_step = lopt.nominal_stepsize * jnp.exp(nom_mag * e1) * g_est
             shape = p.shape or (1,)
-            new_p = (
-                jnp.broadcast_to(reg, shape) * p.reshape(shape)
-                - jnp.broadcast_to(step, shape)
-                - jnp.broadcast_to(nom_step, shape)
-            )
+            new_p = p.reshape(shape)
+            # Off (the defaults: no weight decay, no nominal step, no controllers), the
+            # decay factor is exactly 1 and the nominal step exactly 0 for finite state:
+            # both are skipped, so the estimate g_est is not computed per element.
+            if lopt.weight_decay != 0 or lopt.regularization_controller:
+                reg = 1.0 - lopt.weight_decay * jnp.exp(reg_mag * e2)
+                new_p = jnp.broadcast_to(reg, shape) * new_p
+            new_p = new_p - jnp.broadcast_to(step, shape)
+            if lopt.nominal_stepsize != 0 or lopt.nominal_controller:
+                estimator = lopt.nominal_grad_estimator
+                if estimator == "SGD":
+                    g_est = g
+                elif estimator == "SGDM":
+                    g_est = m[-1]
+                elif estimator == "AggMo":
+                    g_est = _mean_over_decays(m)
+                elif estimator == "Adam":
+                    g_est = adam_feats[-1]
+                else:
+                    g_est = _mean_over_decays(adam_feats)
+                nom_step = lopt.nominal_stepsize * jnp.exp(nom_mag * e1) * g_est
+                new_p = new_p - jnp.broadcast_to(nom_step, shape)
             return new_p.reshape(p.shape)
 
         return adafac.adafac_update(opt_state, grads, model_state, self.theta, lopt, tensor_step)
