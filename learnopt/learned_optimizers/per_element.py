@@ -26,10 +26,11 @@ products at a few GFLOP/s: 50-200x the cost of an Adam step on a 932k-parameter 
 * ``"blocked"``: the scaled columns stacked ``[N, F]`` and the MLP run as matrix
   products on blocks of :data:`BLOCK` rows (``lax.map``), so each block's hidden
   layers stay in cache instead of going to memory;
-* ``"fused"``: the stacked ``[N, F]`` rows through
+* ``"fused"``: the feature groups' rows through
   :mod:`~learnopt.learned_optimizers.fused_kernel`'s compiled CPU kernel (two hidden
-  layers of 32, ReLU, float32), the hidden units kept in registers; its derivative is
-  the blocked form's (a custom JVP).
+  layers of 32, ReLU, float32), the hidden units kept in registers, the normalization
+  over the whole tensor computed in the kernel, and with :func:`mlp_step` the update
+  written by it; its derivative is the blocked form's (a custom JVP).
 
 ``form="auto"`` picks by :func:`choose_form`, and takes ``"fused"`` over ``"blocked"``
 for tensors of at least :data:`FUSED_MIN_SIZE` elements where the kernel computes the
