@@ -135,7 +135,7 @@ inline void Units(const V (*in)[kVec], int64_t nin, const float* w, int64_t stri
 // One tile of kTile rows. Every layer is computed kUnits units at a time in registers;
 // the tile's inputs (transposed to one column of kTile values per feature), first and
 // second hidden layers stay in L1. kSum: also add the second hidden layer into hsum,
-// per-lane running sums [kHidden][kLanes]. Not inlined: inlined into its callers (eight
+// per-lane running sums [kHidden][kLanes]. Not inlined: inlined into its callers (all
 // instantiations), GCC 12 compiled an earlier version to 1.6x slower code.
 // kStep (with kOut == 2): write the update epilogue's new_p instead of the outputs, and
 // with ssum, add |delta|, |out0|, out1 and |out1| into ssum[4][kLanes].
