@@ -1,6 +1,6 @@
 """What a fused kernel would do for MLPLOpt's 32-wide MLP on XLA:CPU: a measured prototype.
 
-    python benchmarks/bench_fused_mlp.py [--trials 5]
+    python benchmarks/bench_fused_mlp.py [--trials 5] [--march haswell]
 
 ``MLPLOpt``'s per-element MLP (``5 -> 32 -> 32 -> 2``, its time features folded into the
 first bias) over the 932,362 elements of ``bench_lopt_cost.py``'s model, timed in one
@@ -15,6 +15,9 @@ process with interleaved trials against ``optax.adam``'s update and a 2048^3 mat
 
 Prints ms, GFLOP/s, the share of the matmul peak and the ratio to ``optax.adam``, and
 the largest difference between the two forms' outputs (relative to the largest output).
+``--march TARGET`` builds the kernel for another x86 target instead of ``native`` (into
+a temporary cache), e.g. ``haswell`` (AVX2) or ``x86-64-v2`` (SSE4.2): how it runs on
+CPUs without AVX-512.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -44,8 +48,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--min-seconds", type=float, default=0.3)
+    parser.add_argument("--march", default=None, help="compile for this target, not native")
     args = parser.parse_args()
 
+    if args.march:
+        os.environ["LEARNOPT_KERNEL_CACHE"] = tempfile.mkdtemp(prefix="learnopt_kernel_")
+        fused_kernel._FLAGS = tuple(
+            f"-march={args.march}" if f.startswith("-march") else f
+            for f in fused_kernel._FLAGS
+            if not f.startswith("-mprefer-vector-width")
+        )
+        print(f"kernel compiled with -march={args.march}")
     if not fused_kernel.available():
         raise SystemExit(f"bench_fused_mlp: no kernel ({fused_kernel.unavailable_reason()})")
 

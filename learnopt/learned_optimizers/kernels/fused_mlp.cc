@@ -5,10 +5,10 @@
 // memory): two hidden layers of 32 units, 1 to 4 outputs, float32. With norm_eps >= 0,
 // each column of x is first divided by sqrt(norm_eps + mean(column^2)) (a pass of sums of
 // squares, folded into w0). A second result holds the second hidden layer summed over
-// rows, per chunk of kChunk * kTile rows ([C, 32]: the caller sums the C rows), for the
+// rows, per chunk of 1024 rows ([C, 32]: the caller sums the C rows), for the
 // outputs that are only needed as element means (RNNMLPLOpt's); given [0, 32], the sums
-// are not computed. Each tile of 64 rows computes its layers 4 units at a time in
-// registers, the hidden layers kept in L1 instead of written out, which XLA:CPU's GEMM
+// are not computed. Each tile of rows (64 with AVX-512) computes its layers 4 units at a
+// time in registers, the hidden layers kept in L1 instead of written out, which XLA:CPU's GEMM
 // kernels do for [N, 32] @ [32, 32] products (and run at about a third of their
 // large-matmul rate). Compiled on the user's machine by
 // learnopt/learned_optimizers/fused_kernel.py (-O3 -march=native); the same function as
@@ -32,9 +32,23 @@ namespace {
 
 constexpr int64_t kHidden = 32;  // both hidden layers
 constexpr int64_t kMaxOut = 4;   // outputs
-constexpr int64_t kTile = 64;    // rows per tile: 4 AVX-512 vectors
-constexpr int64_t kUnits = 4;    // second-layer units accumulated together
-constexpr int64_t kLanes = 16;   // running hidden sums per unit: one AVX-512 vector
+constexpr int64_t kUnits = 4;    // units of a layer accumulated together
+
+// The vector width the compiler targets (one register: kLanes floats) and the vectors per
+// column of a tile (kVec): kUnits * kVec accumulators, plus kUnits broadcast weights and
+// one input, must fit in the registers (32 with AVX-512, 16 with AVX2 and SSE; a wider
+// vector type than the target's, measured, made the AVX2 build 23x slower).
+#if defined(__AVX512F__)
+constexpr int64_t kLanes = 16;
+constexpr int64_t kVec = 4;
+#elif defined(__AVX__)
+constexpr int64_t kLanes = 8;
+constexpr int64_t kVec = 2;
+#else
+constexpr int64_t kLanes = 4;
+constexpr int64_t kVec = 2;
+#endif
+constexpr int64_t kTile = kLanes * kVec;  // rows per tile (64 with AVX-512)
 
 constexpr int64_t kMaxGroups = 64;
 constexpr int64_t kMaxFeatures = 64;  // feature columns, all groups
@@ -56,11 +70,9 @@ struct Weights {
   int64_t width[kMaxGroups];
 };
 
-// 16 floats: one AVX-512 register (two AVX2 ones, four SSE ones where that is what the
-// compiler targets). GCC and Clang vector extensions: lane-wise arithmetic, a scalar
-// operand broadcast.
-typedef float V __attribute__((vector_size(64)));
-constexpr int64_t kVec = kTile / kLanes;  // vectors per column of a tile
+// kLanes floats: one vector register. GCC and Clang vector extensions: lane-wise
+// arithmetic, a scalar operand broadcast.
+typedef float V __attribute__((vector_size(kLanes * sizeof(float))));
 
 inline V Load(const float* p) {
   V v;
@@ -73,6 +85,8 @@ inline V Load(const float* p) {
 inline void KeepInRegister(V& v) {
 #if defined(__x86_64__) && defined(__AVX512F__)
   asm("" : "+v"(v));
+#elif defined(__x86_64__)
+  asm("" : "+x"(v));
 #endif
 }
 
@@ -80,7 +94,7 @@ inline V Relu(V v) { return v > 0.0f ? v : V{}; }
 
 inline V Abs(V v) { return v < 0.0f ? -v : v; }
 
-typedef int32_t VI __attribute__((vector_size(64)));
+typedef int32_t VI __attribute__((vector_size(kLanes * sizeof(int32_t))));
 
 // exp(x), lane-wise, to about 1 ulp: x = n ln2 + r (ln2 in two parts, |r| <= ln2 / 2),
 // exp(r) by Cephes' degree-6 polynomial, 2^n applied as two powers of two (each a normal
@@ -184,7 +198,8 @@ template <int64_t kOut, bool kSum, bool kStep>
       }
     }
     for (int64_t j = 0; j < kHidden; ++j) {
-      V s = Load(hsum[j]) + ((h2[j][0] + h2[j][1]) + (h2[j][2] + h2[j][3]));
+      V s = Load(hsum[j]);
+      for (int64_t v = 0; v < kVec; ++v) s += h2[j][v];
       std::memcpy(hsum[j], &s, sizeof(V));
     }
   }
@@ -239,8 +254,8 @@ void Tiles(int64_t lo, int64_t hi, int64_t n, const Weights& w, float* out,
   }
 }
 
-constexpr int64_t kChunk = 16;  // tiles per claim
-constexpr int64_t kChunkRows = kChunk * kTile;
+constexpr int64_t kChunkRows = 1024;  // rows per claim and per partial sum (ROWS_PER_SUM)
+constexpr int64_t kChunk = kChunkRows / kTile;  // tiles per claim
 
 // Calls fn(0), ..., fn(count - 1), each index claimed from a shared counter by this
 // thread and by helpers on XLA's intra-op thread pool (so the kernel shares the cores
