@@ -42,6 +42,7 @@ meta-training). All forms agree to float32 rounding (summation order differs).
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -161,21 +162,11 @@ def mlp_step(
     dtype = _dtype_of(groups)
     params = jnp.asarray(params).astype(dtype)
     mult = jnp.asarray(step_mult, dtype)
-    defaults = {
-        "tensor_inputs": None,
-        "stat_groups": None,
-        "norm_axes": None,
-        "norm_eps": 1e-5,
-        "activation": jax.nn.relu,
-        "mean_outputs_from": None,
-        "form": "auto",
-        "feature_axis": -1,
-    }
-    unknown = set(mlp_kwargs) - set(defaults)
+    unknown = set(mlp_kwargs) - set(_MLP_KEYWORDS)
     if unknown:
         raise TypeError(f"mlp_step got unexpected keyword arguments {sorted(unknown)}")
     args = _StepArgs(params, mult, float(exp_mult), bool(summary))
-    out = _mlp(layers, groups, shape, **{**defaults, **mlp_kwargs}, step=args)
+    out = _mlp(layers, groups, shape, **{**_MLP_KEYWORDS, **mlp_kwargs}, step=args)
     if isinstance(out, Step):
         return out
     new_p, sums = _step(params, out[0], out[1], mult, float(exp_mult), summary)
@@ -271,6 +262,14 @@ def mlp(
         feature_axis=feature_axis,
         step=None,
     )
+
+
+#: :func:`mlp`'s keyword arguments and their defaults (what :func:`mlp_step` passes on).
+_MLP_KEYWORDS = {
+    name: p.default
+    for name, p in inspect.signature(mlp).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
+}
 
 
 def _mlp(
@@ -430,11 +429,7 @@ def _fused_rows(mean_from, norm_eps, layers, groups):
 @_fused_rows.defjvp
 def _fused_rows_jvp(mean_from, norm_eps, primals, tangents):
     def blocked(ls, gs):
-        if norm_eps is not None:
-            (w0, b0), eps = ls[0], jnp.asarray(norm_eps, gs[0].dtype)
-            ls = [(w0 * _scales(gs, (0,), eps)[:, None], b0), *ls[1:]]
-        rows = jnp.concatenate(gs, axis=1)
-        outs = _blocked(ls, rows, (rows.shape[0],), jax.nn.relu, mean_from)
+        outs = _blocked_rows(mean_from, norm_eps, ls, gs)
         if mean_from is None:
             return jnp.stack(outs)
         return jnp.stack(outs[:mean_from]), outs[mean_from]
@@ -443,13 +438,19 @@ def _fused_rows_jvp(mean_from, norm_eps, primals, tangents):
     return _fused_rows(mean_from, norm_eps, *primals), out_tangent
 
 
-def _blocked_step(mean_from, norm_eps, exp_mult, summary, layers, groups, p, mult):
-    """:func:`_fused_step_rows` computed with the blocked products (its derivative)."""
+def _blocked_rows(mean_from, norm_eps, layers, groups) -> list[jax.Array]:
+    """What the fused kernel computes on the rows of ``groups``, by the blocked products
+    (the kernel's derivative): with ``norm_eps``, the columns' scales folded into ``w0``."""
     if norm_eps is not None:
         (w0, b0), eps = layers[0], jnp.asarray(norm_eps, groups[0].dtype)
         layers = [(w0 * _scales(groups, (0,), eps)[:, None], b0), *layers[1:]]
     rows = jnp.concatenate(groups, axis=1)
-    outs = _blocked(layers, rows, (rows.shape[0],), jax.nn.relu, mean_from)
+    return _blocked(layers, rows, (rows.shape[0],), jax.nn.relu, mean_from)
+
+
+def _blocked_step(mean_from, norm_eps, exp_mult, summary, layers, groups, p, mult):
+    """:func:`_fused_step_rows` computed with the blocked products (its derivative)."""
+    outs = _blocked_rows(mean_from, norm_eps, layers, groups)
     new_p, sums = _step(p, outs[0], outs[1], mult, exp_mult, summary)
     return new_p, (outs[2] if mean_from is not None else None), sums
 
