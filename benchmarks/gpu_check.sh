@@ -1,62 +1,88 @@
 #!/usr/bin/env bash
-# The GPU check: install learnopt with CUDA, run the test suite and the benchmarks on the
-# GPU, and write the figures to benchmarks/results/gpu_check_<date>.md (+ .csv).
+# The GPU check: learnopt's guarantees and figures on an NVIDIA GPU, in one command, written
+# to benchmarks/results/gpu_check_<date>.md (+ .csv and one CSV per step).
 #
-#   benchmarks/gpu_check.sh [--dry-run] [--venv DIR] [--no-install] [--python PY]
+#   benchmarks/gpu_check.sh [--dry-run] [--rehearse] [--kit DIR] [--no-install]
+#                           [--venv DIR] [--python PY]
 #
-# Run it from anywhere on a machine with an NVIDIA GPU (about 10 minutes on one H200,
-# most of it pip and the tests). Every step has its own time limit. --dry-run prints the
-# exact commands of every step and exits 0 on any machine, installing and running
-# nothing. Without a GPU (nvidia-smi missing or failing) it says so and exits 3: it never
-# silently measures the CPU. Exit status: 0 all steps passed; 3 no GPU; 4 JAX sees no
-# GPU; otherwise the failing step's status (the report is written either way once the
-# GPU is confirmed by JAX, with each step's status).
+# On a machine without package registries (the lent H200: JAX for CUDA 13, flax, optax,
+# orbax there; tensorflow-datasets, array_record, mlxtend and their needs not), run
+#   benchmarks/gpu_check.sh --kit .whl
+# with the kit's wheels in .whl (benchmarks/gpu_kit.sh fetches them; see docs/benchmarks.md):
+# they go into a temporary --target folder, learnopt comes from this checkout, and the
+# machine's own JAX runs. About 9 minutes on one H200 (GPU_CHECK_BUDGET, default 520 s,
+# caps all steps together). Without --kit and --no-install it makes a venv and runs
+# pip install -e '.[cuda,test]' (a machine with a registry).
+#
+# --rehearse runs the same steps on the CPU backend (JAX_PLATFORMS=cpu), shortened, with no
+# GPU and no nvidia-smi: the suite runs it so the check cannot rot; its report says it is a
+# rehearsal. --dry-run prints every step's exact command and exits 0, running nothing.
+# Without a GPU (nvidia-smi missing or failing) the check says so and exits 3: it never
+# silently measures the CPU. Exit status: 0 all steps passed; 3 no GPU; 4 JAX sees no GPU
+# (or, rehearsing, not the CPU); 124 a step skipped for the budget; else the first failing
+# step's status (the report is written either way once JAX has seen the device).
 #
 # Environment: LEARNOPT_NVIDIA_SMI overrides the nvidia-smi command (tests use it);
-# GPU_CHECK_PYTEST_WORKERS (default 8) sets pytest-xdist's workers; GPU_CHECK_BUDGET
-# (default 720) caps the seconds of all steps together: a step gets at most what is
-# left, and steps with under 20 s left are skipped (marked so in the report);
-# GPU_CHECK_RESULTS (default benchmarks/results) is where the report goes.
+# GPU_CHECK_BUDGET (default 520; rehearsal 600) caps the seconds of all steps together: a
+# step gets at most what is left, and a step with under 20 s left is skipped (marked so);
+# GPU_CHECK_RESULTS (default benchmarks/results) is where the report goes;
+# GPU_CHECK_WORKERS (default 8) the processes of the guarantees step.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: benchmarks/gpu_check.sh [--dry-run] [--venv DIR] [--no-install] [--python PY] [--help]
+usage: benchmarks/gpu_check.sh [--dry-run] [--rehearse] [--kit DIR] [--no-install]
+                               [--venv DIR] [--python PY] [--help]
 
 Checks learnopt on an NVIDIA GPU and writes benchmarks/results/gpu_check_<date>.md (+ .csv):
-  1. a fresh virtual environment (python3 -m venv DIR, default .venv-gpu)
-  2. pip install -e '.[cuda,test]' into it (jax[cuda12] and the test tools)
-  3. check that jax.devices() holds a GPU
-  4. the device-independent test suite on the GPU (pytest)
-  5. benchmarks/bench_estimators.py (ms per outer step, compile time)
-  6. benchmarks/bench_eval.py (learning-rate sweep vs one run)
-  7. benchmarks/gpu_figures.py (compile s, ms/step, peak device memory per estimator)
-  8. benchmarks/bench_lopt_cost.py (the learned optimizers' roofline: ms/step vs
-     optax.adam, FLOPs and bytes per parameter, the GPU's measured peaks)
+  kit-install     (--kit) the kit's wheels into a temporary folder on PYTHONPATH
+  jax-devices     JAX sees the GPU
+  data            the embedded datasets prepared once (digits8, mnist5k)
+  guarantees      compile-once and dtypes (f32, bf16, bf16 params with f32 grads) of every
+                  optimizer and learned optimizer, outer steps traced once, the CPU-only
+                  fused kernel absent from GPU programs (gpu_guarantees.py)
+  throughput      the best recipe's PES and FullES outer steps/s, the population grown
+                  until the GPU is busy (gpu_figures.py --recipe)
+  meta-train      that recipe meta-trained ~45 s with the largest cheap population, then
+                  scored on meta-valid (1 seed) beside the CPU's figure (gpu_metatrain.py)
+  lopt-roofline   every learned optimizer's update vs optax.adam on a 100M-parameter MLP,
+                  with the measured copy bandwidth and matmul rate as roofline, each in
+                  its own process stopped after 20 s (bench_lopt_cost.py --isolate; the
+                  blocked per-element form timed beside auto's)
 
 options:
   --dry-run      print every step's exact command and exit 0; installs and runs nothing
-  --venv DIR     the virtual environment to create (default: .venv-gpu in the repository)
-  --no-install   skip steps 1-2: use --python (default python3) as it is, with learnopt
-                 taken from this checkout (PYTHONPATH); for machines without network
-                 access where JAX with CUDA and learnopt's dependencies are installed
-  --python PY    the interpreter that creates the venv, or runs everything with
-                 --no-install (default python3)
+  --rehearse     the same steps on the CPU backend, shortened (no GPU needed)
+  --kit DIR      install DIR/*.whl with pip --target into a temporary folder and use
+                 --python as it is (implies --no-install); protobuf from the kit only if
+                 the machine's own cannot import tensorflow-datasets' protos
+  --no-install   use --python (default python3) as it is, learnopt from this checkout
+  --venv DIR     the virtual environment to create otherwise (default: .venv-gpu)
+  --python PY    the interpreter (default python3)
   --help         this text
 
-exit status: 0 every step passed; 3 no GPU (nvidia-smi missing or failing); 4 JAX sees
-no GPU; else the status of the first failing step.
+exit status: 0 every step passed; 3 no GPU; 4 JAX sees no GPU; 124 a step skipped for
+the budget; else the status of the first failing step.
 EOF
 }
 
 DRY_RUN=0
 NO_INSTALL=0
+REHEARSE=0
+KIT=""
 PYTHON_BIN=python3
 VENV=""
 while (($#)); do
   case "$1" in
     --dry-run) DRY_RUN=1 ;;
     --no-install) NO_INSTALL=1 ;;
+    --rehearse) REHEARSE=1 ;;
+    --kit)
+      [[ $# -ge 2 ]] || { echo "gpu_check: --kit needs a directory of wheels" >&2; exit 2; }
+      KIT="$2"
+      NO_INSTALL=1
+      shift
+      ;;
     --venv)
       [[ $# -ge 2 ]] || { echo "gpu_check: --venv needs a directory" >&2; exit 2; }
       VENV="$2"
@@ -75,41 +101,35 @@ done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+if [[ -n $KIT ]]; then
+  KIT="$(cd "$KIT" 2>/dev/null && pwd)" || { echo "gpu_check: --kit: no directory '$KIT'" >&2; exit 2; }
+  compgen -G "$KIT/*.whl" >/dev/null || { echo "gpu_check: --kit: no wheels in $KIT" >&2; exit 2; }
+fi
 VENV="${VENV:-.venv-gpu}"
 DATE="$(date -u +%Y-%m-%d)"
 RESULTS="${GPU_CHECK_RESULTS:-benchmarks/results}"
-REPORT="$RESULTS/gpu_check_$DATE"  # .md and .csv
+if ((REHEARSE)); then
+  REPORT="$RESULTS/gpu_check_rehearsal_$DATE"
+  BUDGET="${GPU_CHECK_BUDGET:-600}"
+else
+  REPORT="$RESULTS/gpu_check_$DATE"
+  BUDGET="${GPU_CHECK_BUDGET:-520}"
+fi
 NVIDIA_SMI="${LEARNOPT_NVIDIA_SMI:-nvidia-smi}"
-WORKERS="${GPU_CHECK_PYTEST_WORKERS:-8}"
-BUDGET="${GPU_CHECK_BUDGET:-720}"
+WORKERS="${GPU_CHECK_WORKERS:-8}"
+RECIPE=scheduledadam-cosine-hparams-wide-shared
 if ((NO_INSTALL)); then
   PY="$PYTHON_BIN"
 else
   PY="$VENV/bin/python"
 fi
-
-# Tests left out, each CPU-specific by construction (they would fail or test nothing new
-# on a GPU machine):
-#  - test_distributed.py: two local processes with forced host CPU devices and gloo
-#    collectives (the multi-process path; its mesh is 2 x 2 CPU devices by design).
-#  - test_sharding.py: forces two host CPU devices with XLA_FLAGS and asserts two devices;
-#    with a GPU present JAX's default backend is the one GPU.
-#  - test_faults.py, test_resume.py: their runs are subprocesses pinned to
-#    JAX_PLATFORMS=cpu (signals, kills, resume); they test processes, not devices, and
-#    would spend minutes on CPU.
-#  - test_notebooks.py: reruns the tutorials and compares with outputs stored from a CPU
-#    run (minutes; not a device check).
-# Everything else runs on the GPU. JAX_DEFAULT_MATMUL_PRECISION=highest: the tests
-# compare against float32 references, and JAX's GPU default runs float32 matmuls in
-# TF32 (the benchmarks keep JAX's default). XLA_PYTHON_CLIENT_PREALLOCATE=false: the
-# pytest workers share the GPU instead of each reserving 75% of its memory.
-PYTEST_EXCLUDES=(
-  --ignore=tests/test_distributed.py
-  --ignore=tests/test_sharding.py
-  --ignore=tests/test_faults.py
-  --ignore=tests/test_resume.py
-  --ignore=tests/test_notebooks.py
-)
+WORK="$(mktemp -d)"
+SITE="$WORK/site"
+if ((DRY_RUN)); then
+  rmdir "$WORK"
+  WORK='$WORK'
+  SITE='$WORK/site'
+fi
 
 # Steps: name, time limit (s), command. The commands are run exactly as --dry-run shows.
 STEP_NAMES=()
@@ -123,141 +143,112 @@ add_step() {
 if ((!NO_INSTALL)); then
   add_step venv 60 "$PYTHON_BIN -m venv --clear $VENV"
   add_step pip-install 300 "$PY -m pip install -q --upgrade pip && $PY -m pip install -q -e '.[cuda,test]'"
-else
-  export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 fi
-add_step jax-devices 60 "$PY -c 'import jax; ds = jax.devices(); print(jax.__version__, ds); assert ds[0].platform == \"gpu\", \"JAX sees no GPU: \" + str(ds)'"
-add_step pytest 360 "XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_DEFAULT_MATMUL_PRECISION=highest $PY -m pytest -q -n $WORKERS -p no:cacheprovider --durations=10 ${PYTEST_EXCLUDES[*]} tests"
-add_step bench-estimators 240 "$PY benchmarks/bench_estimators.py --steps 100 --trials 2"
-add_step bench-eval 150 "$PY benchmarks/bench_eval.py --steps 300 --lrs 7 --seeds 3 --trials 2"
-add_step gpu-figures 240 "$PY benchmarks/gpu_figures.py --out $REPORT --steps 50 --population 256 4096"
-add_step lopt-roofline 300 "$PY benchmarks/bench_lopt_cost.py --trials 3 --min-seconds 0.3 --csv ${REPORT}_roofline.csv"
+if [[ -n $KIT ]]; then
+  # The machine's protobuf is kept unless tensorflow-datasets' protos need a newer one.
+  PROTOS="import tensorflow_datasets, tensorflow_metadata.proto.v0.schema_pb2, array_record, mlxtend"
+  PIP_TARGET="$PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $SITE"
+  add_step kit-install 120 "ls $KIT/*.whl | grep -v /protobuf- | xargs $PIP_TARGET && { $PY -c '$PROTOS' 2>/dev/null || { echo 'the kit brings protobuf'; $PIP_TARGET $KIT/protobuf-*.whl && $PY -c '$PROTOS'; }; }"
+fi
+DATA_CMD="$PY -c 'from learnopt.tasks.datasets import storage; [print(storage.prepare_dataset(n)) for n in (\"digits8\", \"mnist5k\")]'"
+if ((REHEARSE)); then
+  DEVICE_CHECK="assert ds[0].platform == \"cpu\", \"rehearsal: JAX should be on the CPU: \" + str(ds)"
+  add_step jax-devices 60 "$PY -c 'import jax; ds = jax.devices(); print(jax.__version__, ds); $DEVICE_CHECK'"
+  add_step data 120 "$DATA_CMD"
+  add_step guarantees 300 "$PY benchmarks/gpu_guarantees.py --out ${REPORT}_guarantees --workers 2 --only Adam lopt:MLPLOpt --cases f32 bf16/f32 --meta-steps walkthrough-bf16"
+  add_step throughput 200 "$PY benchmarks/gpu_figures.py --recipe $RECIPE --only pes --population 2 4 --steps 1 --timeout 120 --out ${REPORT}_throughput"
+  add_step meta-train 200 "$PY benchmarks/gpu_metatrain.py --recipe $RECIPE --out ${REPORT}_metatrain --work $WORK/metatrain_run --throughput ${REPORT}_throughput.csv --num-tasks 2 --steps 2 --eval-steps 5 --eval-tasks ImageMLP_Digits8_Relu32 --max-seconds 150"
+  add_step lopt-roofline 150 "$PY benchmarks/bench_lopt_cost.py --sizes 64 32 10 --lopts LearnableAdam AdafacMLPLOpt --forms blocked --trials 1 --steps 2 --min-seconds 0.01 --isolate 60 --csv ${REPORT}_roofline.csv"
+else
+  add_step jax-devices 60 "$PY -c 'import jax; ds = jax.devices(); print(jax.__version__, ds); assert ds[0].platform == \"gpu\", \"JAX sees no GPU: \" + str(ds)'"
+  add_step data 60 "$DATA_CMD"
+  add_step guarantees 100 "$PY benchmarks/gpu_guarantees.py --out ${REPORT}_guarantees --workers $WORKERS"
+  add_step throughput 130 "$PY benchmarks/gpu_figures.py --recipe $RECIPE --only pes full_es --population 16 128 2048 --steps 10 --total-length 50 --timeout 40 --out ${REPORT}_throughput"
+  add_step meta-train 190 "$PY benchmarks/gpu_metatrain.py --recipe $RECIPE --out ${REPORT}_metatrain --work $WORK/metatrain_run --throughput ${REPORT}_throughput.csv --seconds 45 --max-seconds 170"
+  add_step lopt-roofline 150 "$PY benchmarks/bench_lopt_cost.py --sizes 4096 4096 4096 4096 4096 4096 4096 --lopts LearnableAdam ScheduledAdam NNAdam Celo2 AdafacMLPLOpt MLPNomLOpt HyperV2 Celo MLPLOpt RNNMLPLOpt --forms blocked --trials 2 --steps 10 --min-seconds 0.1 --isolate 20 --csv ${REPORT}_roofline.csv"
+fi
+REPORT_CMD="$PY benchmarks/gpu_report.py --report $REPORT --logs $WORK --steps $WORK/steps.csv"
 
 if ((DRY_RUN)); then
   echo "gpu_check --dry-run: steps it would run in $ROOT (nothing is installed or run)"
   echo "  budget: $BUDGET s for all steps together (each step: its timeout or what is left)"
-  echo "  gpu: $NVIDIA_SMI -L (exit 3 if it is missing or fails)"
+  if ((REHEARSE)); then
+    echo "  rehearsal: JAX_PLATFORMS=cpu, no nvidia-smi"
+  else
+    echo "  gpu: $NVIDIA_SMI -L (exit 3 if it is missing or fails)"
+  fi
+  [[ -n $KIT ]] && echo "  PYTHONPATH=$SITE:$ROOT"
   for i in "${!STEP_NAMES[@]}"; do
     printf '  %d. %s (timeout %ss): %s\n' "$((i + 1))" "${STEP_NAMES[$i]}" \
       "${STEP_LIMITS[$i]}" "${STEP_CMDS[$i]}"
   done
-  echo "  report: $REPORT.md and $REPORT.csv (bench_estimators' table: ${REPORT}_estimators.csv)"
+  echo "  report: $REPORT_CMD (writes $REPORT.md and $REPORT.csv)"
   exit 0
 fi
+trap 'rm -rf "$WORK"' EXIT
 
-if ! command -v "$NVIDIA_SMI" >/dev/null 2>&1 || ! GPUS="$("$NVIDIA_SMI" -L 2>&1)" \
+if ((REHEARSE)); then
+  export JAX_PLATFORMS=cpu
+  GPUS="rehearsal on the CPU backend (JAX_PLATFORMS=cpu): no GPU figures"
+elif ! command -v "$NVIDIA_SMI" >/dev/null 2>&1 || ! GPUS="$("$NVIDIA_SMI" -L 2>&1)" \
   || ! grep -q "GPU" <<<"$GPUS"; then
-  echo "gpu_check: no NVIDIA GPU found ('$NVIDIA_SMI -L' is missing or fails); not running on CPU (see --help; --dry-run shows the steps)" >&2
+  echo "gpu_check: no NVIDIA GPU found ('$NVIDIA_SMI -L' is missing or fails); not running on CPU (see --help; --rehearse runs the steps on the CPU, --dry-run shows them)" >&2
   exit 3
+else
+  "$NVIDIA_SMI" --query-gpu=name,memory.total,driver_version --format=csv >"$WORK/machine.txt" 2>&1 || true
+  # One process at a time holds the GPU (the guarantees' workers allocate on demand).
+  export XLA_PYTHON_CLIENT_MEM_FRACTION="${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.92}"
 fi
+echo "$GPUS" >>"$WORK/machine.txt"
 
 SECONDS=0  # the budget counts from here
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-export LEARNOPT_DATA_DIR="${LEARNOPT_DATA_DIR:-$WORK/tfds}"  # digits are prepared here
+if ((NO_INSTALL)); then
+  export PYTHONPATH="$SITE:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export LEARNOPT_DATA_DIR="${LEARNOPT_DATA_DIR:-$WORK/tfds}"  # datasets are prepared here
+export LEARNOPT_CACHE_DIR="${LEARNOPT_CACHE_DIR:-$WORK/cache}"  # baselines, kernel builds
 export PYTHONUNBUFFERED=1
 mkdir -p "$RESULTS"
-# bench_estimators.py writes benchmarks/results/estimators.csv (the CPU figures of
-# docs/benchmarks.md): keep that file, and move the GPU table beside the report.
-BENCH_CSV="benchmarks/results/estimators.csv"
-SAVED_CSV="$WORK/estimators.csv"
-[[ -f $BENCH_CSV ]] && cp -p "$BENCH_CSV" "$SAVED_CSV"
+echo "step,status,seconds" >"$WORK/steps.csv"
 
 STATUS=0
-declare -A STEP_STATUS STEP_SECONDS
 for i in "${!STEP_NAMES[@]}"; do
   name="${STEP_NAMES[$i]}"
   left=$((BUDGET - SECONDS))
   limit=$((left < STEP_LIMITS[i] ? left : STEP_LIMITS[i]))
   if ((limit < 20)); then
     echo "== gpu_check step $((i + 1))/${#STEP_NAMES[@]}: $name skipped: ${left} s of the ${BUDGET} s budget left"
-    STEP_STATUS[$name]="skipped (budget)"
+    echo "$name,skipped (budget),0" >>"$WORK/steps.csv"
     ((STATUS == 0)) && STATUS=124
     continue
   fi
-  echo "== gpu_check step $((i + 1))/${#STEP_NAMES[@]}: $name (timeout $limit s)"
+  echo "== gpu_check step $((i + 1))/${#STEP_NAMES[@]}: $name (timeout $limit s, $SECONDS s spent)"
   echo "   \$ ${STEP_CMDS[$i]}"
   start=$SECONDS
   set +e
   timeout --kill-after=10 "$limit" bash -c "${STEP_CMDS[$i]}" 2>&1 | tee "$WORK/$name.log"
   rc=${PIPESTATUS[0]}
   set -e
-  STEP_STATUS[$name]=$rc
-  STEP_SECONDS[$name]=$((SECONDS - start))
-  echo "   -> status $rc after ${STEP_SECONDS[$name]} s"
+  echo "$name,$rc,$((SECONDS - start))" >>"$WORK/steps.csv"
+  echo "   -> status $rc after $((SECONDS - start)) s"
   if ((rc != 0)); then
     ((STATUS == 0)) && STATUS=$rc
-    if [[ $name == venv || $name == pip-install ]]; then
+    if [[ $name == venv || $name == pip-install || $name == kit-install ]]; then
       echo "gpu_check: step $name failed; nothing further can run" >&2
       exit "$rc"
     fi
     if [[ $name == jax-devices ]]; then
-      echo "gpu_check: JAX does not see the GPU (is jax[cuda12] installed and the driver recent enough?)" >&2
+      echo "gpu_check: JAX does not see the expected device (is JAX's CUDA build installed and the driver recent enough?)" >&2
       exit 4
     fi
   fi
 done
 
-if [[ -f $BENCH_CSV ]] && ! cmp -s "$BENCH_CSV" "$SAVED_CSV"; then
-  cp "$BENCH_CSV" "${REPORT}_estimators.csv"  # written by this run's bench_estimators
-fi
-if [[ -f $SAVED_CSV ]]; then
-  cp -p "$SAVED_CSV" "$BENCH_CSV"
-fi
-
-# The report: machine, versions, each step's status and time, and the figures.
-{
-  echo "# GPU check, $DATE"
-  echo
-  echo "Written by \`benchmarks/gpu_check.sh\` (see docs/distributed.md). Machine:"
-  echo
-  echo '```'
-  "$NVIDIA_SMI" --query-gpu=name,memory.total,driver_version --format=csv 2>&1 || true
-  sed -n 1p "$WORK/jax-devices.log" 2>/dev/null || true
-  echo '```'
-  echo
-  echo "| step | status | seconds |"
-  echo "| --- | ---: | ---: |"
-  for name in "${STEP_NAMES[@]}"; do
-    echo "| $name | ${STEP_STATUS[$name]:-not run} | ${STEP_SECONDS[$name]:-} |"
-  done
-  echo
-  echo "## Tests (pytest, excluding the CPU-specific files named in gpu_check.sh)"
-  echo
-  echo '```'
-  grep -E "passed|failed|error" "$WORK/pytest.log" | tail -n 3 || true
-  echo '```'
-  echo
-  echo "## Outer step time, learnopt vs hand-written (bench_estimators.py)"
-  echo
-  echo '```'
-  grep -vE "it/s|s/it|^\s*$" "$WORK/bench-estimators.log" || true
-  echo '```'
-  echo
-  echo "## Learning-rate sweep vs one run (bench_eval.py)"
-  echo
-  echo '```'
-  cat "$WORK/bench-eval.log" || true
-  echo '```'
-  echo
-  echo "## Per estimator: compile, step time, device memory (gpu_figures.py)"
-  echo
-  echo "Task ImageMLP_Digits8_Relu32, LearnableAdam, unroll 4. XLA MiB: the compiled"
-  echo "step's arguments + outputs - aliased + temporaries; peak MiB: the allocator's"
-  echo "high-water mark of that configuration's own process (memory_stats)."
-  echo
-  echo "| estimator | tasks | compile s | ms/step | XLA MiB | peak MiB |"
-  echo "| --- | ---: | ---: | ---: | ---: | ---: |"
-  if [[ -f "$REPORT.csv" ]]; then
-    tail -n +2 "$REPORT.csv" | while IFS=, read -r est n _backend _device cs ms xla peak; do
-      mib() { [[ -n $1 ]] && awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }' || echo "n/a"; }
-      echo "| $est | $n | $cs | $ms | $(mib "$xla") | $(mib "$peak") |"
-    done
-  fi
-  echo
-  echo "## Learned-optimizer updates vs optax.adam, and their roofline (bench_lopt_cost.py)"
-  echo
-  grep -E "^(MLP |measured peaks|optax.adam|\|)" "$WORK/lopt-roofline.log" || true
-} >"$REPORT.md"
-echo "gpu_check: report written to $REPORT.md (figures: $REPORT.csv); status $STATUS"
+cp "$WORK/machine.txt" "$WORK/machine.log"
+set +e
+$REPORT_CMD --rehearsal "$REHEARSE"
+rc=$?
+set -e
+((rc != 0 && STATUS == 0)) && STATUS=$rc
+echo "gpu_check: report written to $REPORT.md (figures: $REPORT.csv and ${REPORT}_*.csv); status $STATUS"
 exit "$STATUS"
