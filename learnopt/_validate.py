@@ -101,6 +101,35 @@ def positive_int(name: str, value: Any) -> int:
     return integer(name, value, minimum=1)
 
 
+def run_length(name: str, value: Any) -> Any:
+    """A run length ``T``: None, an integer >= 1, or a traced / batched value left as it is.
+
+    Meta-training passes each inner run's length as a traced (or per-run) integer array,
+    checked where it is drawn; a concrete scalar is checked here, so ``num_steps=0``,
+    ``-5`` or ``2.5`` fail at once instead of making a learned optimizer step backwards,
+    not at all, or by an undefined fraction of training.
+
+    Args:
+      name: the argument's name, used in the error message.
+      value: the value to check.
+
+    Returns:
+      ``int(value)`` for a concrete scalar, else ``value`` itself.
+
+    Raises:
+      TypeError: a bool, a float or another non-integer.
+      ValueError: an integer below 1.
+    """
+    if value is None or _is_traced(value):
+        return value
+    if isinstance(value, np.ndarray | jax.Array) and np.ndim(value) != 0:
+        return value
+    try:
+        return positive_int(name, value)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"{err} (the planned number of steps of the run)") from None
+
+
 def non_negative_int(name: str, value: Any) -> int:
     """An integer >= 0.
 

@@ -64,6 +64,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from learnopt import _validate
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
 from learnopt.learned_optimizers import accumulators, common, per_element, progress
 from learnopt.learned_optimizers import base as lopt_base
@@ -238,6 +239,7 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
           The initial :class:`HyperV2State`.
         """
         lopt = self.lopt
+        num_steps = _validate.run_length("num_steps", num_steps)
         if num_steps is None:
             num_steps = lopt.default_num_steps
         n = len(jax.tree_util.tree_leaves(params))

@@ -107,8 +107,13 @@ def resolve_num_steps(num_steps: Any, default: int | None, owner: str) -> jax.Ar
       ``T``, an int32 array.
 
     Raises:
-      ValueError: neither ``num_steps`` nor ``default`` is given.
+      ValueError: neither ``num_steps`` nor ``default`` is given, or ``num_steps`` is
+        below 1.
+      TypeError: ``num_steps`` is not an integer.
     """
+    from learnopt import _validate
+
+    num_steps = _validate.run_length("num_steps", num_steps)
     if num_steps is None:
         if default is None:
             raise ValueError(

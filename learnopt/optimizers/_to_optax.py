@@ -10,10 +10,12 @@ which checks its argument is an ``Optimizer``) calls it. See
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from learnopt.canonical import leaf_compute_dtype
@@ -42,7 +44,10 @@ def transformation(opt: Any, num_steps: int | None = None) -> optax.GradientTran
     Returns:
       An ``optax.GradientTransformationExtraArgs`` whose updates are
       ``new_params - params`` and whose state is ``opt``'s state without its params.
+      With ``num_steps``, the first update past it (the state's ``iteration`` equal to
+      ``num_steps``) warns once (:func:`_past_the_end`).
     """
+    past_the_end = _past_the_end(opt, num_steps)
 
     def init_fn(params: Any, *, extra_args: Mapping[str, Any] | None = None) -> Any:
         del extra_args
@@ -67,6 +72,13 @@ def transformation(opt: Any, num_steps: int | None = None) -> optax.GradientTran
             kwargs.pop(name, None)
         kwargs.pop("grad", None)  # optax's copy of the gradient: ``updates`` already is it
         state = opt.set_params(state, params)
+        if past_the_end is not None and hasattr(state, "iteration"):
+            iteration = jnp.asarray(state.iteration)
+            jax.lax.cond(
+                iteration == num_steps,
+                lambda: jax.debug.callback(past_the_end, iteration),
+                lambda: None,
+            )
         try:
             new_state = opt.update(state, updates, loss, **kwargs)
         except ValueError as err:
@@ -77,6 +89,29 @@ def transformation(opt: Any, num_steps: int | None = None) -> optax.GradientTran
         return deltas, opt.set_params(new_state, ())
 
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def _past_the_end(opt: Any, num_steps: int | None) -> Callable[[Any], None] | None:
+    """A host callback that warns, once, that the run has gone past ``num_steps``."""
+    if num_steps is None:
+        return None
+    warned: list[bool] = []
+
+    def callback(iteration: Any) -> None:
+        if warned:
+            return
+        warned.append(True)
+        name = getattr(getattr(opt, "lopt", None), "name", None) or type(opt).__name__
+        warnings.warn(
+            f"{name}: this update is past num_steps={num_steps}, the run "
+            "length given to as_optax/init. Optimizers that read the fraction of training "
+            "done hold it at 1 from here (a schedule that decays to zero now steps zero); "
+            "pass the real number of steps.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+    return callback
 
 
 def _delta(new: Any, old: Any) -> Any:

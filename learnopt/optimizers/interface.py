@@ -421,10 +421,36 @@ class Optimizer:
             ``mask``: a tree of booleans or a function of the params); None: all.
 
         Returns:
-          An ``optax.GradientTransformationExtraArgs``.
+          An ``optax.GradientTransformationExtraArgs``. When the step count reaches
+          ``num_steps``, it warns once (``RuntimeWarning``): optimizers that read the
+          fraction of training done hold it at 1 from there (a schedule that decays to
+          zero steps zero), so a run longer than planned trains on in name only.
+
+        Raises:
+          ValueError, TypeError: ``num_steps`` is not an integer >= 1.
         """
+        from learnopt import _validate
+
+        num_steps = _validate.run_length("as_optax: num_steps", num_steps)
+        if num_steps is None:
+            self._check_needs_no_run_length()
         tx = _to_optax.transformation(self, num_steps=num_steps)
         return _to_optax.with_weight_decay(tx, weight_decay, weight_decay_mask)
+
+    def _check_needs_no_run_length(self) -> None:
+        """Raises at ``as_optax()`` when ``init`` would need ``num_steps`` (found by an
+        abstract ``init`` on a tiny tree: nothing is computed)."""
+        try:
+            jax.eval_shape(lambda: self.init({"w": jnp.zeros((2,), jnp.float32)}))
+        except ValueError as err:
+            if "fraction of training done" in str(err):
+                owner = getattr(getattr(self, "lopt", None), "name", None) or type(self).__name__
+                raise ValueError(
+                    f"{owner} reads the fraction of training done, t / num_steps: give the "
+                    "planned number of steps, as_optax(num_steps=T)"
+                ) from None
+        except Exception:  # anything else surfaces at tx.init, with the real params
+            return
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
