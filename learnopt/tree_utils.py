@@ -33,6 +33,18 @@ __all__ = [
     "partition",
     "partition_unflatten",
     "PartitionUnflatten",
+    # learned_optimization's names, with its semantics (research code imports them):
+    "tree_mean_abs",
+    "tree_mean",
+    "tree_div",
+    "tree_mul",
+    "tree_dot",
+    "tree_zip_onp",
+    "tree_zip_jnp",
+    "first_dim",
+    "match_type",
+    "map_named",
+    "strip_weak_type",
 ]
 
 
@@ -83,9 +95,21 @@ def tree_add(a: PyTree, b: PyTree) -> PyTree:
     return jax.tree_util.tree_map(jnp.add, a, b)
 
 
-#: ``a - b`` leaf by leaf: optax's ``tree_sub`` (``operator.sub``: the same values for
-#: arrays, NaN and Inf as usual; NumPy and Python leaves now stay NumPy and Python values).
-tree_sub = optax_tree.tree_sub
+def tree_sub(a: PyTree, scalar_or_tree: Any) -> PyTree:
+    """``a - b`` leaf by leaf: optax's ``tree_sub`` for two trees (NumPy and Python leaves
+    stay NumPy and Python values); a scalar ``b`` is subtracted from every leaf, as in
+    learned_optimization's ``tree_sub``.
+
+    Args:
+      a: a tree.
+      scalar_or_tree: a tree with ``a``'s structure, or a number or array.
+
+    Returns:
+      A tree with ``a``'s structure.
+    """
+    if _is_scalar_like(scalar_or_tree) and not _is_scalar_like(a):
+        return jax.tree_util.tree_map(lambda x: x - scalar_or_tree, a)
+    return optax_tree.tree_sub(a, scalar_or_tree)
 
 
 def tree_scale(s: Any, a: PyTree) -> PyTree:
@@ -326,3 +350,211 @@ def partition_unflatten(
         for name, value in zip(part_names, part, strict=True):
             filled[position[name]] = value
     return jax.tree_util.tree_unflatten(treedef, filled)
+
+
+# ----------------------------------------------- learned_optimization's tree helpers
+#
+# The notes' library exposes these in ``learned_optimization.tree_utils``; research code
+# written on it (Celo's, muLO's) imports them, so they keep its names and semantics.
+
+
+def _num_elements(tree: PyTree) -> int:
+    return int(sum(np.size(x) for x in jax.tree_util.tree_leaves(tree)))
+
+
+def tree_mean_abs(tree: PyTree) -> jax.Array:
+    """The mean of ``|x|`` over every element of every leaf.
+
+    Args:
+      tree: a tree of arrays.
+
+    Returns:
+      A scalar.
+    """
+    total = sum(jnp.sum(jnp.abs(x)) for x in jax.tree_util.tree_leaves(tree))
+    return total / _num_elements(tree)
+
+
+def tree_mean(tree: PyTree) -> jax.Array:
+    """The mean over every element of every leaf.
+
+    Args:
+      tree: a tree of arrays.
+
+    Returns:
+      A scalar.
+    """
+    return sum(jnp.sum(x) for x in jax.tree_util.tree_leaves(tree)) / _num_elements(tree)
+
+
+def _is_scalar_like(x: Any) -> bool:
+    """Whether ``x`` is one value (a number or an array), not a tree of several."""
+    if isinstance(x, jax.Array | np.ndarray | np.generic | int | float | complex):
+        return True
+    return len(jax.tree_util.tree_leaves(x)) == 1 and jax.tree_util.treedef_is_leaf(
+        jax.tree_util.tree_structure(x)
+    )
+
+
+def _elementwise(op: Callable[[Any, Any], Any], a: PyTree, b: Any) -> PyTree:
+    if _is_scalar_like(b):
+        return jax.tree_util.tree_map(lambda x: op(x, b), a)
+    return jax.tree_util.tree_map(op, a, b)
+
+
+def tree_div(a: PyTree, scalar_or_tree: Any) -> PyTree:
+    """``a / b`` leaf by leaf; ``b`` a scalar (every leaf divided by it) or a tree like ``a``.
+
+    Args:
+      a: a tree of arrays.
+      scalar_or_tree: a number or array, or a tree with ``a``'s structure.
+
+    Returns:
+      A tree with ``a``'s structure.
+    """
+    return _elementwise(jnp.divide, a, scalar_or_tree)
+
+
+def tree_mul(a: PyTree, scalar_or_tree: Any) -> PyTree:
+    """``a * b`` leaf by leaf; ``b`` a scalar or a tree like ``a``.
+
+    Args:
+      a: a tree of arrays.
+      scalar_or_tree: a number or array, or a tree with ``a``'s structure.
+
+    Returns:
+      A tree with ``a``'s structure.
+    """
+    return _elementwise(jnp.multiply, a, scalar_or_tree)
+
+
+def tree_dot(a: PyTree, b: PyTree) -> jax.Array:
+    """``sum(a * b)`` over every element of every leaf (no conjugation; see :func:`tree_vdot`).
+
+    Args:
+      a: a tree of arrays.
+      b: a tree with ``a``'s structure.
+
+    Returns:
+      A scalar.
+    """
+    products = jax.tree_util.tree_leaves(jax.tree_util.tree_map(jnp.multiply, a, b))
+    return sum(jnp.sum(x) for x in products)
+
+
+def _zip(trees: Any, stack: Callable[[list], Any]) -> PyTree:
+    trees = list(trees)
+    if not trees:
+        raise ValueError("tree_zip: no trees to zip")
+    leaves = [jax.tree_util.tree_leaves(t) for t in trees]
+    treedef = jax.tree_util.tree_structure(trees[0])
+    return jax.tree_util.tree_unflatten(
+        treedef, [stack(list(col)) for col in zip(*leaves, strict=True)]
+    )
+
+
+def tree_zip_onp(trees: Any) -> PyTree:
+    """Trees of the same structure stacked leaf by leaf into numpy arrays (a new first axis).
+
+    Args:
+      trees: an iterable of trees with one structure.
+
+    Returns:
+      The tree of ``np.asarray([leaf_0, leaf_1, ...])``.
+    """
+    return _zip(trees, np.asarray)
+
+
+def tree_zip_jnp(trees: Any) -> PyTree:
+    """As :func:`tree_zip_onp`, into JAX arrays.
+
+    Args:
+      trees: an iterable of trees with one structure.
+
+    Returns:
+      The tree of ``jnp.asarray([leaf_0, leaf_1, ...])``.
+    """
+    return _zip(trees, jnp.asarray)
+
+
+def first_dim(tree: PyTree) -> int:
+    """The size of the first axis of the tree's first leaf (a batch size).
+
+    Args:
+      tree: a tree whose first leaf has at least one axis.
+
+    Returns:
+      That size.
+    """
+    return int(np.shape(jax.tree_util.tree_leaves(tree)[0])[0])
+
+
+def match_type(tree: PyTree, like: PyTree) -> PyTree:
+    """``tree``'s leaves as arrays of the dtypes of ``like``'s leaves.
+
+    Args:
+      tree: a tree of values.
+      like: a tree with the same structure whose leaves have a ``dtype``.
+
+    Returns:
+      ``tree`` with every leaf ``jnp.asarray(leaf, like_leaf.dtype)``.
+
+    Raises:
+      ValueError: a leaf of ``like`` has no dtype (it names the value).
+    """
+    for leaf in jax.tree_util.tree_leaves(like):
+        if not hasattr(leaf, "dtype"):
+            raise ValueError(f"match_type: a leaf of the target has no dtype: {leaf!r}")
+    return jax.tree_util.tree_map(lambda x, y: jnp.asarray(x, dtype=y.dtype), tree, like)
+
+
+def map_named(fn: Callable[[str, Any], Any], tree: PyTree, key: str = "") -> PyTree:
+    """Maps ``fn(path, leaf)`` over a tree of dicts, sequences and dataclasses.
+
+    Paths are the library's: ``key`` then ``"/" + name`` per level, so the leaf ``c`` of
+    ``{"a": 1, "b": {"c": 1}}`` gets ``"/b/c"``; sequence items are named by their index;
+    a (flax) dataclass field by ``"<ClassName>.<field>"``.
+
+    Args:
+      fn: called with each leaf's path and value; returns the new leaf.
+      tree: mappings, lists, tuples (named or not) and dataclasses, down to leaves.
+      key: the path of ``tree`` itself.
+
+    Returns:
+      A tree of the same structure.
+    """
+    if isinstance(tree, dict) or (hasattr(tree, "items") and hasattr(tree, "keys")):
+        return type(tree)(**{k: map_named(fn, v, f"{key}/{k}") for k, v in tree.items()})
+    if isinstance(tree, tuple | list):
+        items = [map_named(fn, v, f"{key}/{i}") for i, v in enumerate(tree)]
+        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
+    if hasattr(tree, "__dataclass_fields__"):
+        cls = type(tree).__name__
+        return type(tree)(
+            **{
+                k: map_named(fn, getattr(tree, k), f"{key}/{cls}.{k}")
+                for k in tree.__dataclass_fields__
+            }
+        )
+    return fn(key, tree)
+
+
+def strip_weak_type(tree: PyTree) -> PyTree:
+    """Every leaf as a JAX array with a definite dtype (``weak_type=False``).
+
+    A Python number becomes a weakly typed array (it adopts the dtype of what it meets),
+    which makes a jitted function that gets it in one call and a strongly typed array in
+    the next compile twice; this fixes the leaves' dtypes once.
+
+    Args:
+      tree: a tree of numbers and arrays.
+
+    Returns:
+      The same tree of strongly typed ``jax.Array`` leaves.
+    """
+
+    def strong(x: Any) -> jax.Array:
+        x = jnp.asarray(x)
+        return jnp.asarray(x, dtype=x.dtype)
+
+    return jax.tree_util.tree_map(strong, tree)

@@ -15,6 +15,9 @@ dtype (float32 for float32/bfloat16/float16 params, float64 for float64 params):
 The gradient accumulators (momenta, second moments, Adafactor-style factored second
 moments), their decays and the features read from them live in
 :mod:`learnopt.learned_optimizers.accumulators`; their names stay importable from here.
+The library's own accumulator constructors (``rolling_mom``, ``vec_rolling_rms``,
+``vec_factored_rolling``, ...), which research code written on it calls, are
+:mod:`learnopt.learned_optimizers.library_accumulators`, re-exported here.
 """
 
 from __future__ import annotations
@@ -45,11 +48,28 @@ from learnopt.learned_optimizers.accumulators import (
     rms_update,
     safe_rsqrt,
 )
+
+# learned_optimization's accumulators as its research code calls them (``common.
+# vec_rolling_mom(decays).init(params)``...), with the library's layout: decays last.
+from learnopt.learned_optimizers.library_accumulators import (
+    factored_rolling,
+    rolling_mom,
+    rolling_rms,
+    vec_factored_rolling,
+    vec_rolling_mom,
+    vec_rolling_rms,
+)
 from learnopt.optimizers import base as opt_base
 
 PyTree = Any
 
 __all__ = [
+    "rolling_mom",
+    "rolling_rms",
+    "vec_rolling_mom",
+    "vec_rolling_rms",
+    "factored_rolling",
+    "vec_factored_rolling",
     "TIMESCALES",
     "MomAccumulator",
     "RMSAccumulator",
