@@ -64,7 +64,12 @@ def main() -> None:
     )
 
     _check((package / "py.typed").is_file(), "py.typed is installed")
-    for pattern in ("pretrained/*.msgpack", "pretrained/*.md", "optimizers/data/*.json"):
+    for pattern in (
+        "pretrained/*.msgpack",
+        "pretrained/*.md",
+        "pretrained/LICENSE-*.txt",
+        "optimizers/data/*.json",
+    ):
         installed = sorted(p.relative_to(package) for p in package.glob(pattern))
         expected = sorted(
             p.relative_to(source / "learnopt") for p in (source / "learnopt").glob(pattern)

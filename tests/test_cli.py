@@ -346,6 +346,31 @@ def test_no_command_is_an_error(capsys):
     assert "COMMAND" in capsys.readouterr().err
 
 
+def test_list_into_a_closed_pipe_ends_quietly():
+    """``learnopt list tasks | head -1``: the reader stops early; no BrokenPipeError.
+
+    The read end is closed before the listing is written, so every write meets it closed.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "learnopt", "list", "tasks"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0, err
+    assert "Error" not in err and "Traceback" not in err, err
+
+
+def test_a_name_given_twice_in_a_list_flag_is_an_error():
+    from learnopt.cli import args as cli_args
+
+    assert cli_args.name_list("A, B") == ("A", "B")
+    with pytest.raises(argparse.ArgumentTypeError, match="T given twice"):
+        cli_args.name_list("T,T")
+
+
 def test_help_lists_every_flag(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["meta-train", "--help"])

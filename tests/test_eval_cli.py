@@ -115,6 +115,17 @@ def test_theta_and_its_learned_optimizer_from_a_meta_train_folder(tmp_path, caps
     assert "LearnableAdam vs tuned baselines" in capsys.readouterr().out
 
 
+def test_a_shipped_entry_is_evaluated_by_its_name(tmp_path):
+    from learnopt.evaluation import command
+
+    lopt, theta = command.load_learned_candidate("MLPLOpt_mlp8k")
+    assert type(lopt).__name__ == "MLPLOpt"
+    assert jax.tree.structure(theta) == jax.tree.structure(lopt.init(jax.random.PRNGKey(0)))
+    # A file of that name in the working folder would win: a path is never a name.
+    with pytest.raises(command.EvalError, match="shipped entry by name: Celo"):
+        command.load_learned_candidate(str(tmp_path / "MLPLOpt_mlp8k"))
+
+
 def _error(argv, capsys) -> tuple[int, str]:
     with pytest.raises(SystemExit) as e:
         cli.main(argv)

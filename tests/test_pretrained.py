@@ -25,11 +25,13 @@ def test_at_least_one_small_entry_ships_with_its_provenance():
     assert pretrained.DEFAULT in names
     for name in names:
         path = pretrained.path(name)
-        assert path.stat().st_size < 64 * 1024  # kilobytes, not megabytes
+        assert path.stat().st_size < 256 * 1024  # kilobytes, not megabytes
         md = pretrained.metadata(name)
         assert md["registered"] and md["architecture"] in lopt_base.LOPTS
-        assert md["licence"] == "Apache-2.0"
         training = md["meta_training"]
+        if training.get("published"):
+            continue  # test_published_entries_name_their_source_and_ship_its_licence
+        assert md["licence"] == "Apache-2.0"
         assert training["command"].startswith("learnopt meta-train")
         assert training["wall_minutes"] <= 60
         assert "out_dir" not in training  # nothing of the machine that made it
@@ -38,9 +40,44 @@ def test_at_least_one_small_entry_ships_with_its_provenance():
         assert "wins" in text.lower()  # the evaluation summary against tuned baselines
 
 
+def test_published_entries_name_their_source_and_ship_its_licence():
+    published = [n for n in pretrained.names() if pretrained.metadata(n)["meta_training"].get(
+        "published")]  # fmt: skip
+    assert "Celo" in published
+    for name in published:
+        md = pretrained.metadata(name)
+        training = md["meta_training"]
+        src = training["source"]
+        assert src["repository"].startswith("github.com/") and len(src["commit"]) == 40
+        assert len(src["sha256"]) == 64 and int(src["sha256"], 16) >= 0
+        assert md["licence"] in ("MIT", "BSD-3-Clause")
+        licence = pretrained.path(name).parent / training["licence_file"]
+        assert md["licence"].split("-")[0] in licence.read_text()  # the licence's own text
+        assert "arXiv" in training["paper"] and training["converted_by"].startswith(
+            f"python examples/convert_published.py {name}"
+        )
+        assert (
+            pretrained.source(name) == f"{src['repository']}@{src['commit'][:7]} ({md['licence']})"
+        )
+        text = pretrained.describe(name)
+        assert src["commit"] in text and src["sha256"] in text and "learnopt evaluate" in text
+        assert "wins" in text.lower()
+
+
+def test_list_pretrained_names_each_entry_with_its_source():
+    from learnopt.cli import list_names
+
+    lines = list_names("pretrained")
+    assert [line.split()[0] for line in lines] == pretrained.names()
+    celo = next(line for line in lines if line.startswith("Celo "))
+    assert "github.com/amoudgl/celo@66d9761 (MIT)" in celo
+    default = next(line for line in lines if line.startswith(pretrained.DEFAULT + " "))
+    assert "learnopt meta-train" in default and "(Apache-2.0)" in default
+
+
 def test_the_package_data_includes_the_entries():
     config = (ROOT / "pyproject.toml").read_text()
-    assert '"learnopt.pretrained" = ["*.msgpack", "*.md"]' in config
+    assert '"learnopt.pretrained" = ["*.msgpack", "*.md", "LICENSE-*.txt"]' in config
 
 
 def test_load_rebuilds_the_optimizer_without_declaring_it():
@@ -58,6 +95,9 @@ def test_load_rebuilds_the_optimizer_without_declaring_it():
 def test_unknown_names_list_the_entries():
     with pytest.raises(UnknownNameError, match=pretrained.DEFAULT):
         pretrained.load("no-such-theta")
+    # A path is not a name, even one that reaches an entry's file.
+    with pytest.raises(UnknownNameError, match=pretrained.DEFAULT):
+        pretrained.load(f"../pretrained/{pretrained.DEFAULT}")
     with pytest.raises(TypeError, match="name must be a string"):
         pretrained.path(3)
 

@@ -482,3 +482,17 @@ def test_registered_tasks_are_untouched_by_validation():
     params = jax.eval_shape(task.init, jax.random.PRNGKey(0))
     out = jax.eval_shape(task.loss, params, jax.random.PRNGKey(0), task.datasets.abstract_batch)
     assert out.shape == ()
+
+
+def test_empty_params_and_empty_leaves_get_a_named_error():
+    lopt = lopt_base.get_learned_optimizer("MLPLOpt")
+    learned = lopt.opt_fn(lopt.init(jax.random.PRNGKey(0)))
+    for opt in (learned, opt_base.Adam(1e-3)):
+        with pytest.raises(ValueError, match=r"params has no arrays to optimize \(got \{\}\)"):
+            opt.init({})
+    params = {"w": jnp.zeros((0, 3)), "b": jnp.zeros((3,))}
+    with pytest.raises(ValueError, match=r"params leaf \['w'\] has no elements \(shape \(0, 3\)\)"):
+        learned.init(params, num_steps=10)
+    state = opt_base.Adam(1e-3).init(params)  # a hand-designed rule has nothing to normalize
+    new = opt_base.Adam(1e-3).update(state, {"w": jnp.zeros((0, 3)), "b": jnp.ones((3,))})
+    assert opt_base.Adam(1e-3).get_params(new)["w"].shape == (0, 3)

@@ -41,6 +41,7 @@ writes ``--out``. ``--all-devices`` splits it over the GPUs of one process.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -122,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
 def list_names(topic: str) -> list[str]:
     """The lines ``learnopt list TOPIC`` prints: one registered name each.
 
-    Suites come with their number of tasks (``heldout  9 tasks``).
+    Suites come with their number of tasks (``heldout  9 tasks``), pretrained entries
+    with their source (``Celo  github.com/amoudgl/celo@66d9761 (MIT)``).
 
     Args:
       topic: a key of :data:`LISTINGS`.
@@ -139,7 +141,9 @@ def list_names(topic: str) -> list[str]:
     if topic == "pretrained":
         from learnopt import pretrained
 
-        return pretrained.names()
+        names = pretrained.names()
+        width = max(map(len, names), default=0)
+        return [f"{n:<{width}}  {pretrained.source(n)}" for n in names]
     if topic == "suites":
         from learnopt.evaluation import suites
 
@@ -199,7 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "list":
-        _list(args.topic)
+        try:
+            _list(args.topic)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `learnopt list tasks | head`: the reader had enough
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # no second error when Python exits
         return 0
     if args.command == "evaluate":
         return evaluate_cmd.run(args)

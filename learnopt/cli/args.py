@@ -109,10 +109,16 @@ def name_list(text: str) -> tuple[str, ...]:
 
     Returns:
       The names, blanks dropped.
+
+    Raises:
+      argparse.ArgumentTypeError: no name, or a name given twice (it would count twice).
     """
     names = tuple(x.strip() for x in text.split(",") if x.strip())
     if not names:
         raise argparse.ArgumentTypeError("expected comma-separated names")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise argparse.ArgumentTypeError(f"{', '.join(twice)} given twice")
     return names
 
 

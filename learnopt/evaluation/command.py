@@ -3,6 +3,7 @@
 ::
 
     learnopt evaluate --theta runs/meta-train-X/theta.msgpack          # lopt from config.json
+    learnopt evaluate --theta Celo                                      # a shipped entry
     learnopt evaluate --theta theta.msgpack --lopt LearnableAdam --suite smoke --steps 500
     learnopt evaluate --optimizer Adam --lr 3e-3                          # a hand-designed one
 
@@ -113,7 +114,7 @@ def _describe(shapes: dict[str, tuple[int, ...]], limit: int = 8) -> str:
 
 
 def load_learned_candidate(theta_path: str | os.PathLike, lopt_name: str | None = None):
-    """``(lopt, theta)`` from a theta file.
+    """``(lopt, theta)`` from a theta file, or from a shipped entry given by name.
 
     A file with metadata (every ``learnopt meta-train`` run, ``learnopt.pretrained``)
     rebuilds its learned optimizer, configuration included
@@ -122,7 +123,8 @@ def load_learned_candidate(theta_path: str | os.PathLike, lopt_name: str | None 
     the file, with the constructor's defaults.
 
     Args:
-      theta_path: the theta file.
+      theta_path: the theta file, or the name of a :mod:`learnopt.pretrained` entry
+        (``"Celo"``) where no such file exists.
       lopt_name: the registered learned optimizer it holds a theta of, or ``None``.
 
     Returns:
@@ -140,7 +142,17 @@ def load_learned_candidate(theta_path: str | os.PathLike, lopt_name: str | None 
 
     path = Path(theta_path)
     if not path.is_file():
-        raise EvalError(f"--theta: no file at {path}", usage=True)
+        from learnopt import pretrained
+
+        name = str(theta_path)
+        if "/" not in name and name in pretrained.names():  # a shipped entry, by name
+            path = pretrained.path(name)
+        else:
+            entries = ", ".join(pretrained.names())
+            raise EvalError(
+                f"--theta: no file at {path} (a file, or a shipped entry by name: {entries})",
+                usage=True,
+            )
     try:
         metadata = theta_files.read_metadata(path)
     except ValueError as e:

@@ -136,7 +136,11 @@ class EvaluateConfig:
     """
 
     theta: str | None = setting(
-        None, "theta file written by 'learnopt meta-train'", metavar="PATH", group=_CANDIDATE
+        None,
+        "theta file written by 'learnopt meta-train', or a shipped entry's name "
+        "('learnopt list pretrained')",
+        metavar="PATH",
+        group=_CANDIDATE,
     )
     lopt: str | None = setting(
         None,

@@ -476,6 +476,10 @@ class ThetaOptimizer(opt_base.Optimizer):
       lopt: the learned optimizer that built it (its hyperparameters: ``step_mult``...).
     """
 
+    #: Learned optimizers normalize features over each tensor's elements: a tensor with
+    #: none is refused at ``init``, by name, instead of failing inside the update.
+    allows_empty_leaves = False
+
     def __init__(self, theta: PyTree, lopt: Any):
         self.theta = theta
         self.lopt = lopt

@@ -77,8 +77,13 @@ class _Nested:
         _local.depth = _depth() - 1
 
 
-def _check_params(params: PyTree) -> PyTree:
-    """Converts Python/numpy float leaves to arrays; rejects non-float leaves by path."""
+def _check_params(params: PyTree, allow_empty_leaves: bool = True) -> PyTree:
+    """Converts Python/numpy float leaves to arrays; rejects non-float leaves by path, a
+    tree with no leaves at all, and (unless ``allow_empty_leaves``) zero-size leaves."""
+    if not jax.tree_util.tree_leaves(params):
+        raise ValueError(
+            f"params has no arrays to optimize (got {params!r}): pass the model's parameters"
+        )
 
     def convert(path: tuple, x: Any) -> jax.Array:
         if isinstance(x, bool) or isinstance(x, int | np.integer):
@@ -97,6 +102,12 @@ def _check_params(params: PyTree) -> PyTree:
             raise TypeError(
                 f"params leaf {tree_path_str(path)} has dtype {dtype}; optimizers need "
                 "floating-point params (float32, bfloat16, float16 or float64)"
+            )
+        if not allow_empty_leaves and np.size(x) == 0:
+            raise ValueError(
+                f"params leaf {tree_path_str(path)} has no elements (shape {np.shape(x)}); "
+                "this optimizer normalizes over each tensor's elements: leave it out of "
+                "the tree it optimizes"
             )
         return x if isinstance(x, jax.Array) else jnp.asarray(x)
 
@@ -140,7 +151,7 @@ def _opt(num_steps: Any, key: Any) -> dict[str, Any]:
 
 def _wrap_init(raw_init: Callable) -> Callable:
     def plain(self, params, model_state, num_steps, key, kwargs):
-        params = _check_params(params)
+        params = _check_params(params, getattr(self, "allows_empty_leaves", True))
         with _Nested():
             state = raw_init(self, params, model_state, **_opt(num_steps, key), **kwargs)
             return self._settle(state)

@@ -9,8 +9,10 @@
     # updates, state = tx.update(grads, state, params, value=loss)
 
 Each entry is a theta file with metadata (:mod:`learnopt.learned_optimizers.theta_files`)
-in this package: the architecture and its configuration, the command that meta-trained
-it, the learnopt version and the licence (Apache-2.0, as learnopt). Its evaluation
+in this package: the architecture and its configuration, the learnopt version, the
+licence, and either the command that meta-trained it here (Apache-2.0, as learnopt) or,
+for a published optimizer's released weights, their source (repository, commit, path,
+sha256), paper and licence (its text in ``LICENSE-<source>.txt`` beside the entry). Its evaluation
 (``learnopt evaluate`` on the held-out suite against tuned Adam) is in
 ``<name>.md`` beside it (:func:`describe`).
 
@@ -43,6 +45,15 @@ Entries:
     starting point (Adam with that schedule at 0.0316, untrained) it is better on valid
     loss on 7 of 9 tasks and worse on train loss on 7 of 9: most of its strength is the
     hand-designed schedule it starts from (``docs/meta-training.md``).
+``Celo``
+    The released weights of Celo (Moudgil et al., 2025, arXiv:2501.12670;
+    github.com/amoudgl/celo at 66d9761, ``algoperf/submissions/celo/theta.state``, MIT
+    licence, ``LICENSE-celo.txt`` beside it): VeLO's per-parameter MLP under a learned
+    LSTM schedule (37,089 values, 148 kB), meta-trained by its authors for about 24
+    GPU-hours on small MLP tasks. Converted once, without unpickling, by
+    ``examples/convert_published.py Celo`` (which reproduces this file from the release
+    bit for bit). It reads the run length: ``as_optax(num_steps=T)``. learnopt's own
+    evaluation on the held-out suite is in ``describe("Celo")``.
 ``MLPLOpt_mlp8k``
     ``MLPLOpt`` (626 values, 3.9 kB), meta-trained with PES for 8,000 outer steps (35
     minutes on a 2-core CPU) on two MLP families (digits and mnist5k at 8x8). On the
@@ -58,7 +69,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT", "names", "path", "load", "metadata", "describe"]
+__all__ = ["DEFAULT", "names", "path", "load", "metadata", "describe", "source"]
 
 #: The entry :func:`load` returns when no name is given.
 DEFAULT = "ScheduledAdam_cosine_hparams"
@@ -90,14 +101,16 @@ def path(name: str = DEFAULT) -> Path:
 
     Raises:
       TypeError: ``name`` is not a string.
-      KeyError: no such entry (:class:`~learnopt.registry.UnknownNameError`).
+      KeyError: no such entry (:class:`~learnopt.registry.UnknownNameError`), also for a
+        path (load a theta file with
+        :func:`learnopt.learned_optimizers.theta_files.load`).
     """
     from learnopt.registry import UnknownNameError, unknown_name_message
 
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
     file = _folder() / f"{name}.msgpack"
-    if not file.is_file():
+    if name not in names():  # a name, never a path ("../pretrained/X" is not an entry)
         raise UnknownNameError(
             unknown_name_message("pretrained theta", name, names(), listing="pretrained")
         )
@@ -146,3 +159,22 @@ def describe(name: str = DEFAULT) -> str:
     """
     doc = path(name).with_suffix(".md")
     return doc.read_text() if doc.is_file() else ""
+
+
+def source(name: str = DEFAULT) -> str:
+    """Where entry ``name`` comes from, in one line (what ``learnopt list pretrained`` shows).
+
+    Args:
+      name: the entry (see :func:`names`; default :data:`DEFAULT`).
+
+    Returns:
+      ``"github.com/amoudgl/celo@66d9761 (MIT)"`` for a published optimizer's released
+      weights, ``"learnopt meta-train --recipe ... (Apache-2.0)"`` for one meta-trained here.
+    """
+    md = metadata(name)
+    training = md.get("meta_training") or {}
+    licence = md.get("licence") or "licence not stated"
+    if training.get("published"):
+        src = training["source"]
+        return f"{src['repository']}@{src['commit'][:7]} ({licence})"
+    return f"{training.get('command', 'learnopt')} ({licence})"
