@@ -49,26 +49,17 @@ def conformance_names() -> list[str]:
     return [n for n in conformance.conformance_optimizers() if not n.startswith("optax:")]
 
 
-def _conformance_row(item: tuple[str, str]) -> dict:
+def _row(kind: str, name: str, case: str, check) -> dict:
+    """One row: ``check()`` returns ``(ok, detail)``; an exception is a failed row, timed."""
     import jax
 
-    from learnopt.testing import conformance
-
-    name, case = item
     start = time.perf_counter()
     try:
-        result = conformance.check_conformance(conformance.conformance_optimizers()[name], case)
-        ok, detail = (
-            result.ok,
-            (
-                f"traces {result.step_traces}/{result.scan_traces}, dtype kept "
-                f"{result.params_dtype_ok}, finite {result.finite}"
-            ),
-        )
+        ok, detail = check()
     except Exception as err:  # a failure is a row, not the end of the check
         ok, detail = False, f"raised {type(err).__name__}: {str(err)[:300]}"
     return {
-        "kind": "conformance",
+        "kind": kind,
         "name": name,
         "case": case,
         "backend": jax.default_backend(),
@@ -78,44 +69,38 @@ def _conformance_row(item: tuple[str, str]) -> dict:
     }
 
 
-def _meta_step_row(name: str, case: str, build) -> dict:
+def _conformance(name: str, case: str) -> tuple[bool, str]:
+    from learnopt.testing import conformance
+
+    result = conformance.check_conformance(conformance.conformance_optimizers()[name], case)
+    return result.ok, (
+        f"traces {result.step_traces}/{result.scan_traces}, dtype kept "
+        f"{result.params_dtype_ok}, finite {result.finite}"
+    )
+
+
+def _meta_step(build) -> tuple[bool, str]:
     """Traces of a learner's jitted outer step over 3 calls (want 1) and a finite theta."""
     import jax
     import numpy as np
 
     from learnopt.testing import TraceCounter
 
-    start = time.perf_counter()
-    try:
-        learner = build()
-        counter = TraceCounter()
-        step = jax.jit(counter.wrap(learner._update))
-        key = jax.random.PRNGKey(0)
-        state = learner.init(key)
-        for _ in range(3):
-            key, k = jax.random.split(key)
-            state, loss, _ = step(state, k, learner.get_datas())
-        theta = learner.get_theta(state) if hasattr(learner, "get_theta") else state
-        finite = all(
-            np.isfinite(np.asarray(x, np.float64)).all()
-            for x in jax.tree_util.tree_leaves(theta)
-            if np.issubdtype(np.asarray(x).dtype, np.inexact)
-        ) and np.isfinite(float(loss))
-        ok = counter.count == 1 and finite
-        detail = (
-            f"traces {counter.count} over 3 calls, finite {finite}, meta-loss {float(loss):.4g}"
-        )
-    except Exception as err:
-        ok, detail = False, f"raised {type(err).__name__}: {str(err)[:300]}"
-    return {
-        "kind": "meta-step",
-        "name": name,
-        "case": case,
-        "backend": jax.default_backend(),
-        "ok": ok,
-        "detail": detail,
-        "seconds": round(time.perf_counter() - start, 2),
-    }
+    learner = build()
+    counter = TraceCounter()
+    step = jax.jit(counter.wrap(learner._update))
+    key = jax.random.PRNGKey(0)
+    state = learner.init(key)
+    for _ in range(3):
+        key, k = jax.random.split(key)
+        state, loss, _ = step(state, k, learner.get_datas())
+    finite = all(
+        np.isfinite(np.asarray(x, np.float64)).all()
+        for x in jax.tree_util.tree_leaves(learner.get_theta(state))
+        if np.issubdtype(np.asarray(x).dtype, np.inexact)
+    ) and np.isfinite(float(loss))
+    detail = f"traces {counter.count} over 3 calls, finite {finite}, meta-loss {float(loss):.4g}"
+    return counter.count == 1 and finite, detail
 
 
 META_STEPS = ("recipe", "walkthrough-f32", "walkthrough-bf16")
@@ -124,19 +109,12 @@ META_STEPS = ("recipe", "walkthrough-f32", "walkthrough-bf16")
 def meta_step_row(which: str, recipe: str) -> dict:
     """One of :data:`META_STEPS`: the recipe's learner, or the walkthrough learner
     (float32, bfloat16 params)."""
-    from learnopt import recipes
+    from gpu_figures import recipe_learner  # beside this script
+
     from learnopt.learned_optimizers import base as lopt_base
     from learnopt.run import build
     from learnopt.tasks import base as tasks_base
     from learnopt.tasks import task_augmentation
-
-    settings = dict(recipes.get_recipe(recipe).settings)
-    settings.pop("steps", None)
-    lopt = build.build_lopt(settings.pop("lopt"), settings.pop("lopt_config", None))
-    families = build.expand_families(settings.pop("families"))
-
-    def recipe_learner():
-        return build.build_learner(task=families, lopt=lopt, **{**settings, "num_tasks": 8})
 
     def walkthrough(dtype):
         def make():
@@ -151,17 +129,21 @@ def meta_step_row(which: str, recipe: str) -> dict:
         return make
 
     if which == "recipe":
-        return _meta_step_row(f"recipe {recipe} (pes)", "f32", recipe_learner)
+        return _row(
+            "meta-step",
+            f"recipe {recipe} (pes)",
+            "f32",
+            lambda: _meta_step(lambda: recipe_learner(recipe, "pes", 8, None)),
+        )
     dtype = which.split("-")[1]
-    return _meta_step_row(
-        "LearnableAdam on ImageMLP_Digits8_Relu32 (pes)", dtype, walkthrough(dtype)
-    )
+    name = "LearnableAdam on ImageMLP_Digits8_Relu32 (pes)"
+    return _row("meta-step", name, dtype, lambda: _meta_step(walkthrough(dtype)))
 
 
 FUSED_CHECKS = {"MLPLOpt": {"hidden_size": 32}, "RNNMLPLOpt": {}}
 
 
-def fused_kernel_row(name: str) -> dict:
+def _fused_kernel(name: str) -> tuple[bool, str]:
     """Whether the fused kernel's custom call is in ``name``'s compiled update."""
     import jax
     import jax.numpy as jnp
@@ -169,39 +151,22 @@ def fused_kernel_row(name: str) -> dict:
     from learnopt.learned_optimizers import base as lopt_base
     from learnopt.learned_optimizers import fused_kernel
 
+    lopt = lopt_base.get_learned_optimizer(name, **FUSED_CHECKS[name])
+    opt = lopt.opt_fn(lopt.init(jax.random.PRNGKey(0)))
+    params = {"w": jnp.zeros((512, 512), jnp.float32)}
+    state = opt.init(params, num_steps=100)
+    grads = {"w": jnp.full((512, 512), 1e-3, jnp.float32)}
+    hlo = (
+        jax.jit(lambda s, g: opt.update(s, g, loss=jnp.float32(1.0))).lower(state, grads).as_text()
+    )
+    used = fused_kernel.TARGET in hlo or fused_kernel.STEP_TARGET in hlo
     backend = jax.default_backend()
-    start = time.perf_counter()
-    try:
-        lopt = lopt_base.get_learned_optimizer(name, **FUSED_CHECKS[name])
-        opt = lopt.opt_fn(lopt.init(jax.random.PRNGKey(0)))
-        params = {"w": jnp.zeros((512, 512), jnp.float32)}
-        state = opt.init(params, num_steps=100)
-        grads = {"w": jnp.full((512, 512), 1e-3, jnp.float32)}
-        hlo = (
-            jax.jit(lambda s, g, opt=opt: opt.update(s, g, loss=jnp.float32(1.0)))
-            .lower(state, grads)
-            .as_text()
-        )
-        used = fused_kernel.TARGET in hlo or fused_kernel.STEP_TARGET in hlo
-        if backend == "cpu":
-            # On the CPU the kernel is chosen exactly when it is available.
-            ok = used == fused_kernel.available()
-            why = "" if fused_kernel.available() else f" ({fused_kernel.unavailable_reason()})"
-            detail = f"kernel in the program: {used}; available: {fused_kernel.available()}{why}"
-        else:
-            ok = not used and not fused_kernel.supports([32, 32], 1, jnp.float32)
-            detail = f"kernel in the program: {used} (must be False on {backend})"
-    except Exception as err:
-        ok, detail = False, f"raised {type(err).__name__}: {str(err)[:300]}"
-    return {
-        "kind": "fused-kernel",
-        "name": name,
-        "case": "f32",
-        "backend": backend,
-        "ok": ok,
-        "detail": detail,
-        "seconds": round(time.perf_counter() - start, 2),
-    }
+    if backend == "cpu":  # on the CPU the kernel is chosen exactly when it is available
+        available = fused_kernel.available()
+        why = "" if available else f" ({fused_kernel.unavailable_reason()})"
+        return used == available, f"kernel in the program: {used}; available: {available}{why}"
+    ok = not used and not fused_kernel.supports([32, 32], 1, jnp.float32)
+    return ok, f"kernel in the program: {used} (must be False on {backend})"
 
 
 def run_item(item: tuple[str, str, str, str]) -> dict:
@@ -210,8 +175,8 @@ def run_item(item: tuple[str, str, str, str]) -> dict:
     if kind == "meta-step":
         return meta_step_row(name, recipe)
     if kind == "fused-kernel":
-        return fused_kernel_row(name)
-    return _conformance_row((name, case))
+        return _row(kind, name, case, lambda: _fused_kernel(name))
+    return _row(kind, name, case, lambda: _conformance(name, case))
 
 
 def _print(row: dict) -> None:

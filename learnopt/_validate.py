@@ -101,6 +101,10 @@ def positive_int(name: str, value: Any) -> int:
     return integer(name, value, minimum=1)
 
 
+class RunLengthMissing(ValueError):
+    """An optimizer that reads the fraction of training done got no ``num_steps``."""
+
+
 def run_length(name: str, value: Any) -> Any:
     """A run length ``T``: None, an integer >= 1, or a traced / batched value left as it is.
 

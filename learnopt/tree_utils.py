@@ -389,11 +389,7 @@ def tree_mean(tree: PyTree) -> jax.Array:
 
 def _is_scalar_like(x: Any) -> bool:
     """Whether ``x`` is one value (a number or an array), not a tree of several."""
-    if isinstance(x, jax.Array | np.ndarray | np.generic | int | float | complex):
-        return True
-    return len(jax.tree_util.tree_leaves(x)) == 1 and jax.tree_util.treedef_is_leaf(
-        jax.tree_util.tree_structure(x)
-    )
+    return jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(x)) and x is not None
 
 
 def _elementwise(op: Callable[[Any, Any], Any], a: PyTree, b: Any) -> PyTree:

@@ -144,15 +144,14 @@ def load_learned_candidate(theta_path: str | os.PathLike, lopt_name: str | None 
     if not path.is_file():
         from learnopt import pretrained
 
-        name = str(theta_path)
-        if "/" not in name and name in pretrained.names():  # a shipped entry, by name
-            path = pretrained.path(name)
-        else:
+        try:  # a shipped entry, by name (pretrained.path never takes a path)
+            path = pretrained.path(str(theta_path))
+        except KeyError:
             entries = ", ".join(pretrained.names())
             raise EvalError(
                 f"--theta: no file at {path} (a file, or a shipped entry by name: {entries})",
                 usage=True,
-            )
+            ) from None
     try:
         metadata = theta_files.read_metadata(path)
     except ValueError as e:

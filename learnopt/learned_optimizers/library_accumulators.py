@@ -104,6 +104,20 @@ class FactoredAccum:
     v_diag: PyTree
 
 
+def _running_average(state_cls: type, decay: Any, of: Callable[[Any], Any]) -> InitUpdate:
+    """``x <- decay x + (1 - decay) of(g)`` of every leaf, in ``state_cls(x, t)``."""
+
+    def init(params: PyTree) -> Any:
+        return state_cls(jax.tree_util.tree_map(jnp.zeros_like, params), jnp.zeros((), jnp.int32))
+
+    def update(state: Any, grads: PyTree) -> Any:
+        x, t = state
+        x = jax.tree_util.tree_map(lambda a, g: decay * a + (1 - decay) * of(g), x, grads)
+        return state_cls(x, t + 1)
+
+    return InitUpdate(init, update)
+
+
 def rolling_mom(decay: Any) -> InitUpdate:
     """Momentum ``m <- decay m + (1 - decay) g`` of every leaf.
 
@@ -114,16 +128,7 @@ def rolling_mom(decay: Any) -> InitUpdate:
       ``(init, update)``: ``init(params) -> MomAccumulator`` (zeros, ``t = 0``),
       ``update(state, grads) -> MomAccumulator``.
     """
-
-    def init(params: PyTree) -> MomAccumulator:
-        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-        return MomAccumulator(m=zeros, t=jnp.zeros((), jnp.int32))
-
-    def update(state: MomAccumulator, grads: PyTree) -> MomAccumulator:
-        m = jax.tree_util.tree_map(lambda m, g: decay * m + (1 - decay) * g, state.m, grads)
-        return MomAccumulator(m=m, t=state.t + 1)
-
-    return InitUpdate(init, update)
+    return _running_average(MomAccumulator, decay, lambda g: g)
 
 
 def rolling_rms(decay: Any) -> InitUpdate:
@@ -136,17 +141,7 @@ def rolling_rms(decay: Any) -> InitUpdate:
       ``(init, update)``: ``init(params) -> RMSAccumulator``,
       ``update(state, grads) -> RMSAccumulator``.
     """
-
-    def init(params: PyTree) -> RMSAccumulator:
-        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-        return RMSAccumulator(rms=zeros, t=jnp.zeros((), jnp.int32))
-
-    def update(state: RMSAccumulator, grads: PyTree) -> RMSAccumulator:
-        b = jnp.clip(decay, 0.0, 1.0)
-        rms = jax.tree_util.tree_map(lambda v, g: b * v + (1 - b) * g * g, state.rms, grads)
-        return RMSAccumulator(rms=rms, t=state.t + 1)
-
-    return InitUpdate(init, update)
+    return _running_average(RMSAccumulator, jnp.clip(decay, 0.0, 1.0), jnp.square)
 
 
 def _over_decays(make: Callable[[Any], InitUpdate], decays: Any) -> InitUpdate:

@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from learnopt import _validate
+
 __all__ = [
     "NUM_TAU_FEATURES",
     "tau_embedding",
@@ -107,16 +109,14 @@ def resolve_num_steps(num_steps: Any, default: int | None, owner: str) -> jax.Ar
       ``T``, an int32 array.
 
     Raises:
-      ValueError: neither ``num_steps`` nor ``default`` is given, or ``num_steps`` is
-        below 1.
+      ValueError: neither ``num_steps`` nor ``default`` is given
+        (:class:`learnopt._validate.RunLengthMissing`), or ``num_steps`` is below 1.
       TypeError: ``num_steps`` is not an integer.
     """
-    from learnopt import _validate
-
     num_steps = _validate.run_length("num_steps", num_steps)
     if num_steps is None:
         if default is None:
-            raise ValueError(
+            raise _validate.RunLengthMissing(
                 f"{owner} reads the fraction of training done, t / num_steps: pass the run "
                 "length to opt.init(params, num_steps=T), or construct it with "
                 "default_num_steps=T"

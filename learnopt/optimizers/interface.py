@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from learnopt import _validate
 from learnopt.canonical import compute_dtype, settle_dtypes
 from learnopt.optimizers import _eager, _to_optax, library_compat
 from learnopt.optimizers.common import ModelState, OptState, Params, PyTree
@@ -440,8 +441,6 @@ class Optimizer:
         Raises:
           ValueError, TypeError: ``num_steps`` is not an integer >= 1.
         """
-        from learnopt import _validate
-
         num_steps = _validate.run_length("as_optax: num_steps", num_steps)
         if num_steps is None:
             self._check_needs_no_run_length()
@@ -453,13 +452,12 @@ class Optimizer:
         abstract ``init`` on a tiny tree: nothing is computed)."""
         try:
             jax.eval_shape(lambda: self.init({"w": jnp.zeros((2,), jnp.float32)}))
-        except ValueError as err:
-            if "fraction of training done" in str(err):
-                owner = getattr(getattr(self, "lopt", None), "name", None) or type(self).__name__
-                raise ValueError(
-                    f"{owner} reads the fraction of training done, t / num_steps: give the "
-                    "planned number of steps, as_optax(num_steps=T)"
-                ) from None
+        except _validate.RunLengthMissing:
+            owner = getattr(getattr(self, "lopt", None), "name", None) or type(self).__name__
+            raise ValueError(
+                f"{owner} reads the fraction of training done, t / num_steps: give the "
+                "planned number of steps, as_optax(num_steps=T)"
+            ) from None
         except Exception:  # anything else surfaces at tx.init, with the real params
             return
 
