@@ -6,8 +6,8 @@ nothing else, runs them with pytest (they are ``absltest`` tests, which pytest c
 and prints the pass / fail / skip counts, then each test that did not pass.
 
 The set is learnopt's definition: every test file of the library's ``optimizers/``,
-``learned_optimizers/``, ``outer_trainers/``, the ported ``tasks`` modules, ``tree_utils``
-and ``hyper_v2``. Tests the library itself skips without 8 accelerators are counted as
+``learned_optimizers/``, ``outer_trainers/``, the ported ``tasks`` modules, ``tree_utils``,
+``summary`` and ``hyper_v2``. Tests the library itself skips without 8 accelerators are counted as
 skipped, not failed.
 
     python benchmarks/run_library_tests.py --src /tmp/libsrc        # a checked-out tree
@@ -59,6 +59,7 @@ TEST_FILES = (
     "tasks/parametric/cfgobject_test.py",
     "tasks/parametric/parametric_utils_test.py",
     "tree_utils_test.py",
+    "summary_test.py",
     "research/general_lopt/hyper_v2_test.py",
 )
 

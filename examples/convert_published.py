@@ -69,6 +69,30 @@ SOURCES = {
             "steps; no external schedule or weight decay needed"
         ),
     ),
+    "CeloAdam": dict(
+        architecture="CeloAdam",
+        config={},  # learnopt's CeloAdam defaults are the release's "celo_adam" ones
+        repository="github.com/amoudgl/celo",
+        commit="66d976116f39da286951f0c5e0a18eee8d1fd66b",
+        committed="2026-03-24T23:00:42+00:00",
+        path="algoperf/submissions/celo_adam/theta.state",
+        sha256="99c65fa0218a739c32eac4e8a99523b6fed92e2926d0c5d64e83835637b75d38",
+        licence="MIT",
+        licence_path="LICENSE",
+        licence_file="LICENSE-celo.txt",
+        paper=(
+            "Abhinav Moudgil, Boris Knyazev, Guillaume Lajoie, Eugene Belilovsky. Celo: "
+            "Training Versatile Learned Optimizers on a Compute Diet. arXiv:2501.12670, 2025."
+        ),
+        compute=(
+            "Celo's learned LSTM scheduler meta-trained on Adam's update with Celo's "
+            "recipe (small MLP tasks; the release's AlgoPerf submission)"
+        ),
+        deploy=(
+            "reads the run length: as_optax(num_steps=T) with T the planned number of "
+            "steps; Adam's update (betas 0.9, 0.999) under the learned schedule"
+        ),
+    ),
 }
 
 

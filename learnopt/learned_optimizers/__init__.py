@@ -16,6 +16,8 @@ end of this file register them all):
   fraction of training done (arXiv:2011.02159, 2501.12670);
 * ``celo.Celo``: VeLO's update rule under a learned LSTM schedule over the fraction of
   training done, meta-trained in two phases (Moudgil et al., 2025, arXiv:2501.12670);
+* ``celo_adam.CeloAdam``: Adam's update under Celo's learned LSTM schedule (the
+  release's ``celo_adam``, Moudgil et al., 2025);
 * ``celo2.Celo2``: a normalized, compute-efficient update rule (Moudgil et al., 2026);
 * ``progress``: fraction-of-training features (``tau = t / T``) and the ``*_tau``
   variants of the architectures above;
@@ -32,6 +34,7 @@ from learnopt.learned_optimizers import (  # noqa: F401  (each registers its arc
     base,
     celo,
     celo2,
+    celo_adam,
     hyper_v2,
     mlp_lopt,
     nn_adam,

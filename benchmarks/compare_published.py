@@ -1,0 +1,262 @@
+"""The published learned optimizers in learnopt against the releases' own code, step by step.
+
+Runs the Celo release's ``celo/optimizers/celo.py``, ``celo_adam.py`` and ``celo2.py``
+(github.com/amoudgl/celo at 66d9761, read from a clone or the fetched mirror) **on
+learnopt**, with only the import prefix ``learned_optimization`` -> ``learnopt`` changed,
+beside learnopt's own ``Celo``, ``CeloAdam`` and ``Celo2``, with the same weights, on the
+same fixed inputs: a 1-D, a 2-D and a 4-D (conv kernel) tensor, one gradient and one
+loss per step, the run length set. Prints, per entry and tensor kind, the largest
+relative difference of the parameters over the steps (``max |a - b| / max |b|`` per
+tensor after each step) and of the distance moved from the start (the same on
+``p_t - p_0``, which the parameters' own float32 rounding bounds at about 1e-5 for a
+move 100x smaller than the parameters), and exits 1 if a parameter difference is
+above ``--tol`` (1e-5). That the three files import and run here is itself the port
+check.
+
+::
+
+    python benchmarks/compare_published.py --source /path/to/amoudgl/celo
+    python benchmarks/compare_published.py --source DIR --record   # the pinned tests' numbers
+
+``--source`` is a clone (work tree or bare, e.g. the ``fetch`` mirror); the files are
+read at the pinned commit. The release needs haiku, gin, chex and absl, which learnopt
+does not depend on (``pip install dm-haiku gin-config chex absl-py``). The release's
+``celo/factory.py`` is not imported (it pulls in its tasks); the configurations below
+are its ``get_optimizer("celo")``, ``("celo_adam")`` and ``("celo2")`` with its default
+flags.
+
+``--record`` prints the reference's parameters after the 10 steps of the pinned case
+(the same case as ``tests/test_celo.py``'s and ``tests/test_celo_adam.py``'s pinned
+tests): the numbers those tests hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+
+import numpy as np
+
+COMMIT = "66d976116f39da286951f0c5e0a18eee8d1fd66b"
+DEFAULT_SOURCE = Path("/work/.mirror/amoudgl+celo/repo")
+
+#: The release's factory configurations (``celo/factory.py`` at COMMIT, default flags).
+RELEASE = {
+    "Celo": (
+        "celo.optimizers.celo",
+        "Celo",
+        dict(
+            lstm_hidden_size=64,
+            initial_momentum_decays=(0.9, 0.99, 0.999),
+            initial_rms_decays=(0.999,),
+            initial_adafactor_decays=(0.9, 0.99, 0.999),
+            param_inits=1,
+            train_phase=2,
+            summarize_each_layer=False,
+        ),
+    ),
+    "CeloAdam": (
+        "celo.optimizers.celo_adam",
+        "Celo",
+        dict(
+            lstm_hidden_size=64,
+            initial_epsilon=1e-8,
+            initial_momentum_decays=(0.9,),
+            initial_rms_decays=(0.999,),
+        ),
+    ),
+    "Celo2": (
+        "celo.optimizers.celo2",
+        "Celo2",
+        dict(
+            regex_1d=r"/b$",
+            step_mult=0.001,
+            weight_decay=0.0,
+            orthogonalize=True,
+            initial_momentum_decays=(0.9, 0.99, 0.999),
+            initial_rms_decays=(0.95,),
+            initial_adafactor_decays=(0.9, 0.99, 0.999),
+            ns_coeffs=(3.4445, -4.7750, 2.0315),
+            ns_iters=5,
+            ns_eps=1e-8,
+            mlp_activation="relu",
+            ff_hidden_size=8,
+            normalize_input=True,
+            normalize_output=True,
+            adam_b1=0.9,
+            adam_b2=0.95,
+            adam_epsilon=1e-8,
+            mult_1d=20.0,
+        ),
+    ),
+}
+
+#: The tensor kinds of the fixed case, by their place in the params tree.
+KINDS = {"1-D": ("bias", "b"), "2-D": ("dense", "w"), "4-D conv": ("conv", "w")}
+
+
+def case(steps: int = 10, seed: int = 29):
+    """The fixed inputs: params, ``steps`` gradients and losses, run length ``2 * steps``.
+
+    Returns:
+      ``(params, grads, losses, num_steps)``; params ``{"bias": {"b": [7]}, "dense":
+      {"w": [5, 3]}, "conv": {"w": [3, 3, 2, 4]}}`` (the 1-D tensor is named ``b`` so that
+      Celo2's ``/b$`` rule sends it to Adam), float32.
+    """
+    rng = np.random.default_rng(seed)
+    shapes = {"bias": (7,), "dense": (5, 3), "conv": (3, 3, 2, 4)}
+    names = {"bias": "b", "dense": "w", "conv": "w"}
+
+    def draw(scale):
+        return {
+            k: {names[k]: (rng.normal(size=s) * scale).astype(np.float32)}
+            for k, s in shapes.items()
+        }
+
+    params = draw(0.3)
+    grads = [draw(0.1) for _ in range(steps)]
+    losses = [np.float32(2.0 * 0.9**i) for i in range(steps)]
+    return params, grads, losses, 2 * steps
+
+
+def extract_release(source: Path, dest: Path) -> Path:
+    """The release's ``celo`` package at COMMIT in ``dest``, imports re-prefixed to learnopt."""
+    git_dir = source / ".git" if (source / ".git").exists() else source
+    data = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "archive", "--format=tar", COMMIT, "celo"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    for path in (dest / "celo").rglob("*.py"):
+        path.write_text(path.read_text().replace("learned_optimization", "learnopt"))
+    return dest
+
+
+def released_theta(source: Path, name: str, template):
+    """The entry's theta: the shipped learnopt entry, restored into ``template``'s layout."""
+    import flax.serialization
+
+    from learnopt import pretrained
+
+    if name not in pretrained.names():
+        return None
+    import jax
+
+    theta = pretrained.load(name).theta
+    as_bytes = flax.serialization.to_bytes(jax.tree_util.tree_map(np.asarray, theta))
+    # learnopt's layout is the release's (the same Haiku names), so the bytes restore into
+    # the release's template; a mismatch raises here.
+    return flax.serialization.from_bytes(template, as_bytes)
+
+
+def run(opt, params, grads, losses, num_steps, jit):
+    """The parameters after each step of ``opt`` on the fixed inputs."""
+    import jax
+    import jax.numpy as jnp
+
+    state = opt.init(jax.tree_util.tree_map(jnp.asarray, params), num_steps=num_steps)
+    update = jax.jit(lambda s, g, loss: opt.update(s, g, loss=loss)) if jit else opt.update
+    out = []
+    for g, loss in zip(grads, losses, strict=True):
+        state = update(state, jax.tree_util.tree_map(jnp.asarray, g), jnp.float32(loss))
+        out.append(jax.tree_util.tree_map(np.asarray, opt.get_params(state)))
+    return out
+
+
+def compare(name: str, source: Path, steps: int) -> dict[str, tuple[float, float]]:
+    """``{kind: (max param rel. difference, max move rel. difference)}`` for one entry."""
+    import jax
+
+    from learnopt import pretrained
+    from learnopt.learned_optimizers import base as lopt_base
+
+    module, cls, config = RELEASE[name]
+    release = getattr(importlib.import_module(module), cls)(**config)
+    template = release.init(jax.random.PRNGKey(0))
+    theta = released_theta(source, name, template)
+    if theta is None:  # no shipped entry yet: a random theta, the same for both sides
+        theta = template
+        ours = lopt_base.get_learned_optimizer(name).opt_fn(template)
+        print(f"{name}: no shipped entry; comparing with a random theta")
+    else:
+        ours = pretrained.load(name).opt_fn()
+    params, grads, losses, num_steps = case(steps)
+    theirs_steps = run(release.opt_fn(theta), params, grads, losses, num_steps, jit=False)
+    ours_steps = run(ours, params, grads, losses, num_steps, jit=True)
+    result = {}
+    for kind, (layer, leaf) in KINDS.items():
+        p0 = params[layer][leaf]
+        worst_p = worst_move = 0.0
+        for a, b in zip(ours_steps, theirs_steps, strict=True):
+            a, b = a[layer][leaf], b[layer][leaf]
+            worst_p = max(worst_p, float(np.max(np.abs(a - b)) / np.max(np.abs(b))))
+            move = np.max(np.abs(b - p0))
+            worst_move = max(worst_move, float(np.max(np.abs(a - b)) / max(move, 1e-30)))
+        result[kind] = (worst_p, worst_move)
+    return result
+
+
+def record(name: str, source: Path) -> None:
+    """Prints the reference's params after the pinned case's 10 steps (for the tests)."""
+    import jax
+
+    module, cls, config = RELEASE[name]
+    release = getattr(importlib.import_module(module), cls)(**config)
+    theta = released_theta(source, name, release.init(jax.random.PRNGKey(0)))
+    params, grads, losses, num_steps = case(10)
+    last = run(release.opt_fn(theta), params, grads, losses, num_steps, jit=False)[-1]
+    print(f"PINNED_{name.upper()} = {{  # the release's celo code at {COMMIT[:7]}")
+    for layer, leaf in KINDS.values():
+        new = np.asarray(last[layer][leaf], np.float64)
+        moved = float(np.abs(new - params[layer][leaf]).sum())
+        print(f'    "{layer}": ({new.ravel()[:3].tolist()!r}, {moved:.12f}),')
+    print("}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the release's clone")
+    parser.add_argument("--entries", nargs="+", default=list(RELEASE), choices=list(RELEASE))
+    parser.add_argument("--steps", type=int, default=12, help="steps compared (>= 10)")
+    parser.add_argument("--tol", type=float, default=1e-5)
+    parser.add_argument("--record", action="store_true", help="print the pinned tests' numbers")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        sys.path.insert(0, str(extract_release(args.source, Path(tmp))))
+        for module, _, _ in RELEASE.values():
+            importlib.import_module(module)
+        print(
+            f"the release's celo.py, celo_adam.py and celo2.py (amoudgl/celo@{COMMIT[:7]}) "
+            "import on learnopt with only the prefix changed"
+        )
+        if args.record:
+            for name in args.entries:
+                record(name, args.source)
+            return 0
+        worst = 0.0
+        print(f"{'entry':9s} {'tensor':9s} {'params rel. diff':>17s} {'move rel. diff':>15s}")
+        for name in args.entries:
+            start = time.perf_counter()
+            for kind, (dp, dm) in compare(name, args.source, args.steps).items():
+                print(f"{name:9s} {kind:9s} {dp:17.2e} {dm:15.2e}")
+                worst = max(worst, dp)
+            print(
+                f"{name:9s} ({args.steps} steps, run length {2 * args.steps}, "
+                f"{time.perf_counter() - start:.0f} s)"
+            )
+    verdict = "within" if worst <= args.tol else "ABOVE"
+    print(f"largest parameter difference {worst:.2e}: {verdict} the tolerance {args.tol:g}")
+    return 0 if worst <= args.tol else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

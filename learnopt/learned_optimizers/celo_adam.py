@@ -1,0 +1,352 @@
+"""Celo-Adam: Celo's learned LSTM scheduler driving Adam's update.
+
+Moudgil, Knyazev, Lajoie & Belilovsky, "Celo: Training versatile learned optimizers on
+a compute diet" (2025, arXiv:2501.12670). The authors' release (github.com/amoudgl/celo
+at 66d976116f39da286951f0c5e0a18eee8d1fd66b, ``celo/optimizers/celo_adam.py``,
+configured by ``celo/factory.py`` as ``celo_adam``) ships its weights as an AlgoPerf
+submission; its AlgoPerf notes report it as the variant that stayed stable on the large
+workloads. Written for learnopt from those facts (equations, defaults, theta names).
+
+Celo's scheduler (:class:`~learnopt.learned_optimizers.celo.Celo`) without Celo's
+learned update rule: each step,
+
+1. the loss buffer takes the training loss and gives VeLO's 9 loss features over
+   timescales up to the run length ``T`` (the ``num_steps`` given to ``opt.init``);
+2. every tensor's LSTM reads the same **18 inputs**: ``tanh(10 (tau - s))`` for ``s`` in
+   (0.03, 0.1, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1), ``tau = t / T`` with ``t`` the step
+   count before the update, then the 9 loss features; the mixing layers (``linear_1``
+   after a ReLU, max-pooled over tensors, added to ``linear_2``) share information
+   across tensors before the LSTM, whose head gives ``lr_mult = 0.1 exp(step_size(h))``
+   per tensor;
+3. gradients are clipped to [-1000, 1000] and Adam's moments advance
+   (``m <- b1 m + (1 - b1) g``, ``v <- b2 v + (1 - b2) g^2``), then
+
+       p <- p - (lr_mult * step_mult) * m_hat / (eps + sqrt(v_hat + 1e-10))
+
+   with ``m_hat = m / (1 - b1^(t+1))`` and ``v_hat = v / (1 - b2^(t+1))``
+   (``bias_correction``), ``step_mult = 0.001`` and ``eps = 1e-8``: Adam at 1e-3 times
+   the learned multiplier.
+
+``theta``: ``{"lstm_init_state": LSTMState([1, 64], [1, 64]), "rnn_params": {"linear",
+"linear_1", "linear_2", "rnn/linear", "step_size"}}`` (12 arrays, 36,865 values with the
+defaults; "linear" is unused, as in the release).
+
+learnopt differences: the release also advances Adafactor-style accumulators that its
+update never reads; learnopt keeps only Adam's moments (the updates are the same).
+With several momentum or second-moment decays the release's step reads the last decay's
+moments and bias-corrects with the first decay; learnopt keeps only the last decay's
+moments and does the same. ``num_steps`` defaults to ``default_num_steps`` when ``init``
+gets none; no PRNG key is needed; no summaries; arithmetic in float32 (float64 for
+float64 params), bfloat16 params cast back after each step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from learnopt import _validate
+from learnopt.canonical import compute_dtype, leaf_compute_dtype
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers import common, hyper_v2
+
+PyTree = Any
+
+__all__ = ["CeloAdam", "CeloAdamState"]
+
+
+@flax.struct.dataclass
+class CeloAdamState:
+    """State of the Celo-Adam optimizer.
+
+    Attributes:
+      params, model_state, iteration: as in every learnopt state.
+      num_steps: the run length ``T`` given to ``init``, int32.
+      m: Adam's first moment (the last momentum decay's), a tree like the params.
+      v: Adam's second moment (the last second-moment decay's), a tree like the params.
+      lstm_hidden_state: the per-tensor LSTM state, ``[num_tensors, hidden]`` arrays.
+      loss_buffer: the running loss statistics.
+    """
+
+    params: PyTree
+    model_state: PyTree
+    iteration: jax.Array
+    num_steps: jax.Array
+    m: PyTree
+    v: PyTree
+    lstm_hidden_state: common.LSTMState
+    loss_buffer: hyper_v2.LossBufferState
+
+
+class _CeloAdamOptimizer(common.ThetaOptimizer):
+    """The optimizer :meth:`CeloAdam.opt_fn` returns."""
+
+    def init(self, params, model_state=None, num_steps=None, key=None) -> CeloAdamState:
+        """Zero moments, the LSTM's initial state per tensor, an empty loss buffer.
+
+        Args:
+          params: the parameters to optimize.
+          model_state: the model state to keep.
+          num_steps: the run length ``T`` (``lopt.default_num_steps`` if None); it sets
+            the fraction-of-training inputs and the loss timescales.
+          key: unused.
+
+        Returns:
+          The initial :class:`CeloAdamState`.
+        """
+        num_steps = _validate.run_length("num_steps", num_steps)
+        if num_steps is None:
+            num_steps = self.lopt.default_num_steps
+        n = len(jax.tree_util.tree_leaves(params))
+        init_state = common.as_lstm_state(self.theta["lstm_init_state"])
+
+        def zeros(p):
+            return jnp.zeros(jnp.shape(p), leaf_compute_dtype(p.dtype))
+
+        return CeloAdamState(
+            params=params,
+            model_state=model_state,
+            iteration=jnp.zeros((), jnp.int32),
+            num_steps=jnp.asarray(num_steps, jnp.int32),
+            m=jax.tree_util.tree_map(zeros, params),
+            v=jax.tree_util.tree_map(zeros, params),
+            lstm_hidden_state=jax.tree_util.tree_map(lambda x: jnp.tile(x, (n, 1)), init_state),
+            loss_buffer=hyper_v2.loss_buffer_init(num_steps),
+        )
+
+    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        """One step (see the module docstring): loss buffer, scheduler, then Adam.
+
+        Args:
+          opt_state: the current state.
+          grads: the gradients, a tree like the params.
+          loss: the training loss (required unless ``constant_loss``).
+          model_state: the new model state (None keeps the current one).
+          key: unused (nothing is random).
+          **kwargs: ignored.
+
+        Returns:
+          The next state.
+
+        Raises:
+          ValueError: no ``loss`` was given.
+        """
+        lopt, s = self.lopt, opt_state
+        if lopt.constant_loss:
+            loss = jnp.ones((), jnp.float32)
+        if loss is None:
+            raise ValueError("CeloAdam.update needs the training loss: update(..., loss=loss)")
+        dtype = compute_dtype(s.params)
+        loss_buffer = hyper_v2.loss_buffer_update(
+            s.loss_buffer, jnp.asarray(loss).astype(jnp.float32)
+        )
+        fraction = s.iteration.astype(jnp.float32) / s.num_steps.astype(jnp.float32)
+        inputs = lopt.lstm_features(fraction, hyper_v2.loss_buffer_features(loss_buffer), dtype)
+        treedef = jax.tree_util.tree_structure(s.params)
+        rnn_inputs = jnp.tile(inputs[None], (treedef.num_leaves, 1))
+        lr_mult, lstm_state = lopt.rnn_forward(
+            common.cast_tree(self.theta["rnn_params"], dtype), rnn_inputs, s.lstm_hidden_state
+        )
+        if lopt.rnn_state_decay > 0.0:
+            lstm_state = jax.tree_util.tree_map(
+                lambda x: x * (1.0 - lopt.rnn_state_decay), lstm_state
+            )
+        # The decays are float32 arrays, as in the release's accumulators: 1 - b is then
+        # computed in float32 (1 - float32(0.999) differs from 0.001 by 1.3e-5 relative).
+        b1 = jnp.asarray(lopt.initial_momentum_decays[-1], jnp.float32)
+        b2 = jnp.asarray(lopt.initial_rms_decays[-1], jnp.float32)
+        t = (s.iteration + 1).astype(jnp.float32)
+        correct_m = 1 - lopt.initial_momentum_decays[0] ** t
+        correct_v = 1 - lopt.initial_rms_decays[0] ** t
+
+        def one(p, g, m, v, i):
+            cd = m.dtype
+            g = jnp.clip(g.astype(cd), -1000.0, 1000.0)
+            m = b1.astype(cd) * m + (1 - b1).astype(cd) * g
+            v = b2.astype(cd) * v + (1 - b2).astype(cd) * jnp.square(g)
+            m_hat, v_hat = m, v
+            if lopt.bias_correction:
+                m_hat, v_hat = m / correct_m.astype(cd), v / correct_v.astype(cd)
+            lr = (lr_mult[i] * lopt.step_mult).astype(cd)
+            step = m_hat * (lr / (lopt.initial_epsilon + jnp.sqrt(v_hat + 1e-10)))
+            pc = p.astype(cd)
+            if lopt.param_scale_mult:
+                step = step * jnp.sqrt(jnp.mean(jnp.square(pc)) + 1e-9)
+            return (pc - step).astype(p.dtype), m, v
+
+        index = treedef.unflatten(list(range(treedef.num_leaves)))
+        out = jax.tree_util.tree_map(one, s.params, grads, s.m, s.v, index)
+        params, m, v = (
+            jax.tree_util.tree_map(lambda o, k=k: o[k], out, is_leaf=lambda x: isinstance(x, tuple))
+            for k in range(3)
+        )
+        return CeloAdamState(
+            params=params,
+            model_state=model_state if model_state is not None else s.model_state,
+            iteration=s.iteration + 1,
+            num_steps=s.num_steps,
+            m=m,
+            v=v,
+            lstm_hidden_state=lstm_state,
+            loss_buffer=loss_buffer,
+        )
+
+
+class CeloAdam(lopt_base.LearnedOptimizer):
+    """Celo-Adam (Moudgil et al., 2025, arXiv:2501.12670): Adam under Celo's learned schedule.
+
+    See the module docstring for the maths. The defaults are the release's ``celo_adam``
+    configuration, which its published weights (``learnopt.pretrained.load("CeloAdam")``)
+    were meta-trained with.
+
+    Args:
+      lstm_hidden_size: width of the per-tensor LSTM scheduler.
+      initial_momentum_decays: Adam's ``b1`` (the last one is used; the first one
+        bias-corrects, as in the release).
+      initial_rms_decays: Adam's ``b2`` (likewise).
+      initial_epsilon: Adam's ``eps``.
+      mix_layers: share information across tensors before the LSTM.
+      step_mult: the base learning rate the scheduler multiplies.
+      bias_correction: divide the moments by ``1 - b^(t+1)`` (the release's ``mom_decay``).
+      param_scale_mult: multiply steps by the tensor's parameter RMS.
+      rnn_state_decay: shrink the LSTM state by this fraction every step.
+      validation_mode: value of the extra LSTM input with ``with_validation_feature_dim``.
+      with_validation_feature_dim: add that input (a 19th).
+      constant_loss: feed a constant loss of 1 (probing).
+      default_num_steps: learnopt only: the run length ``T`` assumed when ``opt.init``
+        gets no ``num_steps``.
+
+    Raises:
+      ValueError: a size is < 1 or a decay list is empty.
+    """
+
+    def __init__(
+        self,
+        lstm_hidden_size: int = 64,
+        initial_momentum_decays: Sequence[float] = (0.9,),
+        initial_rms_decays: Sequence[float] = (0.999,),
+        initial_epsilon: float = 1e-8,
+        mix_layers: bool = True,
+        step_mult: float = 0.001,
+        bias_correction: bool = True,
+        param_scale_mult: bool = False,
+        rnn_state_decay: float = 0.0,
+        validation_mode: bool = False,
+        with_validation_feature_dim: bool = False,
+        constant_loss: bool = False,
+        default_num_steps: int = 10_000,
+    ):
+        for arg, value in (
+            ("lstm_hidden_size", lstm_hidden_size),
+            ("default_num_steps", default_num_steps),
+        ):
+            if int(value) < 1:
+                raise ValueError(f"CeloAdam: {arg} must be >= 1, got {value}")
+        if not initial_momentum_decays or not initial_rms_decays:
+            raise ValueError(
+                "CeloAdam: initial_momentum_decays and initial_rms_decays need a value each"
+            )
+        self.lstm_hidden_size = int(lstm_hidden_size)
+        self.initial_momentum_decays = tuple(float(d) for d in initial_momentum_decays)
+        self.initial_rms_decays = tuple(float(d) for d in initial_rms_decays)
+        self.initial_epsilon = float(initial_epsilon)
+        self.mix_layers = bool(mix_layers)
+        self.step_mult = float(step_mult)
+        self.bias_correction = bool(bias_correction)
+        self.param_scale_mult = bool(param_scale_mult)
+        self.rnn_state_decay = float(rnn_state_decay)
+        self.validation_mode = bool(validation_mode)
+        self.with_validation_feature_dim = bool(with_validation_feature_dim)
+        self.constant_loss = bool(constant_loss)
+        self.default_num_steps = int(default_num_steps)
+
+    @property
+    def rnn_input_features(self) -> int:
+        """The scheduler's inputs per tensor (18; 19 with the validation input)."""
+        n = len(hyper_v2._FRACTION_TIMESCALES) + hyper_v2._NUM_LOSS_TIMESCALES - 1
+        return n + int(self.with_validation_feature_dim)
+
+    def lstm_features(self, fraction_trained: Any, loss_features: Any, dtype: Any) -> jax.Array:
+        """The scheduler's inputs, the same for every tensor.
+
+        Args:
+          fraction_trained: ``tau = iteration / num_steps``.
+          loss_features: the 9 loss features.
+          dtype: the compute dtype.
+
+        Returns:
+          ``[tanh(10 (tau - s)) for s in timescales] + loss_features`` (plus the
+          validation input if enabled).
+        """
+        timescales = jnp.asarray(hyper_v2._FRACTION_TIMESCALES, jnp.float32)
+        values = [
+            jnp.tanh((fraction_trained - timescales) * 10).astype(dtype),
+            jnp.reshape(loss_features, (-1,)).astype(dtype),
+        ]
+        if self.with_validation_feature_dim:
+            values.append(jnp.full((1,), float(self.validation_mode), dtype))
+        return jnp.concatenate(values)
+
+    def rnn_forward(self, params: dict, x: jax.Array, state: common.LSTMState):
+        """Mixing layers, the LSTM and the step-size head on ``x [tensors, 18]``.
+
+        Args:
+          params: ``theta["rnn_params"]``.
+          x: the scheduler inputs of every tensor.
+          state: the LSTM state, ``[tensors, lstm_hidden_size]`` each.
+
+        Returns:
+          ``(lr_mult [tensors], next state)`` with ``lr_mult = 0.1 exp(step_size(h))``.
+        """
+        if self.mix_layers:
+            mix = jax.nn.relu(common.linear_apply(params["linear_1"], x))
+            x = common.linear_apply(params["linear_2"], x) + jnp.max(mix, axis=0, keepdims=True)
+        out, state = common.lstm_apply(params["rnn/linear"], x, state)
+        lr_mult = 0.1 * jnp.exp(common.linear_apply(params["step_size"], out)[:, 0])
+        return lr_mult, state
+
+    def init(self, key: jax.Array) -> dict:
+        """A random theta in the release's Haiku layout (see the module docstring).
+
+        Args:
+          key: the PRNG key.
+
+        Returns:
+          ``{"lstm_init_state", "rnn_params"}``.
+        """
+        f, h = self.rnn_input_features, self.lstm_hidden_size
+        rnn = {}
+        if self.mix_layers:
+            for name in ("linear", "linear_1", "linear_2"):
+                rnn[name] = common.linear_spec(f, h)
+        rnn["rnn/linear"] = common.lstm_spec(h if self.mix_layers else f, h)
+        rnn["step_size"] = common.linear_spec(h, 1)
+        spec = {"lstm_init_state": common.lstm_initial_state(h), "rnn_params": rnn}
+        return common.draw(key, spec)
+
+    def opt_fn(self, theta: dict, is_training: bool = True) -> common.ThetaOptimizer:
+        """The optimizer with meta-parameters ``theta``.
+
+        Args:
+          theta: a theta of this layout (checked; ValueError if it does not match).
+          is_training: unused.
+
+        Returns:
+          An optimizer whose ``init``/``update(..., loss=loss)`` run Celo-Adam.
+        """
+        common.check_theta(self, theta)
+        return _CeloAdamOptimizer(theta, self)
+
+    def __repr__(self) -> str:
+        return (
+            f"CeloAdam(lstm_hidden_size={self.lstm_hidden_size}, step_mult={self.step_mult}, "
+            f"initial_momentum_decays={self.initial_momentum_decays}, "
+            f"initial_rms_decays={self.initial_rms_decays})"
+        )
+
+
+lopt_base.register_learned_optimizer("CeloAdam", CeloAdam)
