@@ -118,7 +118,11 @@ count_per_tags: dict[str, int] = {}
 
 
 def current_summary_prefix() -> str:
-    """The ``/``-joined names of the enclosing :func:`summary_scope` blocks."""
+    """The prefix :func:`summary` adds to names here.
+
+    Returns:
+      The ``/``-joined names of the enclosing :func:`summary_scope` blocks ("" if none).
+    """
     return "/".join(_state.scopes)
 
 
@@ -128,6 +132,9 @@ def summary_scope(val: str) -> Iterator[None]:
 
     Args:
       val: the prefix (an empty string adds none).
+
+    Returns:
+      The context manager.
     """
     if not val:
         yield
@@ -301,7 +308,15 @@ def add_with_summary(fn: F, static_argnums: Sequence[int] = ()) -> Callable:
 
 
 def sample_value(key: jax.Array, val: Any) -> jax.Array:
-    """One element of ``val``, chosen uniformly with ``key``."""
+    """One element of ``val``, chosen uniformly.
+
+    Args:
+      key: the PRNG key.
+      val: an array.
+
+    Returns:
+      The element, a scalar.
+    """
     val = jnp.asarray(val)
     i = jax.random.randint(key, (), 0, val.size, jnp.int32)
     return jnp.ravel(val)[i]
@@ -376,13 +391,23 @@ def aggregate_metric_list(
 
 
 def tree_scalar_mean(prefix: str, values: Any) -> None:
-    """Summarizes the mean of each leaf of ``values`` as ``prefix/<leaf index>``."""
+    """Summarizes the mean of each leaf of ``values`` as ``prefix/<leaf index>``.
+
+    Args:
+      prefix: the names' prefix.
+      values: a pytree of arrays.
+    """
     for i, leaf in enumerate(jax.tree_util.tree_leaves(values)):
         summary(f"{prefix}/{i}", jnp.mean(leaf))
 
 
 def tree_step(prefix: str, values: Any) -> None:
-    """Summarizes each leaf's mean absolute value as ``prefix/<i>_avg_step_size``."""
+    """Summarizes each leaf's mean absolute value as ``prefix/<i>_avg_step_size``.
+
+    Args:
+      prefix: the names' prefix.
+      values: a pytree of arrays (e.g. the updates).
+    """
     for i, leaf in enumerate(jax.tree_util.tree_leaves(values)):
         summary(f"{prefix}/{i}_avg_step_size", jnp.mean(jnp.abs(leaf)))
 
@@ -401,7 +426,11 @@ def _nested_names(tree: Any) -> list[tuple[str, Any]]:
 
 
 def summarize_inner_params(params: Any) -> None:
-    """Summarizes each parameter's mean and mean absolute value (``name/mean``, ...)."""
+    """Summarizes each parameter's mean and mean absolute value (``name/mean``, ...).
+
+    Args:
+      params: a nested dict of arrays (names joined with ``/``), or one array.
+    """
     for name, value in _nested_names(params):
         summary(f"{name}/mean", jnp.mean(value))
         summary(f"{name}/mean_abs", jnp.mean(jnp.abs(value)))
@@ -411,15 +440,33 @@ class SummaryWriterBase:
     """What a summary writer offers (the library's interface)."""
 
     def scalar(self, name: str, value: Any, step: int) -> None:
-        """Writes a scalar ``value`` under ``name`` at ``step``."""
+        """Writes a scalar.
+
+        Args:
+          name: the summary's name.
+          value: a number or a one-element array.
+          step: the step it belongs to.
+        """
         raise NotImplementedError
 
     def histogram(self, name: str, value: Any, step: int) -> None:
-        """Writes the values of ``value`` as a histogram."""
+        """Writes the values of an array as a histogram.
+
+        Args:
+          name: the summary's name.
+          value: an array.
+          step: the step it belongs to.
+        """
         raise NotImplementedError
 
     def tensor(self, name: str, value: Any, step: int) -> None:
-        """Writes an array."""
+        """Writes an array.
+
+        Args:
+          name: the summary's name.
+          value: an array.
+          step: the step it belongs to.
+        """
         raise NotImplementedError
 
     def flush(self) -> None:
@@ -447,7 +494,11 @@ class InMemorySummaryWriter(SummaryWriterBase):
 
 
 class PrintWriter(SummaryWriterBase):
-    """Prints ``step] name=value`` for the names ``filter_fn`` accepts."""
+    """Prints ``step] name=value`` for the names ``filter_fn`` accepts.
+
+    Args:
+      filter_fn: ``name -> bool``: print this summary (default: all).
+    """
 
     def __init__(self, filter_fn: Callable[[str], bool] = lambda tag: True) -> None:
         self.filter_fn = filter_fn
@@ -509,12 +560,29 @@ class TensorboardWriter(SummaryWriterBase):
         self._writer.add_scalar(name, float(np.asarray(value)), step)
 
     def histogram(self, name: str, value: Any, step: int, bins: Any = None) -> None:
+        """Writes the values of an array as a histogram.
+
+        Args:
+          name: the summary's name.
+          value: an array (raveled).
+          step: the step it belongs to.
+          bins: tensorboardX's ``bins`` (default: TensorFlow's bucketing).
+        """
         self._writer.add_histogram(
             name, np.ravel(np.asarray(value)), step, bins=bins or "tensorflow"
         )
 
     def text(self, name: str, textdata: str | bytes, step: int) -> None:
-        """Writes a (markdown) text summary."""
+        """Writes a (markdown) text summary.
+
+        Args:
+          name: the summary's name.
+          textdata: the text.
+          step: the step it belongs to.
+
+        Raises:
+          ValueError: ``textdata`` is not text.
+        """
         if not isinstance(textdata, (str, bytes)):
             raise ValueError("text: textdata must be str or bytes")
         if isinstance(textdata, bytes):

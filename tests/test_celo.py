@@ -294,15 +294,16 @@ def _pinned_case():
     return params, grads, [2.0 * 0.9**i for i in range(10)]
 
 
-#: learnopt's params after the 10 steps of :func:`_pinned_case` with the shipped ``Celo``
-#: theta (the release's weights), recorded from learnopt itself when the entry was added:
-#: the first three values of each tensor and the summed absolute change. They pin
-#: learnopt's computation against silent drift; agreement with the release's own code is
-#: measured separately (issue 29: 2.3e-6 relative over 12 steps, by an earlier session).
+#: The params after the 10 steps of :func:`_pinned_case` with the shipped ``Celo`` theta
+#: (the release's weights), recorded from the REFERENCE: the release's own
+#: ``celo/optimizers/celo.py`` (amoudgl/celo@66d9761) run on learnopt with the import
+#: prefix changed, by ``python benchmarks/compare_published.py --entries Celo --record``
+#: (the same case, its 1-D tensor nested as ``bias/b``): the first three values of each
+#: tensor and the summed absolute change.
 PINNED_CELO = {
-    "bias": ([-0.1176329031586647, 0.020075632259249687, -0.0574040524661541], 0.028416968882),
-    "conv": ([0.8906725645065308, 0.08642745763063431, 0.07149741053581238], 2.078010797500),
-    "dense": ([0.008472299203276634, 0.1561858355998993, -0.22566689550876617], 0.269782692194),
+    "bias": ([-0.1176329031586647, 0.020075630396604538, -0.0574040561914444], 0.028416967951),
+    "dense": ([0.008472299203276634, 0.1561858355998993, -0.22566689550876617], 0.269782657735),
+    "conv": ([0.8906725645065308, 0.08642745763063431, 0.07149742543697357], 2.078010900877),
 }
 
 
