@@ -25,6 +25,13 @@ does not depend on (``pip install dm-haiku gin-config chex absl-py``). The relea
 are its ``get_optimizer("celo")``, ``("celo_adam")`` and ``("celo2")`` with its default
 flags.
 
+``--mulo-source DIR`` (a clone of bentherien/mu_learned_optimization, muLO, arXiv
+2406.00153) adds a port check of its optimizer files: ``src/mup_adafac_mlp_lopt.py``,
+``mup_hyper.py``, ``fed_adafac_mlp_lopt.py`` and ``fed_mlp_lopt.py`` imported on learnopt
+with the prefix changed, and muLO's two learned optimizers run 10 steps on the fixed case
+(learnopt has no muLO architecture to compare them with: the check is that they run
+and move the parameters, finitely).
+
 ``--record`` prints the reference's parameters after the 10 steps of the pinned case
 (the same case as ``tests/test_celo.py``'s and ``tests/test_celo_adam.py``'s pinned
 tests): the numbers those tests hold.
@@ -46,6 +53,8 @@ import numpy as np
 
 COMMIT = "66d976116f39da286951f0c5e0a18eee8d1fd66b"
 DEFAULT_SOURCE = Path("/work/.mirror/amoudgl+celo/repo")
+MULO_COMMIT = "e160d5481c5445f30996f308009ab07ba3d339e7"
+MULO_FILES = ("mup_adafac_mlp_lopt", "mup_hyper", "fed_adafac_mlp_lopt", "fed_mlp_lopt")
 
 #: The release's factory configurations (``celo/factory.py`` at COMMIT, default flags).
 RELEASE = {
@@ -126,19 +135,54 @@ def case(steps: int = 10, seed: int = 29):
     return params, grads, losses, 2 * steps
 
 
-def extract_release(source: Path, dest: Path) -> Path:
-    """The release's ``celo`` package at COMMIT in ``dest``, imports re-prefixed to learnopt."""
+def extract_release(source: Path, dest: Path, commit: str = COMMIT, folder: str = "celo") -> Path:
+    """``folder`` of ``source`` at ``commit`` in ``dest``, imports re-prefixed to learnopt."""
     git_dir = source / ".git" if (source / ".git").exists() else source
     data = subprocess.run(
-        ["git", f"--git-dir={git_dir}", "archive", "--format=tar", COMMIT, "celo"],
+        ["git", f"--git-dir={git_dir}", "archive", "--format=tar", commit, folder],
         capture_output=True,
         check=True,
     ).stdout
     with tarfile.open(fileobj=BytesIO(data)) as tar:
         tar.extractall(dest, filter="data")
-    for path in (dest / "celo").rglob("*.py"):
+    for path in (dest / folder).rglob("*.py"):
         path.write_text(path.read_text().replace("learned_optimization", "learnopt"))
     return dest
+
+
+def mulo_port_check(source: Path, dest: Path) -> bool:
+    """Imports muLO's optimizer files on learnopt and runs its two learned optimizers."""
+    import jax
+    import jax.numpy as jnp
+
+    sys.path.insert(0, str(extract_release(source, dest, MULO_COMMIT, "src") / "src"))
+    modules = {name: importlib.import_module(name) for name in MULO_FILES}
+    print(f"muLO (mu_learned_optimization@{MULO_COMMIT[:7]}): {', '.join(MULO_FILES)} import")
+    params, grads, losses, num_steps = case(10)
+    ok = True
+    for module, cls in (("mup_adafac_mlp_lopt", "MuAdafacMLPLOpt"), ("mup_hyper", "MuHyperV2")):
+        lopt = getattr(modules[module], cls)()
+        opt = lopt.opt_fn(lopt.init(jax.random.PRNGKey(0)))
+        p = jax.tree_util.tree_map(jnp.asarray, params)
+        # muLO reads each tensor's muP step multiplier from the model state (1: standard).
+        model_state = {"mup_lrs_to_use": jax.tree_util.tree_map(lambda _: 1.0, p)}
+        state = opt.init(p, model_state=model_state, num_steps=num_steps)
+        for i, (g, loss) in enumerate(zip(grads, losses, strict=True)):
+            g = jax.tree_util.tree_map(jnp.asarray, g)
+            state = opt.update(
+                state, g, loss=jnp.float32(loss), model_state=model_state, key=jax.random.key(i)
+            )
+        new = opt.get_params(state)
+        moved = sum(
+            float(jnp.abs(a - b).sum())
+            for a, b in zip(
+                jax.tree_util.tree_leaves(new), jax.tree_util.tree_leaves(p), strict=True
+            )
+        )
+        finite = all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree_util.tree_leaves(new))
+        ok &= finite and moved > 0
+        print(f"  {cls}: 10 steps, finite {finite}, summed |change| {moved:.4g}")
+    return ok
 
 
 def released_theta(source: Path, name: str, template):
@@ -188,7 +232,10 @@ def compare(name: str, source: Path, steps: int) -> dict[str, tuple[float, float
         ours = lopt_base.get_learned_optimizer(name).opt_fn(template)
         print(f"{name}: no shipped entry; comparing with a random theta")
     else:
-        ours = pretrained.load(name).opt_fn()
+        # The architecture's defaults are the release factory's configuration; an entry
+        # deployed with other settings (Celo2's, as PyLO deploys it) is compared here in
+        # the release's configuration with the entry's weights.
+        ours = lopt_base.get_learned_optimizer(name).opt_fn(pretrained.load(name).theta)
     params, grads, losses, num_steps = case(steps)
     theirs_steps = run(release.opt_fn(theta), params, grads, losses, num_steps, jit=False)
     ours_steps = run(ours, params, grads, losses, num_steps, jit=True)
@@ -229,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=12, help="steps compared (>= 10)")
     parser.add_argument("--tol", type=float, default=1e-5)
     parser.add_argument("--record", action="store_true", help="print the pinned tests' numbers")
+    parser.add_argument("--mulo-source", type=Path, help="a clone of muLO's release, to port-check")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         sys.path.insert(0, str(extract_release(args.source, Path(tmp))))
@@ -253,9 +301,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name:9s} ({args.steps} steps, run length {2 * args.steps}, "
                 f"{time.perf_counter() - start:.0f} s)"
             )
+        mulo_ok = True
+        if args.mulo_source is not None:
+            mulo_ok = mulo_port_check(args.mulo_source, Path(tmp))
     verdict = "within" if worst <= args.tol else "ABOVE"
     print(f"largest parameter difference {worst:.2e}: {verdict} the tolerance {args.tol:g}")
-    return 0 if worst <= args.tol else 1
+    return 0 if worst <= args.tol and mulo_ok else 1
 
 
 if __name__ == "__main__":

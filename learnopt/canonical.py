@@ -96,6 +96,11 @@ def settle_dtypes(
     Returns:
       ``state`` with every leaf cast so that ``step_fn`` maps its types to themselves.
     """
+    # Python numbers in the state (a model_state of floats) come out of a traced step as
+    # weakly typed arrays: hold them as those arrays from the start.
+    state = jax.tree_util.tree_map(
+        lambda x: jnp.asarray(x) if type(x) in (bool, int, float, complex) else x, state
+    )
     for _ in range(max_iters):
         out = jax.eval_shape(step_fn, state, *args)
         in_def = jax.tree_util.tree_structure(state)

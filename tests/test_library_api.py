@@ -497,3 +497,44 @@ def test_sample_initializer_takes_haiku_calls_too(monkeypatch):
         np.asarray(haiku_style, np.float32),
         np.asarray(flax_style.astype(jnp.bfloat16), np.float32),
     )
+
+
+# --------------------------------------------------- names research code imports (muLO's)
+
+
+def test_module_level_names_research_code_imports_exist_with_the_library_meaning():
+    import learnopt.optimizers as optimizers
+    from learnopt.learned_optimizers import adafac_mlp_lopt, mlp_lopt
+
+    # learned_optimization.optimizers re-exports base's and optax_opts' names.
+    assert optimizers.OptaxOptimizer is opt_base.OptaxOptimizer
+    assert optimizers.Adam is opt_base.Adam and optimizers.SM3 is not None
+    assert opt_base.Gradient is not None and lopt_base.MetaParams is not None
+    assert lopt_base.PRNGKey is jax.Array is adafac_mlp_lopt.PRNGKey is mlp_lopt.PRNGKey
+    # The library: decay_to_param(x) = log(1 - x) / 10, param_to_decay its inverse.
+    np.testing.assert_allclose(adafac_mlp_lopt.decay_to_param(0.9), np.log(0.1) / 10, rtol=1e-6)
+    np.testing.assert_allclose(adafac_mlp_lopt.param_to_decay(np.log(0.1) / 10), 0.9, rtol=1e-6)
+    # tanh(t / s - 1) over the 11 timescales 1 ... 100000.
+    emb = np.asarray(adafac_mlp_lopt.tanh_embedding(jnp.asarray(30)))
+    assert emb.shape == (11,) and emb[3] == pytest.approx(0.0) and emb[0] > 0.99
+    np.testing.assert_array_equal(emb, mlp_lopt._tanh_embedding(jnp.asarray(30)))
+    x = jnp.asarray([[3.0, 4.0]])
+    np.testing.assert_allclose(
+        mlp_lopt._second_moment_normalizer(x, axis=1),
+        adafac_mlp_lopt.second_moment_normalizer(x, axis=1),
+    )
+    np.testing.assert_allclose(
+        adafac_mlp_lopt.second_moment_normalizer(x, axis=1), x / np.sqrt(12.5 + 1e-5), rtol=1e-6
+    )
+
+
+def test_a_model_state_of_python_numbers_passes_through_every_step():
+    # muLO keeps its per-tensor muP multipliers as Python floats in the model state.
+    opt = opt_base.Adam(1e-2)
+    params = {"w": jnp.ones(3)}
+    model_state = {"mup_lrs_to_use": {"w": 1.0}, "flag": True}
+    state = opt.init(params, model_state=model_state)
+    step = jax.jit(lambda s: opt.update(s, {"w": jnp.ones(3)}, model_state=model_state))
+    state = step(step(state))
+    np.testing.assert_allclose(opt.get_params(state)["w"], 1 - 2e-2, rtol=1e-5)
+    assert float(opt.get_state(state)["mup_lrs_to_use"]["w"]) == 1.0

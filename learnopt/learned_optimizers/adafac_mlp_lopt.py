@@ -509,3 +509,11 @@ lopt_base.register_learned_optimizer("AdafacMLPLOpt", AdafacMLPLOpt)
 #: AdafacMLPLOpt with the fraction-of-training inputs on (``tau_features=True``).
 AdafacMLPLOptTau = progress.tau_variant(AdafacMLPLOpt, "AdafacMLPLOpt_tau")
 lopt_base.register_learned_optimizer("AdafacMLPLOpt_tau", AdafacMLPLOptTau)
+
+# The library's module-level names here, for research code that imports them from this
+# module (muLO's fed_adafac_mlp_lopt.py does): the same functions, learnopt's own.
+PRNGKey = jax.Array
+second_moment_normalizer = common.second_moment_normalizer
+tanh_embedding = common.tanh_embedding
+decay_to_param = accumulators.decay_to_param
+param_to_decay = accumulators.param_to_decay

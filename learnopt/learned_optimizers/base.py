@@ -21,6 +21,9 @@ from learnopt.optimizers import base as opt_base
 from learnopt.registry import Registry
 
 MetaParams = Any
+# The library's other type names of this module (research code annotates with them).
+Params = Any
+PRNGKey = jax.Array
 
 __all__ = [
     "LearnedOptimizer",

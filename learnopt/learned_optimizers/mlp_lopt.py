@@ -331,3 +331,9 @@ lopt_base.register_learned_optimizer("MLPLOpt", MLPLOpt)
 #: MLPLOpt with the fraction-of-training inputs on (``tau_features=True``).
 MLPLOptTau = progress.tau_variant(MLPLOpt, "MLPLOpt_tau")
 lopt_base.register_learned_optimizer("MLPLOpt_tau", MLPLOptTau)
+
+# The library's module-level names here, for research code that imports them from this
+# module (muLO's fed_mlp_lopt.py does): the same functions, learnopt's own.
+PRNGKey = jax.Array
+_second_moment_normalizer = common.second_moment_normalizer
+_tanh_embedding = common.tanh_embedding

@@ -33,3 +33,8 @@ from learnopt.optimizers import (  # noqa: F401  (each registers its optimizers)
     shampoo,
     wrappers,
 )
+
+# The library's package namespace: base's and optax_opts' public names (its
+# ``from learned_optimization.optimizers import OptaxOptimizer`` works here too).
+from learnopt.optimizers.base import *  # noqa: E402, F403
+from learnopt.optimizers.optax_opts import *  # noqa: E402, F403

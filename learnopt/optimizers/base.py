@@ -38,6 +38,7 @@ module of ``learnopt.optimizers`` (this one included) imports them all, so
 from __future__ import annotations
 
 from learnopt.optimizers.adam import Adam, AdamState, AdamW
+from learnopt.optimizers.common import Gradient as Gradient
 from learnopt.optimizers.common import ModelState as ModelState
 from learnopt.optimizers.common import OptState as OptState
 from learnopt.optimizers.common import Params as Params

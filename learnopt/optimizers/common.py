@@ -23,6 +23,8 @@ PyTree = Any
 Params = Any
 ModelState = Any
 OptState = Any
+#: The library's name for a gradient tree (a tree like the params).
+Gradient = Any
 
 __all__ = [
     "PyTree",
