@@ -20,10 +20,10 @@ check.
 
 ``--source`` is a clone (work tree or bare, e.g. the ``fetch`` mirror); the files are
 read at the pinned commit. The release needs haiku, gin, chex and absl, which learnopt
-does not depend on (``pip install dm-haiku gin-config chex absl-py``). The release's
-``celo/factory.py`` is not imported (it pulls in its tasks); the configurations below
-are its ``get_optimizer("celo")``, ``("celo_adam")`` and ``("celo2")`` with its default
-flags.
+does not depend on (``pip install dm-haiku gin-config chex absl-py``). Each reference is
+built by the release's own ``celo/factory.py`` (``get_optimizer("celo")``,
+``("celo_adam")``, ``("celo2")`` with its default flags), which imports on learnopt too
+(its tasks module included).
 
 ``--mulo-source DIR`` (a clone of bentherien/mu_learned_optimization, muLO, arXiv
 2406.00153) adds a port check of its optimizer files: ``src/mup_adafac_mlp_lopt.py``,
@@ -56,56 +56,9 @@ DEFAULT_SOURCE = Path("/work/.mirror/amoudgl+celo/repo")
 MULO_COMMIT = "e160d5481c5445f30996f308009ab07ba3d339e7"
 MULO_FILES = ("mup_adafac_mlp_lopt", "mup_hyper", "fed_adafac_mlp_lopt", "fed_mlp_lopt")
 
-#: The release's factory configurations (``celo/factory.py`` at COMMIT, default flags).
-RELEASE = {
-    "Celo": (
-        "celo.optimizers.celo",
-        "Celo",
-        dict(
-            lstm_hidden_size=64,
-            initial_momentum_decays=(0.9, 0.99, 0.999),
-            initial_rms_decays=(0.999,),
-            initial_adafactor_decays=(0.9, 0.99, 0.999),
-            param_inits=1,
-            train_phase=2,
-            summarize_each_layer=False,
-        ),
-    ),
-    "CeloAdam": (
-        "celo.optimizers.celo_adam",
-        "Celo",
-        dict(
-            lstm_hidden_size=64,
-            initial_epsilon=1e-8,
-            initial_momentum_decays=(0.9,),
-            initial_rms_decays=(0.999,),
-        ),
-    ),
-    "Celo2": (
-        "celo.optimizers.celo2",
-        "Celo2",
-        dict(
-            regex_1d=r"/b$",
-            step_mult=0.001,
-            weight_decay=0.0,
-            orthogonalize=True,
-            initial_momentum_decays=(0.9, 0.99, 0.999),
-            initial_rms_decays=(0.95,),
-            initial_adafactor_decays=(0.9, 0.99, 0.999),
-            ns_coeffs=(3.4445, -4.7750, 2.0315),
-            ns_iters=5,
-            ns_eps=1e-8,
-            mlp_activation="relu",
-            ff_hidden_size=8,
-            normalize_input=True,
-            normalize_output=True,
-            adam_b1=0.9,
-            adam_b2=0.95,
-            adam_epsilon=1e-8,
-            mult_1d=20.0,
-        ),
-    ),
-}
+#: The release's factory names (``celo/factory.py``'s ``get_optimizer``) of each entry.
+RELEASE = {"Celo": "celo", "CeloAdam": "celo_adam", "Celo2": "celo2"}
+
 
 #: The tensor kinds of the fixed case, by their place in the params tree.
 KINDS = {"1-D": ("bias", "b"), "2-D": ("dense", "w"), "4-D conv": ("conv", "w")}
@@ -202,6 +155,16 @@ def released_theta(source: Path, name: str, template):
     return flax.serialization.from_bytes(template, as_bytes)
 
 
+def release_optimizer(name: str):
+    """The release's learned optimizer for entry ``name``, built by its own factory."""
+    from absl import flags
+
+    factory = importlib.import_module("celo.factory")
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS(["compare_published"])  # the factory's default flags
+    return factory.get_optimizer(RELEASE[name])
+
+
 def run(opt, params, grads, losses, num_steps, jit):
     """The parameters after each step of ``opt`` on the fixed inputs."""
     import jax
@@ -223,8 +186,7 @@ def compare(name: str, source: Path, steps: int) -> dict[str, tuple[float, float
     from learnopt import pretrained
     from learnopt.learned_optimizers import base as lopt_base
 
-    module, cls, config = RELEASE[name]
-    release = getattr(importlib.import_module(module), cls)(**config)
+    release = release_optimizer(name)
     template = release.init(jax.random.PRNGKey(0))
     theta = released_theta(source, name, template)
     if theta is None:  # no shipped entry yet: a random theta, the same for both sides
@@ -256,8 +218,7 @@ def record(name: str, source: Path) -> None:
     """Prints the reference's params after the pinned case's 10 steps (for the tests)."""
     import jax
 
-    module, cls, config = RELEASE[name]
-    release = getattr(importlib.import_module(module), cls)(**config)
+    release = release_optimizer(name)
     theta = released_theta(source, name, release.init(jax.random.PRNGKey(0)))
     params, grads, losses, num_steps = case(10)
     last = run(release.opt_fn(theta), params, grads, losses, num_steps, jit=False)[-1]
@@ -280,11 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         sys.path.insert(0, str(extract_release(args.source, Path(tmp))))
-        for module, _, _ in RELEASE.values():
-            importlib.import_module(module)
+        for module in ("celo", "celo_adam", "celo2"):
+            importlib.import_module(f"celo.optimizers.{module}")
+        importlib.import_module("celo.factory")
         print(
-            f"the release's celo.py, celo_adam.py and celo2.py (amoudgl/celo@{COMMIT[:7]}) "
-            "import on learnopt with only the prefix changed"
+            f"the release's celo.py, celo_adam.py, celo2.py and factory.py "
+            f"(amoudgl/celo@{COMMIT[:7]}) import on learnopt with only the prefix changed"
         )
         if args.record:
             for name in args.entries:

@@ -538,3 +538,14 @@ def test_a_model_state_of_python_numbers_passes_through_every_step():
     state = step(step(state))
     np.testing.assert_allclose(opt.get_params(state)["w"], 1 - 2e-2, rtol=1e-5)
     assert float(opt.get_state(state)["mup_lrs_to_use"]["w"]) == 1.0
+
+
+def test_library_image_dataset_path_gives_learnopts_constructors():
+    from learnopt.tasks.datasets import base, image
+
+    assert image.mnist_datasets is base.mnist_datasets
+    assert image.cifar10_datasets is base.cifar10_datasets
+    with pytest.raises(AttributeError, match="svhn_cropped_datasets has no learnopt counterpart"):
+        image.svhn_cropped_datasets  # noqa: B018
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        image.nope  # noqa: B018

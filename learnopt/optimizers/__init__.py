@@ -36,5 +36,9 @@ from learnopt.optimizers import (  # noqa: F401  (each registers its optimizers)
 
 # The library's package namespace: base's and optax_opts' public names (its
 # ``from learned_optimization.optimizers import OptaxOptimizer`` works here too).
+from learnopt.optimizers import base as _base  # noqa: E402
+from learnopt.optimizers import optax_opts as _optax_opts  # noqa: E402
 from learnopt.optimizers.base import *  # noqa: E402, F403
 from learnopt.optimizers.optax_opts import *  # noqa: E402, F403
+
+__all__ = sorted(set(_base.__all__) | set(_optax_opts.__all__))
