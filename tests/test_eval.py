@@ -654,7 +654,8 @@ def test_training_settings_are_the_keyword_arguments():
         evaluation.TaskEvaluator(task, sweeps)
 
 
-def test_baseline_cache_key_hashes_every_source_file_of_the_package():
+def test_baseline_cache_key_hashes_the_source_baselines_can_run(tmp_path):
+    import shutil
     from pathlib import Path
 
     from learnopt.evaluation import cache
@@ -662,3 +663,18 @@ def test_baseline_cache_key_hashes_every_source_file_of_the_package():
     root = Path(evaluation.__file__).resolve().parent.parent
     assert cache.PACKAGE_ROOT == root and (root / "__init__.py").is_file()
     assert (root / "evaluation" / "cache.py").is_file() and (root / "train.py").is_file()
+    copy = tmp_path / "learnopt"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    before = cache._hash_sources(copy)
+    assert before == cache.source_hash()
+    # A learned optimizer's code is not in the key: baselines never run it.
+    (copy / "learned_optimizers" / "celo.py").write_text("# changed\n")
+    (copy / "cli" / "args.py").write_text("# changed\n")
+    assert cache._hash_sources(copy) == before
+    # Code a baseline runs is: optimizers, tasks, the evaluation itself, top-level modules.
+    for rel in ("optimizers/adam.py", "tasks/base.py", "evaluation/engine.py", "canonical.py"):
+        path = copy / rel
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n")
+        assert cache._hash_sources(copy) != before, rel
+        path.write_bytes(original)
