@@ -510,6 +510,23 @@ def test_meta_loss_split_and_aux_key(split, aux_key, expected):
     np.testing.assert_allclose(np.asarray(out.loss), expected, rtol=1e-5)
 
 
+class _NoDataTask(_TargetTask):
+    """The same loss with the target ``x = 2`` built in: a task without datasets."""
+
+    datasets = None
+
+    def loss_with_state_and_aux(self, params, state, key, batch):
+        return super().loss_with_state_and_aux(params, state, key, {"x": jnp.full(3, 2.0)})
+
+
+@pytest.mark.parametrize("split", ["train", "outer_valid", "same_data"])
+def test_meta_loss_split_on_a_task_without_data_evaluates_the_updated_params(split):
+    # The library's full_es_test runs meta_loss_split="train" on data-less quadratics.
+    data, out = _one_sgd_step(_NoDataTask(), meta_loss_split=split)
+    assert data is None or all(v is None for v in jax.tree_util.tree_leaves(data))
+    np.testing.assert_allclose(np.asarray(out.loss), 3 * 1.6**2, rtol=1e-5)
+
+
 class _FarSplit:
     """A split whose batches sit at ``x = 4`` (the outer-valid split of the test below)."""
 

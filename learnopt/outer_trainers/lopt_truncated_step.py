@@ -533,7 +533,12 @@ class VectorizedLOptTruncatedStep:
         if self.meta_loss_split is None:
             meta_loss = self._meta_value(task, loss, aux)
         else:
-            eval_batches = {"": batch} if self.meta_loss_split == "same_data" else meta_batch
+            if self.meta_loss_split == "same_data":
+                eval_batches = {"": batch}
+            elif meta_batch is None:  # a task without data: its loss reads none
+                eval_batches = {"": None}
+            else:
+                eval_batches = meta_batch
             new_params, new_model_state = opt.get_params_state(opt_state)
             # One key per evaluated split (a single split keeps k_meta itself).
             keys = (
