@@ -295,8 +295,8 @@ def test_unknown_names_are_one_short_line_with_the_closest_match(
     assert exc.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     prefix = f"learnopt {argv[0]}: error: {flag}: Unknown "
-    assert lines[-1].startswith(prefix), lines
-    message = lines[-1].removeprefix(f"learnopt {argv[0]}: error: ")
+    assert lines[0].startswith(prefix) and len(lines) == 2, lines  # the error comes first
+    message = lines[0].removeprefix(f"learnopt {argv[0]}: error: ")
     assert f"did you mean '{match}'" in message  # the closest match comes first
     assert len(message) < 300
     assert not out.exists()
@@ -316,6 +316,12 @@ def test_list_topic_prints_one_name_per_line(capsys):
     rows = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
     assert rows["heldout"] == f"{len(suites.get_suite('heldout'))} tasks"
     assert set(rows) == set(suites.suite_names())
+    from learnopt import recipes
+
+    assert cli.main(["list", "recipes"]) == 0
+    rows = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    assert set(rows) == set(recipes.recipe_names())
+    assert all(rows[n] == recipes.get_recipe(n).description for n in rows)
 
 
 def test_out_is_a_file(tmp_path, capsys):
@@ -558,3 +564,31 @@ def test_resume_of_a_folder_without_a_run(tmp_path, capsys):
             cli.main(["meta-train", "--resume", str(target)])
         assert exc.value.code == 2
         assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, first_line",
+    [
+        (["evaluate", "--stepz", "3"], "unrecognized arguments: --stepz 3 (did you mean --steps?)"),
+        (["meta-train", "--outer-lrr", "1"], "(did you mean --outer-lr?)"),
+        (["meta-train", "--lop", "MLPLOpt"], "ambiguous option: --lop could match --lopt"),
+        (["list", "nope"], "argument TOPIC: invalid choice: 'nope'"),
+    ],
+)
+def test_a_usage_error_is_its_line_then_where_the_flags_are(argv, first_line, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and "usage:" not in lines[0], lines
+    assert lines[0].startswith(f"learnopt {argv[0]}: error: ") and first_line in lines[0]
+    assert lines[1] == f"run 'learnopt {argv[0]} --help' for the flags"
+
+
+def test_help_shows_flag_metavars_not_internal_destinations():
+    import re
+
+    for command in ("meta-train", "evaluate"):
+        text = cli.build_parser()._subparsers._group_actions[0].choices[command].format_help()
+        assert not re.search(r"\b[A-Z][A-Za-z]+\.[A-Z_]+\b", text), command
+        assert "--std STD" in text or command == "evaluate"

@@ -44,7 +44,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from learnopt.cli import evaluate as evaluate_cmd
 from learnopt.cli import meta_train as meta_train_cmd
@@ -65,7 +65,24 @@ LISTINGS: dict[str, str] = {
     "trainers": "meta-gradient estimators of the command line (--trainer)",
     "estimators": "registered gradient estimator classes",
     "pretrained": "meta-trained thetas that ship with learnopt (learnopt.pretrained)",
+    "recipes": "named meta-training recipes and what each is (meta-train --recipe)",
 }
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line, then where the flags are.
+
+    argparse prints the whole usage block (20-odd lines for ``meta-train``) before the
+    error, burying its one line (and its did-you-mean); here the error comes alone.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Exits with status 2 after ``PROG: error: MESSAGE`` and a pointer to ``--help``.
+
+        Args:
+          message: argparse's message.
+        """
+        self.exit(2, f"{self.prog}: error: {message}\nrun '{self.prog} --help' for the flags\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     """
     from learnopt import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=PROG,
         formatter_class=HelpFormatter,
         description="learnopt: learned optimizers and meta-training in JAX.",
@@ -124,7 +141,8 @@ def list_names(topic: str) -> list[str]:
     """The lines ``learnopt list TOPIC`` prints: one registered name each.
 
     Suites come with their number of tasks (``heldout  9 tasks``), pretrained entries
-    with their source (``Celo  github.com/amoudgl/celo@66d9761 (MIT)``).
+    with their source (``Celo  github.com/amoudgl/celo@66d9761 (MIT)``), recipes with
+    their one-line description.
 
     Args:
       topic: a key of :data:`LISTINGS`.
@@ -144,6 +162,12 @@ def list_names(topic: str) -> list[str]:
         names = pretrained.names()
         width = max(map(len, names), default=0)
         return [f"{n:<{width}}  {pretrained.source(n)}" for n in names]
+    if topic == "recipes":
+        from learnopt import recipes
+
+        names = recipes.recipe_names()
+        width = max(map(len, names), default=0)
+        return [f"{n:<{width}}  {recipes.get_recipe(n).description}" for n in names]
     if topic == "suites":
         from learnopt.evaluation import suites
 
@@ -188,6 +212,17 @@ def _list(topic: str | None = None, out: Any = None) -> None:
     print(f"more: {PROG} list {{{','.join(LISTINGS)}}} (one name per line)", file=out)
 
 
+def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> NoReturn:
+    """The command's own usage error for unknown arguments, with a did-you-mean."""
+    import difflib
+
+    flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    first = next((x for x in extra if x.startswith("-")), extra[0]).split("=")[0]
+    close = difflib.get_close_matches(first, flags, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    parser.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``learnopt`` console script and ``python -m learnopt``.
 
@@ -201,7 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
       with the reason on stderr; SIGINT/SIGTERM return 130/143 after writing a checkpoint.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _unrecognized(args.parser, extra)
     if args.command == "list":
         try:
             _list(args.topic)

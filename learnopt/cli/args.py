@@ -270,8 +270,8 @@ def _argparse_kwargs(config_cls: type, f: _fields.Flag) -> dict[str, Any]:
         kwargs["action"] = "store_true"
     else:
         kwargs["type"] = PARSERS[f.parse or "str"]
-        if f.metavar:
-            kwargs["metavar"] = f.metavar
+        # Without one, argparse would show the dest ("RUNCONFIG.STD").
+        kwargs["metavar"] = f.metavar or f.field.upper()
         if f.choices is not None:
             kwargs["choices"] = f.choices
         if f.repeat:
