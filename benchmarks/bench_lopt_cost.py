@@ -58,6 +58,7 @@ DEFAULT_LOPTS = (
     "Celo2",
     "HyperV2",
     "Celo",
+    "CeloAdam",
     "MLPLOpt",
     "RNNMLPLOpt",
 )

@@ -4,6 +4,7 @@
 
     python examples/convert_published.py Celo --source /path/to/amoudgl/celo
     python examples/convert_published.py Celo --source /path/to/amoudgl/celo --check
+    python examples/convert_published.py Celo2 --source /path/to/Belilovsky-Lab/pylo
 
 ``--source`` is a clone of the release's repository (a work tree, or a bare git
 directory such as the one ``git clone --mirror`` makes): the file is read at the pinned
@@ -11,7 +12,11 @@ commit (``git show COMMIT:PATH``), or from the work tree when the folder is not 
 repository, and refused unless its sha256 is the one recorded below. Nothing is
 downloaded and nothing is unpickled: the Celo release stores theta with Flax's msgpack
 serialization, which is read into the structure of learnopt's ``Celo().init`` (the
-same Haiku-style names, one for one) and cast to float32.
+same Haiku-style names, one for one) and cast to float32. PyLO ships Celo2's weights as
+a torch zip (``torch.save`` of a state dict): its ``data.pkl`` is read by a restricted
+unpickler (:class:`TorchStateDictUnpickler`: no import, no call but rebuilding float32
+tensors from the zip's raw storages) without torch, and its tensors are transposed into
+learnopt's ``Celo2`` layout (``reader`` in the entry's spec).
 
 Writes ``learnopt/pretrained/NAME.msgpack`` (theta, with metadata: the architecture and
 its configuration, the source repository, commit, path and sha256, the licence, the
@@ -26,11 +31,16 @@ card ``NAME.md`` (with learnopt's own evaluation) is written by hand.
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
+import io
+import pickle
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import flax.serialization
 import jax
@@ -93,6 +103,225 @@ SOURCES = {
             "steps; Adam's update (betas 0.9, 0.999) under the learned schedule"
         ),
     ),
+    "Celo2": dict(
+        architecture="Celo2",
+        # PyLO's Celo2_naive at faf6fcb with its defaults (lr 1e-3, no weight decay): AdamW
+        # at the same rate on vectors, "embed" tensors and the first and last matrices.
+        config=dict(
+            step_mult=1e-3,
+            weight_decay=0.0,
+            mult_1d=1.0,
+            adam_b1=0.9,
+            adam_b2=0.95,
+            adam_epsilon=1e-8,
+            adam_bias_correction=True,
+            adam_eps_inside_sqrt=False,
+            adam_first_last=True,
+            weight_decay_after_step=True,
+        ),
+        reader="pylo_celo2_torch_zip",
+        repository="github.com/Belilovsky-Lab/pylo",
+        commit="faf6fcb3665a9e7a3096521db027c639bc284e82",
+        committed="2026-04-01T15:17:42-04:00",
+        path="pylo/models/celo2_weights.pt",
+        sha256="eda7504f89616e60036c49aa1cf7b7d7a7212d5dfecdca3679249843268b8979",
+        licence="BSD-3-Clause",
+        licence_path="LICENSE",
+        licence_file="LICENSE-pylo.txt",
+        paper=(
+            "Abhinav Moudgil, Boris Knyazev, Eugene Belilovsky. Celo2: Towards Learned "
+            "Optimization Free Lunch. arXiv:2602.19142, 2026."
+        ),
+        compute=(
+            "meta-trained with PES for 4.5 GPU-hours on small image-classification MLP "
+            "tasks (the paper)"
+        ),
+        deploy=(
+            "as PyLO's Celo2_naive by default: learning rate 1e-3 (step_mult), constant "
+            "(PyLO has no schedule of its own; an external one scales it), no weight "
+            "decay; AdamW at the same rate on tensors of rank <= 1, 'embed' tensors and "
+            "the first and last tensors of rank >= 2 (leaf order); no run length needed"
+        ),
+    ),
+}
+
+
+# ------------------------------------------------------------------ reading the files
+
+
+class _FloatStorage:
+    """What the restricted unpickler gives for ``torch.FloatStorage``: a float32 marker."""
+
+    __slots__ = ()  # no attributes: a pickle cannot BUILD state into it
+
+
+class TorchStateDictUnpickler(pickle.Unpickler):
+    """Reads the ``data.pkl`` of a ``torch.save`` zip into numpy, without torch.
+
+    ``find_class`` admits only ``torch._utils._rebuild_tensor_v2`` (answered by a
+    function that copies the tensor out of its raw storage by offset, size and stride),
+    ``collections.OrderedDict`` (the state dict and the empty hook dicts), and the
+    storage type ``torch.FloatStorage`` that each persistent id names (a float32 marker,
+    never a class); any other global raises ``pickle.UnpicklingError``.
+    ``persistent_load`` answers ``("storage", FloatStorage, key, location, numel)`` with
+    the zip's ``<folder>/data/<key>``: ``numel`` little-endian float32 values.
+
+    Args:
+      file: the ``data.pkl`` stream.
+      archive: the open zip.
+      folder: the folder of ``data.pkl`` inside the zip.
+    """
+
+    def __init__(self, file: io.BytesIO, archive: zipfile.ZipFile, folder: str):
+        super().__init__(file)
+        self._archive = archive
+        self._folder = folder
+        self._storages: dict[str, np.ndarray] = {}
+
+    def find_class(self, module: str, name: str) -> Any:
+        """The only globals a state dict of float32 tensors needs; every other is refused."""
+        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+            return _rebuild_tensor
+        if (module, name) == ("collections", "OrderedDict"):
+            return collections.OrderedDict
+        if (module, name) == ("torch", "FloatStorage"):
+            return _FloatStorage()
+        raise pickle.UnpicklingError(f"refused global {module}.{name} (not a float32 tensor)")
+
+    def persistent_load(self, pid: Any) -> np.ndarray:
+        """A storage of the zip, as a read-only float32 array."""
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+            raise pickle.UnpicklingError(f"refused persistent id {pid!r}")
+        _, kind, key, _location, numel = pid
+        if type(kind) is not _FloatStorage:
+            raise pickle.UnpicklingError(f"refused storage type {kind!r} (float32 only)")
+        if not (isinstance(key, str) and key.isdigit() and type(numel) is int and numel >= 0):
+            raise pickle.UnpicklingError(f"refused persistent id {pid!r}")
+        if key not in self._storages:
+            raw = self._archive.read(f"{self._folder}/data/{key}")
+            if len(raw) != 4 * numel:
+                raise pickle.UnpicklingError(
+                    f"storage {key}: {len(raw)} bytes for {numel} float32 values"
+                )
+            self._storages[key] = np.frombuffer(raw, "<f4")
+        return self._storages[key]
+
+
+def _rebuild_tensor(
+    storage: Any,
+    storage_offset: Any,
+    size: Any,
+    stride: Any,
+    requires_grad: Any = False,
+    backward_hooks: Any = None,
+    metadata: Any = None,
+) -> np.ndarray:
+    """``torch._utils._rebuild_tensor_v2`` in numpy: a float32 copy of the strided view."""
+
+    def ints(x):
+        return isinstance(x, tuple) and all(type(i) is int and i >= 0 for i in x)
+
+    if not (
+        isinstance(storage, np.ndarray)
+        and type(storage_offset) is int
+        and storage_offset >= 0
+        and ints(size)
+        and ints(stride)
+        and len(size) == len(stride)
+        and isinstance(requires_grad, bool)
+        and (backward_hooks is None or backward_hooks == collections.OrderedDict())
+        and metadata is None
+    ):
+        raise pickle.UnpicklingError("refused tensor: not a plain float32 tensor")
+    if 0 in size:
+        return np.zeros(size, np.float32)
+    last = storage_offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
+    if last >= storage.size:
+        raise pickle.UnpicklingError(f"refused tensor: index {last} past its storage")
+    view = np.lib.stride_tricks.as_strided(
+        storage[storage_offset:],
+        shape=size,
+        strides=tuple(4 * s for s in stride),
+        writeable=False,
+    )
+    return np.array(view, np.float32)
+
+
+def read_torch_state_dict(data: bytes) -> dict[str, np.ndarray]:
+    """The float32 tensors of a ``torch.save`` zip, by name, read without torch.
+
+    Args:
+      data: the zip's bytes (``torch.save(state_dict, f)`` with the default zip format).
+
+    Returns:
+      ``{name: float32 array}`` in the file's order.
+
+    Raises:
+      pickle.UnpicklingError: the pickle names a global other than those
+        :class:`TorchStateDictUnpickler` admits, or holds anything but a dict of
+        float32 tensors.
+      ValueError: not a torch zip (no single ``data.pkl``, or a big-endian file).
+    """
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        pickles = [n for n in archive.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
+        if len(pickles) != 1:
+            raise ValueError(f"not a torch zip: data.pkl entries {pickles}")
+        folder = pickles[0].split("/")[0]
+        if f"{folder}/byteorder" in archive.namelist():
+            order = archive.read(f"{folder}/byteorder").decode()
+            if order != "little":
+                raise ValueError(f"a {order}-endian torch zip (only little-endian is read)")
+        unpickler = TorchStateDictUnpickler(io.BytesIO(archive.read(pickles[0])), archive, folder)
+        state = unpickler.load()
+    if not (
+        isinstance(state, dict)
+        and all(isinstance(k, str) and isinstance(v, np.ndarray) for k, v in state.items())
+    ):
+        raise pickle.UnpicklingError("refused: not a dict of tensors by name")
+    return dict(state)
+
+
+def _theta_from_flax_msgpack(data: bytes, template: Any) -> Any:
+    """The Celo release's theta (Flax msgpack), restored into ``template``'s structure."""
+    return flax.serialization.from_bytes(template, data)
+
+
+def _theta_from_pylo_celo2(data: bytes, template: Any) -> Any:
+    """PyLO's ``Celo2MLP`` state dict in learnopt's ``Celo2`` layout.
+
+    PyLO's ``first_layer_weights.i`` (``[8, width_i]``, torch's ``[out, in]``) is
+    ``w0__i`` transposed, ``first_layer_bias`` is ``b0``, ``hidden`` is ``w1, b1`` and
+    ``output`` is ``w2, b2`` (weights transposed).
+    """
+    state = read_torch_state_dict(data)
+    layer = template["ff_mod_stack"]["~"]
+    groups = sum(1 for k in layer if k.startswith("w0__"))
+    names = {f"w0__{i}": (f"first_layer_weights.{i}", True) for i in range(groups)}
+    names.update(
+        b0=("first_layer_bias", False),
+        w1=("hidden.weight", True),
+        b1=("hidden.bias", False),
+        w2=("output.weight", True),
+        b2=("output.bias", False),
+    )
+    if set(names) != set(layer) or {n for n, _ in names.values()} != set(state):
+        raise SystemExit(
+            f"PyLO's Celo2 weights {sorted(state)} do not map onto Celo2's {sorted(layer)}"
+        )
+    theta = {}
+    for key, (name, transpose) in names.items():
+        value = state[name].T if transpose else state[name]
+        if value.shape != np.shape(layer[key]):
+            expected = np.shape(layer[key])
+            raise SystemExit(f"{name}: shape {value.shape}, Celo2's {key} is {expected}")
+        theta[key] = value
+    return {"ff_mod_stack": {"~": theta}}
+
+
+#: How each entry's released file becomes a theta (the spec's ``reader``).
+READERS = {
+    "flax_msgpack": _theta_from_flax_msgpack,
+    "pylo_celo2_torch_zip": _theta_from_pylo_celo2,
 }
 
 
@@ -130,7 +359,8 @@ def convert(name: str, source: Path, out: Path) -> Path:
     spec = SOURCES[name]
     lopt = lopt_base.get_learned_optimizer(spec["architecture"], **spec["config"])
     template = lopt.init(jax.random.PRNGKey(0))
-    restored = flax.serialization.from_bytes(template, read_source(source, spec))
+    reader = READERS[spec.get("reader", "flax_msgpack")]
+    restored = reader(read_source(source, spec), template)
     theta = jax.tree_util.tree_map(lambda x: jnp.asarray(np.asarray(x), jnp.float32), restored)
     theta_files._check_fits(lopt, theta, name)
     metadata = theta_files.make_metadata(

@@ -14,13 +14,22 @@ float64, written from those equations, not from learnopt's code.
 
 from __future__ import annotations
 
+import importlib.util
+import pickle
+import struct
+import zipfile
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from learnopt.learned_optimizers import celo2, common
 from learnopt.testing import conformance
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # The learned rule's decays are float32 arrays in the release (``jnp.asarray`` of the
 # Python tuples), and in learnopt.
@@ -262,3 +271,241 @@ def test_newton_schulz_orthogonalizes_each_trailing_slice_of_a_conv_kernel():
     assert np.max(np.abs(y - flat)) > 0.1
     with pytest.raises(ValueError, match="rank >= 2"):
         celo2.newton_schulz(jnp.zeros(3))
+
+
+# ------------------------------------------------- PyLO's deployment and its shipped entry
+
+
+def test_pylo_options_send_the_first_and_last_matrices_to_adam():
+    params = [jnp.zeros((6, 5)), jnp.zeros((4, 2, 3, 3)), jnp.zeros((5, 3)), jnp.zeros(7)]
+    params.append(jnp.zeros((3, 6)))
+    assert celo2.Celo2(adam_first_last=True).adam_mask(params) == [True, False, False, True, True]
+    assert celo2.Celo2().adam_mask(params) == [False, False, False, True, False]
+    # Added to the rule regex_1d sets; one matrix is both the first and the last.
+    assert celo2.Celo2(regex_1d="", adam_first_last=True).adam_mask(params) == [
+        True, False, False, False, True
+    ]  # fmt: skip
+    assert celo2.Celo2(adam_first_last=True).adam_mask({"b": jnp.zeros(2), "w": jnp.zeros((2, 2))})
+    assert celo2.Celo2(adam_first_last=True).adam_mask({"s": jnp.zeros(())}) == [True]
+
+
+def test_adamw_form_of_the_adam_branch_is_optax_adamw():
+    lopt = celo2.Celo2(
+        ff_hidden_size=2,
+        step_mult=0.01,
+        weight_decay=0.1,
+        mult_1d=1.0,
+        adam_bias_correction=True,
+        adam_eps_inside_sqrt=False,
+    )
+    params = {"b": jnp.asarray([0.5, -1.0, 2.0, 0.0])}
+    grads_seq = [
+        {"b": jnp.asarray(np.random.default_rng(i).normal(size=4) * 1e-3)} for i in range(4)
+    ]
+    got = _steps(lopt, lopt.init(jax.random.PRNGKey(0)), params, grads_seq)
+    tx = optax.adamw(0.01, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1)
+    state, p = tx.init(params), params
+    for t, grads in enumerate(grads_seq):
+        updates, state = tx.update(grads, state, p)
+        p = optax.apply_updates(p, updates)
+        np.testing.assert_allclose(got[t]["b"], np.asarray(p["b"]), rtol=1e-6, atol=1e-8)
+    # The default (eps inside the square root) differs at gradients ~eps-sized.
+    default = celo2.Celo2(ff_hidden_size=2, step_mult=0.01, mult_1d=1.0, adam_bias_correction=True)
+    other = _steps(default, default.init(jax.random.PRNGKey(0)), params, grads_seq)
+    assert np.max(np.abs(other[0]["b"] - got[0]["b"])) > 1e-5
+
+
+def test_weight_decay_after_step_decays_the_stepped_parameters():
+    params = {"w": jnp.asarray(np.random.default_rng(0).normal(size=(4, 3)), jnp.float32)}
+    grads = [{"w": jnp.asarray(np.random.default_rng(1).normal(size=(4, 3)), jnp.float32)}]
+    theta = celo2.Celo2().init(jax.random.PRNGKey(0))
+    plain = _steps(celo2.Celo2(step_mult=0.01), theta, params, grads)[0]["w"]
+    after = celo2.Celo2(step_mult=0.01, weight_decay=0.5, weight_decay_after_step=True)
+    before = celo2.Celo2(step_mult=0.01, weight_decay=0.5)
+    # p <- (p - lr * step) * (1 - lr * wd), against p - lr * step - lr * wd * p.
+    np.testing.assert_allclose(
+        _steps(after, theta, params, grads)[0]["w"], plain * 0.995, rtol=1e-6
+    )
+    p0 = np.asarray(params["w"], np.float64)
+    expected = plain - 0.005 * p0
+    np.testing.assert_allclose(_steps(before, theta, params, grads)[0]["w"], expected, rtol=1e-6)
+
+
+def _pylo_case(steps=10):
+    """The case of ``benchmarks/compare_celo2_torch.py`` (its ``case``; the same draws).
+
+    Five float32 tensors in PyLO's parameter order (a 2-D input layer, a 4-D conv kernel
+    in torch's ``[out, in, kh, kw]`` layout, a 2-D hidden matrix, a 1-D bias, a 2-D
+    output layer) and ``steps`` gradients of very different scales.
+    """
+    shapes = (((6, 5), 0.1), ((4, 2, 3, 3), 1e-3), ((5, 3), 1.0), ((7,), 10.0), ((3, 6), 0.01))
+    rng = np.random.default_rng(2602)
+    params = [(0.3 * rng.standard_normal(s)).astype(np.float32) for s, _ in shapes]
+    grads = [
+        [(scale * rng.standard_normal(s)).astype(np.float32) for s, scale in shapes]
+        for _ in range(steps)
+    ]
+    return params, grads
+
+
+#: PyLO's own torch ``Celo2_naive`` (github.com/Belilovsky-Lab/pylo at faf6fcb, its
+#: ``celo2_weights.pt``, lr 1e-3, no weight decay) after the 10 steps of
+#: :func:`_pylo_case`: the first three values of each tensor and the summed absolute
+#: distance moved. Recorded from the torch reference by
+#: ``python benchmarks/compare_celo2_torch.py --record`` (torch in its own virtualenv;
+#: learnopt matched it there to 4e-7 relative over 12 steps).
+PINNED_PYLO = [
+    # the input layer (AdamW)
+    ([0.5629421472549438, 0.2309713363647461, -0.6713907122612], 0.07686592893151101),
+    # the conv kernel (the learned rule)
+    ([-0.08441842347383499, 0.2383396476507187, 0.02622324973344803], 0.3354015634395182),
+    # the hidden matrix (the learned rule)
+    ([0.11095824092626572, 0.038762666285037994, -0.42208677530288696], 0.09151082509197295),
+    # the bias (AdamW)
+    ([0.09516409039497375, -0.2100544273853302, -0.3622051179409027], 0.02251863991841674),
+    # the output layer (AdamW)
+    ([-0.4292382299900055, 0.0033183626364916563, 0.29290521144866943], 0.06250649986031931),
+]
+
+
+def _pinned_mismatches(trained, theta):
+    """Where learnopt's 10 steps with ``theta`` leave PyLO's pinned numbers (rtol 1e-5)."""
+    params, grads = _pylo_case()
+    opt = trained.lopt.opt_fn(theta)
+    update = jax.jit(opt.update)
+    state = opt.init([jnp.asarray(p) for p in params])
+    for g in grads:
+        state = update(state, [jnp.asarray(x) for x in g])
+    bad = []
+    for i, (p0, new, (first, moved)) in enumerate(
+        zip(params, opt.get_params(state), PINNED_PYLO, strict=True)
+    ):
+        new = np.asarray(new, np.float64)
+        got_moved = float(np.abs(new - p0).sum())
+        if not np.allclose(new.ravel()[:3], first, rtol=1e-5, atol=0):
+            bad.append(f"tensor {i}: {new.ravel()[:3]} != {first}")
+        if not np.isclose(got_moved, moved, rtol=1e-5, atol=0):
+            bad.append(f"tensor {i}: moved {got_moved} != {moved}")
+    return bad
+
+
+def test_shipped_celo2_entry_reproduces_pylos_torch_reference():
+    from learnopt import pretrained
+
+    trained = pretrained.load("Celo2")
+    assert _pinned_mismatches(trained, trained.theta) == []
+    # The check can fail: 1% more on one weight matrix of the MLP moves every tensor
+    # the learned rule takes past the tolerance.
+    theta = jax.tree_util.tree_map(lambda x: x, trained.theta)
+    theta["ff_mod_stack"]["~"]["w1"] = theta["ff_mod_stack"]["~"]["w1"] * 1.01
+    bad = _pinned_mismatches(trained, theta)
+    assert any(b.startswith("tensor 1") for b in bad) and any(b.startswith("tensor 2") for b in bad)
+
+
+def test_pretrained_celo2_is_pylos_deployment():
+    from learnopt import pretrained
+    from learnopt.learned_optimizers import theta_files
+
+    trained = pretrained.load("Celo2")
+    lopt, theta = trained
+    assert isinstance(lopt, celo2.Celo2)
+    assert (lopt.step_mult, lopt.weight_decay, lopt.mult_1d) == (1e-3, 0.0, 1.0)
+    assert lopt.adam_bias_correction and not lopt.adam_eps_inside_sqrt
+    assert lopt.adam_first_last and lopt.weight_decay_after_step and lopt.orthogonalize
+    shapes = jax.tree_util.tree_map(np.shape, theta)
+    assert shapes == jax.tree_util.tree_map(np.shape, lopt.init(jax.random.PRNGKey(0)))
+    assert sum(np.size(x) for x in jax.tree_util.tree_leaves(theta)) == 347
+    md = pretrained.metadata("Celo2")
+    assert md["licence"] == "BSD-3-Clause" and md["meta_training"]["licence_file"] == (
+        "LICENSE-pylo.txt"
+    )
+    assert (pretrained.path("Celo2").parent / "LICENSE-pylo.txt").is_file()
+    assert pretrained.source("Celo2") == "github.com/Belilovsky-Lab/pylo@faf6fcb (BSD-3-Clause)"
+    assert theta_files.lopt_config(lopt) == md["config"]  # rebuilt from the metadata
+    params, _ = _pylo_case(1)
+    assert lopt.adam_mask(params) == [True, False, False, True, True]
+
+
+# ------------------------------------------- the converter's reader of PyLO's torch zip
+
+
+def _converter():
+    spec = importlib.util.spec_from_file_location(
+        "convert_published_for_tests", ROOT / "examples" / "convert_published.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _text(s):
+    raw = s.encode()
+    return b"X" + struct.pack("<I", len(raw)) + raw
+
+
+def _global(module, name):
+    return f"c{module}\n{name}\n".encode()
+
+
+def _tensor_pickle(
+    rebuild=("torch._utils", "_rebuild_tensor_v2"),
+    storage=("torch", "FloatStorage"),
+    size=(2, 3),
+    stride=(1, 2),
+    numel=6,
+):
+    """A hand-made ``torch.save`` pickle: ``OrderedDict(w=tensor)`` (protocol 2 opcodes)."""
+    ints = lambda xs: b"".join(b"K" + bytes([x]) for x in xs) + b"\x86"  # noqa: E731
+    return b"".join(
+        [
+            b"\x80\x02", _global("collections", "OrderedDict"), b"q\x00)R(", _text("w"),
+            _global(*rebuild), b"((", _text("storage"), _global(*storage), _text("0"),
+            _text("cpu"), b"K" + bytes([numel]), b"tQK\x00", ints(size), ints(stride),
+            b"\x89h\x00)Rt", b"Ru.",
+        ]
+    )  # fmt: skip
+
+
+def _torch_zip(path, pickled, numel=6):
+    """``torch.save``'s zip layout: the pickle, the byte order, storage 0 (0, 1, ...)."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", pickled)
+        archive.writestr("archive/byteorder", "little")
+        archive.writestr("archive/data/0", np.arange(numel, dtype="<f4").tobytes())
+    return path.read_bytes()
+
+
+def test_the_torch_zip_reader_rebuilds_strided_float32_tensors(tmp_path):
+    convert = _converter()
+    state = convert.read_torch_state_dict(_torch_zip(tmp_path / "w.pt", _tensor_pickle()))
+    assert list(state) == ["w"] and state["w"].dtype == np.float32
+    # size (2, 3), stride (1, 2): element [i, j] is storage[i + 2 j] (a transposed view).
+    np.testing.assert_array_equal(state["w"], [[0, 2, 4], [1, 3, 5]])
+    with pytest.raises(pickle.UnpicklingError, match="past its storage"):
+        convert.read_torch_state_dict(
+            _torch_zip(tmp_path / "x.pt", _tensor_pickle(stride=(3, 1), numel=5), 5)
+        )
+
+
+@pytest.mark.parametrize(
+    "global_",
+    [
+        ("os", "system"),
+        ("builtins", "eval"),
+        ("torch._utils", "_rebuild_parameter"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("collections", "defaultdict"),
+    ],
+)
+def test_the_torch_zip_reader_refuses_any_other_global(tmp_path, global_):
+    convert = _converter()
+    marker = tmp_path / "ran"
+    # A pickle that would run a command (or call any other global) if it were honoured.
+    pickled = b"\x80\x02" + _global(*global_) + b"(" + _text(f"touch {marker}") + b"tR."
+    with pytest.raises(pickle.UnpicklingError, match="refused global"):
+        convert.read_torch_state_dict(_torch_zip(tmp_path / "evil.pt", pickled))
+    assert not marker.exists()
+    # The same globals in the tensor's place, and another storage type, are refused too.
+    for kwargs in ({"rebuild": global_}, {"storage": ("torch", "DoubleStorage")}):
+        with pytest.raises(pickle.UnpicklingError, match="refused global"):
+            convert.read_torch_state_dict(_torch_zip(tmp_path / "t.pt", _tensor_pickle(**kwargs)))

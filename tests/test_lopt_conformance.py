@@ -67,6 +67,7 @@ SMALL = {
     # VeLO's 100 * mean_i c_i W_i mixing needs many inits to start with small steps.
     "HyperV2": dict(lstm_hidden_size=8, param_inits=64, step_mult=0.005),
     "Celo": dict(lstm_hidden_size=8, step_mult=0.1),  # times lr_mult = 0.1 exp(.)
+    "CeloAdam": dict(lstm_hidden_size=8, step_mult=0.1),  # Adam at 0.1 * lr_mult
     "Celo2": dict(ff_hidden_size=4, step_mult=0.03),
     "ScheduledAdam": dict(initial_lr=1e-2),
 }  # fmt: skip

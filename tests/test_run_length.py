@@ -28,9 +28,9 @@ from learnopt.optimizers import base as opt_base
 
 T = 4
 #: Architectures that read the fraction of training done.
-READS_RUN_LENGTH = ("ScheduledAdam", "Celo", "MLPLOpt_tau", "AdafacMLPLOpt_tau")
-#: Those of them without a default run length (Celo assumes ``default_num_steps=10_000``,
-#: as VeLO's library code does, and documents it).
+READS_RUN_LENGTH = ("ScheduledAdam", "Celo", "CeloAdam", "MLPLOpt_tau", "AdafacMLPLOpt_tau")
+#: Those of them without a default run length (Celo and CeloAdam assume
+#: ``default_num_steps=10_000``, as VeLO's library code does, and document it).
 NEEDS_RUN_LENGTH = ("ScheduledAdam", "MLPLOpt_tau", "AdafacMLPLOpt_tau")
 
 

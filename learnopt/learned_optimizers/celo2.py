@@ -44,6 +44,16 @@ schedule: ``optax.chain(lopt.as_optax(theta, weight_decay=wd), optax.scale_by_sc
 ``Celo2(orthogonalize=False)`` is the paper's "Celo2-base": the learned rule on every
 tensor, without Newton-Schulz or Adam.
 
+**PyLO's deployment** (``Celo2_naive`` of github.com/Belilovsky-Lab/pylo at faf6fcb, the
+shipped entry ``learnopt.pretrained.load("Celo2")``) differs from the release's wrapper
+in four ways, each set by a constructor option here (the defaults keep the release's):
+its Adam is AdamW (bias-corrected, epsilon outside the square root:
+``adam_bias_correction=True, adam_eps_inside_sqrt=False``); it runs at the learned
+rule's own learning rate (``mult_1d=1``); it also sends the first and the last tensor
+of rank >= 2 (the input and output layers) to Adam (``adam_first_last=True``); and it
+decays the parameters after the learned step, ``p <- (p - lr * step) * (1 - lr *
+weight_decay)`` (``weight_decay_after_step=True``).
+
 ``theta = {"ff_mod_stack": {"~": {"w0__0", ..., "w0__13", "b0", "w1", "b1", "w2",
 "b2"}}}``: one input matrix per feature group (``w0__i: [width_i, 8]``), hidden layers
 and 3 outputs (direction, magnitude, unused), the names of the authors' release (the
@@ -281,6 +291,9 @@ class _Celo2Optimizer(common.ThetaOptimizer):
                 common.cast_tree(weights, cd), p.astype(cd), g, mc, vc, fac_g, feat_fac
             )
             pc = p.astype(cd)
+            if lopt.weight_decay_after_step:
+                stepped = pc - lopt.step_mult * direction
+                return stepped - lopt.weight_decay * lopt.step_mult * stepped
             return pc - lopt.step_mult * direction - lopt.weight_decay * lopt.step_mult * pc
 
         return accumulators.update_tree(
@@ -303,8 +316,11 @@ class _Celo2Optimizer(common.ThetaOptimizer):
                 tc = t.astype(cd)
                 mc = m / (1 - jnp.asarray(b1, cd) ** tc)
                 vc = v / (1 - jnp.asarray(b2, cd) ** tc)
-            # eps inside the square root, as the release's meta-training wrapper.
-            step = mc * jax.lax.rsqrt(vc + jnp.asarray(lopt.adam_epsilon, cd))
+            eps = jnp.asarray(lopt.adam_epsilon, cd)
+            if lopt.adam_eps_inside_sqrt:  # as the release's meta-training wrapper
+                step = mc * jax.lax.rsqrt(vc + eps)
+            else:  # AdamW's (optax.adamw, PyLO's Celo2_naive)
+                step = mc / (jnp.sqrt(vc) + eps)
             pc = p.astype(cd)
             new_p = pc - lr * step - lopt.weight_decay * lr * pc
             return new_p.astype(p.dtype), m, v
@@ -353,6 +369,19 @@ class Celo2(lopt_base.LearnedOptimizer):
         root).
       adam_bias_correction: bias-correct Adam's moments (the meta-training wrapper does
         not; the README's deployment recipe uses ``optax.adamw``, which does).
+      adam_eps_inside_sqrt: Adam's step is ``m / sqrt(v + adam_epsilon)`` (True, the
+        meta-training wrapper's) or ``m / (sqrt(v) + adam_epsilon)`` (False: AdamW's, as
+        ``optax.adamw`` and PyLO's ``Celo2_naive`` compute it).
+      adam_first_last: Adam also takes the first and the last tensor of rank >= 2 in the
+        params' leaf order (``jax.tree_util.tree_leaves``: dict keys sorted), as PyLO's
+        ``Celo2_naive`` does with a model's input and output layers (in its parameter
+        order). The leaf order is the network's only when the names sort that way
+        (``Dense_10`` sorts before ``Dense_2``, ``blocks`` before ``embed``); otherwise
+        name the layers with ``regex_1d``. Added to whichever rule ``regex_1d`` sets.
+      weight_decay_after_step: the learned rule decays the parameters after its step,
+        ``p <- (p - lr * step) * (1 - lr * weight_decay)`` (PyLO's ``Celo2_naive``),
+        instead of ``p <- p - lr * step - lr * weight_decay * p`` (they differ by
+        ``lr^2 * weight_decay * step``). Adam's decay is unaffected (the same in both).
     """
 
     #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
@@ -388,6 +417,9 @@ class Celo2(lopt_base.LearnedOptimizer):
         adam_b2: float = 0.95,
         adam_epsilon: float = 1e-8,
         adam_bias_correction: bool = False,
+        adam_eps_inside_sqrt: bool = True,
+        adam_first_last: bool = False,
+        weight_decay_after_step: bool = False,
     ):
         if mlp_activation not in ("relu", "tanh"):
             raise ValueError(f"mlp_activation must be 'relu' or 'tanh', got {mlp_activation!r}")
@@ -435,6 +467,9 @@ class Celo2(lopt_base.LearnedOptimizer):
         self.adam_b2 = adam_b2
         self.adam_epsilon = adam_epsilon
         self.adam_bias_correction = adam_bias_correction
+        self.adam_eps_inside_sqrt = bool(adam_eps_inside_sqrt)
+        self.adam_first_last = bool(adam_first_last)
+        self.weight_decay_after_step = bool(weight_decay_after_step)
 
     def adam_mask(self, params: PyTree) -> list[bool]:
         """Which tensors Adam takes (see ``regex_1d``), in the order of the params' leaves.
@@ -448,12 +483,19 @@ class Celo2(lopt_base.LearnedOptimizer):
         pairs = jax.tree_util.tree_flatten_with_path(params)[0]
         if self.regex_1d is None:
             if not self.orthogonalize:
-                return [False] * len(pairs)
-            return [len(np.shape(x)) <= 1 or "embed" in param_path(path) for path, x in pairs]
-        if not self.regex_1d:
-            return [False] * len(pairs)
-        pattern = re.compile(self.regex_1d)
-        return [bool(pattern.search(param_path(path))) for path, _ in pairs]
+                mask = [False] * len(pairs)
+            else:
+                mask = [len(np.shape(x)) <= 1 or "embed" in param_path(path) for path, x in pairs]
+        elif not self.regex_1d:
+            mask = [False] * len(pairs)
+        else:
+            pattern = re.compile(self.regex_1d)
+            mask = [bool(pattern.search(param_path(path))) for path, _ in pairs]
+        if self.adam_first_last:
+            matrices = [i for i, (_, x) in enumerate(pairs) if len(np.shape(x)) >= 2]
+            for i in matrices[:1] + matrices[-1:]:
+                mask[i] = True
+        return mask
 
     def _group_widths(self) -> list[int]:
         nm = len(self.initial_momentum_decays)

@@ -54,6 +54,17 @@ Entries:
     ``examples/convert_published.py Celo`` (which reproduces this file from the release
     bit for bit). It reads the run length: ``as_optax(num_steps=T)``. learnopt's own
     evaluation on the held-out suite is in ``describe("Celo")``.
+``Celo2``
+    The released weights of Celo2 (Moudgil et al., 2026, arXiv:2602.19142) as PyLO ships
+    them (github.com/Belilovsky-Lab/pylo at faf6fcb, ``pylo/models/celo2_weights.pt``,
+    BSD-3-Clause licence, ``LICENSE-pylo.txt`` beside it): a normalized per-parameter MLP
+    (347 values, 4 kB) with Newton-Schulz on the matrices and AdamW on the vectors and
+    the input and output layers, meta-trained by its authors for 4.5 GPU-hours. Converted
+    from the torch file without torch or general unpickling by
+    ``examples/convert_published.py Celo2``, configured as PyLO's ``Celo2_naive`` runs by
+    default (learning rate 1e-3, no schedule, no weight decay), and equal to it within
+    4e-7 relative (``benchmarks/compare_celo2_torch.py``). ``as_optax()`` needs no run
+    length. Not yet evaluated on the held-out suite (``describe("Celo2")``).
 ``MLPLOpt_mlp8k``
     ``MLPLOpt`` (626 values, 3.9 kB), meta-trained with PES for 8,000 outer steps (35
     minutes on a 2-core CPU) on two MLP families (digits and mnist5k at 8x8). On the

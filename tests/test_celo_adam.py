@@ -1,0 +1,142 @@
+"""CeloAdam: Celo's learned scheduler on Adam, and the shipped release weights."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from learnopt import pretrained
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers.celo_adam import CeloAdam
+
+
+def _pinned_case():
+    """A 1-D, a 2-D and a 4-D (conv kernel) tensor, 10 gradients and losses, T = 20.
+
+    The values of ``benchmarks/compare_published.py``'s ``case(10)`` (seed 29), flat.
+    """
+    rng = np.random.default_rng(29)
+    shapes = {"bias": (7,), "dense": (5, 3), "conv": (3, 3, 2, 4)}
+    params = {k: jnp.asarray(rng.normal(size=s) * 0.3, jnp.float32) for k, s in shapes.items()}
+    grads = [
+        {k: jnp.asarray(rng.normal(size=s) * 0.1, jnp.float32) for k, s in shapes.items()}
+        for _ in range(10)
+    ]
+    return params, grads, [2.0 * 0.9**i for i in range(10)]
+
+
+#: The params after the 10 steps of :func:`_pinned_case` with the shipped ``CeloAdam``
+#: theta, recorded from the REFERENCE: the release's ``celo/optimizers/celo_adam.py``
+#: (amoudgl/celo@66d9761, factory configuration ``celo_adam``) run on learnopt with the
+#: import prefix changed, by ``python benchmarks/compare_published.py --entries CeloAdam
+#: --record``: the first three values of each tensor and the summed absolute change.
+PINNED_CELOADAM = {
+    "bias": ([-0.12026995420455933, 0.02956584468483925, -0.05592237412929535], 0.056993739679),
+    "dense": ([0.008433818817138672, 0.15695369243621826, -0.22722414135932922], 0.235305671580),
+    "conv": ([0.8980536460876465, 0.08037926256656647, 0.057966358959674835], 1.259765340015),
+}
+
+
+def _run(opt, params, grads, losses, num_steps=20):
+    state = opt.init(params, num_steps=num_steps)
+    update = jax.jit(lambda s, g, loss: opt.update(s, g, loss=loss))
+    for g, loss in zip(grads, losses, strict=True):
+        state = update(state, g, jnp.float32(loss))
+    return opt.get_params(state)
+
+
+def test_shipped_celoadam_entry_reproduces_the_reference_steps():
+    params, grads, losses = _pinned_case()
+    new = _run(pretrained.load("CeloAdam").opt_fn(), params, grads, losses)
+    for name, (first, change) in PINNED_CELOADAM.items():
+        np.testing.assert_allclose(np.asarray(new[name]).ravel()[:3], first, rtol=1e-5, atol=1e-7)
+        moved = float(np.abs(np.asarray(new[name]) - np.asarray(params[name])).sum())
+        np.testing.assert_allclose(moved, change, rtol=1e-5)
+
+
+def test_shipped_entry_has_the_release_layout_and_metadata():
+    loaded = pretrained.load("CeloAdam")
+    leaves = jax.tree_util.tree_leaves(loaded.theta)
+    assert len(leaves) == 12 and sum(x.size for x in leaves) == 36_865
+    assert set(loaded.theta["rnn_params"]) == {
+        "linear",
+        "linear_1",
+        "linear_2",
+        "rnn/linear",
+        "step_size",
+    }
+    md = pretrained.metadata("CeloAdam")
+    assert md["meta_training"]["source"]["path"] == "algoperf/submissions/celo_adam/theta.state"
+    assert md["licence"] == "MIT" and md["meta_training"]["licence_file"] == "LICENSE-celo.txt"
+
+
+def _constant_schedule_theta(lopt, lr_mult):
+    """A theta whose scheduler outputs ``lr_mult`` for every tensor at every step."""
+    theta = lopt.init(jax.random.PRNGKey(0))
+    head = theta["rnn_params"]["step_size"]
+    theta["rnn_params"]["step_size"] = {
+        "w": jnp.zeros_like(head["w"]),
+        "b": jnp.full_like(head["b"], np.log(lr_mult / 0.1)),
+    }
+    return theta
+
+
+def test_a_constant_schedule_is_adam_at_step_mult_times_it():
+    lopt = CeloAdam(lstm_hidden_size=4)
+    opt = lopt.opt_fn(_constant_schedule_theta(lopt, 2.0))
+    rng = np.random.default_rng(0)
+    params = {"w": jnp.asarray(rng.normal(size=(4, 3)), jnp.float32), "b": jnp.zeros(3)}
+    grads = [
+        jax.tree_util.tree_map(lambda p: jnp.asarray(rng.normal(size=p.shape), jnp.float32), params)
+        for _ in range(8)
+    ]
+    ours = _run(opt, params, grads, [1.0] * 8)
+    tx = optax.adam(2e-3, b1=0.9, b2=0.999, eps=1e-8, eps_root=1e-10)
+    ref, state = params, tx.init(params)
+    for g in grads:
+        updates, state = tx.update(g, state, ref)
+        ref = optax.apply_updates(ref, updates)
+    for k in params:
+        np.testing.assert_allclose(ours[k], ref[k], rtol=2e-6, atol=1e-7)
+
+
+def test_bias_correction_off_changes_the_first_steps():
+    on, off = CeloAdam(lstm_hidden_size=4), CeloAdam(lstm_hidden_size=4, bias_correction=False)
+    theta = _constant_schedule_theta(on, 1.0)
+    params, g = {"w": jnp.ones((2, 2))}, {"w": jnp.full((2, 2), 0.5)}
+    a = _run(on.opt_fn(theta), params, [g], [1.0])["w"]
+    b = _run(off.opt_fn(theta), params, [g], [1.0])["w"]
+    # Adam's bias-corrected first step is lr * sign(g); uncorrected, 0.1 / sqrt(0.001) of it
+    # (1 - b in float32 keeps about 4 digits).
+    np.testing.assert_allclose(a, 1 - 1e-3, rtol=1e-6)
+    np.testing.assert_allclose(1 - b, 1e-3 * 0.1 / np.sqrt(1e-3), rtol=1e-4)
+
+
+def test_bfloat16_params_stay_bfloat16_and_float32_state():
+    loaded = pretrained.load("CeloAdam")
+    opt = loaded.opt_fn()
+    params = {"w": jnp.full((3, 2), 0.01, jnp.bfloat16)}
+    state = opt.init(params, num_steps=10)
+    state = jax.jit(lambda s: opt.update(s, {"w": jnp.ones((3, 2), jnp.bfloat16)}, loss=1.0))(state)
+    assert state.params["w"].dtype == jnp.bfloat16
+    assert state.m["w"].dtype == jnp.float32 and bool(jnp.all(state.params["w"] < 0.01))
+
+
+def test_update_without_loss_is_an_error_naming_it():
+    opt = pretrained.load("CeloAdam").opt_fn()
+    state = opt.init({"w": jnp.ones(2)}, num_steps=5)
+    with pytest.raises(ValueError, match="needs the training loss"):
+        opt.update(state, {"w": jnp.ones(2)})
+
+
+def test_run_length_defaults_and_bad_arguments():
+    lopt = lopt_base.get_learned_optimizer("CeloAdam")
+    opt = lopt.opt_fn(lopt.init(jax.random.PRNGKey(1)))
+    assert int(opt.init({"w": jnp.ones(2)}).num_steps) == lopt.default_num_steps == 10_000
+    with pytest.raises(ValueError, match="lstm_hidden_size must be >= 1"):
+        CeloAdam(lstm_hidden_size=0)
+    with pytest.raises(ValueError, match="need a value each"):
+        CeloAdam(initial_rms_decays=())
+    with pytest.raises(ValueError, match="does not match this learned optimizer's layout"):
+        CeloAdam(lstm_hidden_size=8).opt_fn(pretrained.load("CeloAdam").theta)
