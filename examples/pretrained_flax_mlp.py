@@ -5,10 +5,11 @@
     python examples/pretrained_flax_mlp.py --steps 1000
 
 The learned optimizer is one line away (``learnopt.pretrained.load``) and behaves like
-any optax transformation: here it is chained with decoupled weight decay. It reads the
-loss as a feature, so ``update`` gets it as ``value=loss``; ``as_optax(num_steps=...)``
-tells architectures that condition on training progress how long the run is. The data
-are scikit-learn's bundled 8x8 digits (offline).
+any optax transformation: here it is chained with decoupled weight decay. ``update``
+gets the loss as ``value=loss``: the default entry ignores it, but entries that read it
+(``Celo``, ``CeloAdam``: ``pretrained.reads(name)`` says which) need it, so the loop
+passes it always; ``as_optax(num_steps=...)`` tells entries that condition on training
+progress how long the run is. The data are scikit-learn's bundled 8x8 digits (offline).
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ arguments on to ``tx.update``, so it needs no helper::
     loss, grads = nnx.value_and_grad(loss_fn)(model, batch)
     optimizer.update(model, grads, value=loss)
 
+**One keyword everywhere.** ``value=loss`` (optax's name) works in all three places:
+``tx.update``, ``nnx.Optimizer.update`` and this ``TrainState.apply_gradients``; so does
+``loss=`` (the notes' library's name: ``tx.update(..., loss=loss)``,
+``optimizer.update(model, grads, loss=loss)``, ``apply_gradients(grads=..., loss=loss)``).
+
 Without the loss, an optimizer that needs it raises a ``ValueError`` saying so (and how
 to pass it) when the step is traced. ``examples/flax_linen_trainstate.py`` and
 ``examples/flax_nnx.py`` train a model on the 8x8 digits with each loop.
@@ -59,7 +64,9 @@ class TrainState(train_state.TrainState):
       opt_state: ``tx``'s state.
     """
 
-    def apply_gradients(self, *, grads: Any, loss: Any = None, **kwargs: Any) -> TrainState:
+    def apply_gradients(
+        self, *, grads: Any, loss: Any = None, value: Any = None, **kwargs: Any
+    ) -> TrainState:
         """One optimizer step: ``tx.update(grads, opt_state, params, value=loss)``.
 
         As Flax's ``apply_gradients`` otherwise (including the ``overwrite_with_gradient``
@@ -70,6 +77,7 @@ class TrainState(train_state.TrainState):
           loss: the training loss at ``params`` (a scalar), passed to the optimizer as
             optax's ``value=``; learned optimizers that read the loss require it. None:
             the update gets no loss, as with Flax's ``TrainState``.
+          value: the same, under optax's and NNX's name (give one of the two).
           **kwargs: other fields of the state to replace, as in Flax.
 
         Returns:
@@ -80,6 +88,13 @@ class TrainState(train_state.TrainState):
           ValueError: ``loss`` is not a scalar, or the optimizer needs the loss and none
             was given (raised when the step is traced).
         """
+        if value is not None:
+            if loss is not None:
+                raise ValueError(
+                    "apply_gradients: give the training loss once, as loss= or as value= "
+                    "(optax's name), not both"
+                )
+            loss = value
         extra = {}
         if loss is not None:
             if jnp.ndim(loss) != 0:

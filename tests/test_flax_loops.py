@@ -112,3 +112,30 @@ def test_trainstate_refuses_a_loss_that_is_not_a_scalar():
     stepped = state.apply_gradients(grads=params, loss=jnp.float32(1.0))
     np.testing.assert_allclose(np.asarray(stepped.params["b"]), 0.0)
     np.testing.assert_allclose(np.asarray(stepped.params["w"]), 0.9 * np.asarray(params["w"]))
+
+
+def test_loss_and_value_are_one_keyword_in_optax_nnx_and_linen(hyper):
+    params = _params()
+    grads = jax.tree_util.tree_map(lambda p: 0.1 * p + 0.01, params)
+    tx = hyper.as_optax(num_steps=10)
+    loss = jnp.float32(0.7)
+    state = tx.init(params)
+    by_value, _ = tx.update(grads, state, params, value=loss)
+    by_loss, _ = tx.update(grads, state, params, loss=loss)
+    linen = TrainState.create(apply_fn=None, params=params, tx=tx)
+    linen_value = linen.apply_gradients(grads=grads, value=loss).params
+    linen_loss = linen.apply_gradients(grads=grads, loss=loss).params
+    expected = optax.apply_updates(params, by_value)
+    for got in (optax.apply_updates(params, by_loss), linen_value, linen_loss):
+        for a, b in zip(
+            jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected), strict=True
+        ):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(ValueError, match="give the training loss once"):
+        linen.apply_gradients(grads=grads, value=loss, loss=loss)
+    # NNX forwards either keyword to tx.update.
+    for keyword in ("value", "loss"):
+        model = nnx.Linear(3, 4, rngs=nnx.Rngs(0))
+        optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+        optimizer.update(model, nnx.state(model, nnx.Param), **{keyword: loss})
+        assert int(optimizer.step.value) == 1

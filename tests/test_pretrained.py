@@ -173,3 +173,15 @@ def test_make_pretrained_packages_a_run(tmp_path):
     assert md["licence"] == "Apache-2.0" and "out_dir" not in md["meta_training"]
     assert md["meta_training"]["command"] == "learnopt meta-train --steps 3"
     assert json.dumps(md["config"]) and "| task | wins |" in (out / "x.md").read_text()
+
+
+def test_each_model_card_says_which_inputs_the_entry_reads_as_measured():
+    for name in pretrained.names():
+        lines = [x for x in pretrained.describe(name).splitlines() if x.startswith("**Reads**:")]
+        assert len(lines) == 1, name
+        measured = pretrained.reads(name)
+        assert ("the training loss" in lines[0]) == measured["loss"], (name, measured)
+        assert ("the run length T" in lines[0]) == measured["run_length"], (name, measured)
+    # The measurement can tell: Celo reads both, Celo2 neither.
+    assert pretrained.reads("Celo") == {"loss": True, "run_length": True}
+    assert pretrained.reads("Celo2") == {"loss": False, "run_length": False}

@@ -54,6 +54,15 @@ Entries:
     ``examples/convert_published.py Celo`` (which reproduces this file from the release
     bit for bit). It reads the run length: ``as_optax(num_steps=T)``. learnopt's own
     evaluation on the held-out suite is in ``describe("Celo")``.
+``CeloAdam``
+    The released weights of Celo-Adam (same paper and release,
+    ``algoperf/submissions/celo_adam/theta.state``, MIT licence): Celo's LSTM scheduler
+    (36,865 values, 146 kB) multiplying Adam's step (betas 0.9, 0.999, base rate 1e-3),
+    the variant the release reports stable on AlgoPerf's large workloads. Converted by
+    ``examples/convert_published.py CeloAdam``; equal to the release's own
+    ``celo_adam.py`` run on learnopt within 1e-7 relative
+    (``benchmarks/compare_published.py``). It reads the loss and the run length:
+    ``as_optax(num_steps=T)``, ``value=loss``.
 ``Celo2``
     The released weights of Celo2 (Moudgil et al., 2026, arXiv:2602.19142) as PyLO ships
     them (github.com/Belilovsky-Lab/pylo at faf6fcb, ``pylo/models/celo2_weights.pt``,
@@ -77,10 +86,11 @@ Entries:
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT", "names", "path", "load", "metadata", "describe", "source"]
+__all__ = ["DEFAULT", "names", "path", "load", "metadata", "describe", "source", "reads"]
 
 #: The entry :func:`load` returns when no name is given.
 DEFAULT = "ScheduledAdam_cosine_hparams"
@@ -189,3 +199,51 @@ def source(name: str = DEFAULT) -> str:
         src = training["source"]
         return f"{src['repository']}@{src['commit'][:7]} ({licence})"
     return f"{training.get('command', 'learnopt')} ({licence})"
+
+
+@functools.cache
+def reads(name: str = DEFAULT) -> dict[str, bool]:
+    """Which inputs entry ``name``'s updates depend on besides the gradients, measured.
+
+    Runs the entry for 6 steps on a small fixed problem (a 3x4 matrix and a vector) and
+    compares the parameters: with rising instead of falling losses (``loss``), and with a
+    run length of 10,000 instead of 100 (``run_length``). What an entry reads is thus the
+    behaviour of its code and weights, not a claim (the model cards' "Reads" lines are
+    checked against it).
+
+    Args:
+      name: the entry (see :func:`names`; default :data:`DEFAULT`).
+
+    Returns:
+      ``{"loss": bool, "run_length": bool}``: whether ``update(..., loss=)`` and
+      ``as_optax(num_steps=)`` change the updates.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    opt = load(name).opt_fn()
+    params = {"w": jnp.linspace(-1.0, 1.0, 12).reshape(3, 4), "b": jnp.zeros((4,))}
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def run(losses: jax.Array, num_steps: int) -> Any:
+        state = opt.init(params, num_steps=num_steps)
+        for i in range(6):  # loss features start after 2 steps (VeLO's, Celo's)
+            grads = {k: 0.1 * (i + 1) * jnp.cos(v + i) for k, v in params.items()}
+            state = opt.update(state, grads, loss=losses[i])
+        return opt.get_params(state)
+
+    falling = jnp.asarray([2.0 - 0.3 * i for i in range(6)], jnp.float32)
+    base = run(falling, 100)
+
+    def differs(other: Any) -> bool:
+        # Beyond rounding: a different run length is a different compiled program.
+        return any(
+            not np.allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-9)
+            for a, b in zip(
+                jax.tree_util.tree_leaves(base), jax.tree_util.tree_leaves(other), strict=True
+            )
+        )
+
+    # Loss features are scale-free (VeLO's are ratios), so the other losses rise instead.
+    return {"loss": differs(run(falling[::-1], 100)), "run_length": differs(run(falling, 10_000))}
