@@ -394,3 +394,16 @@ def test_cifar10_builder_on_fake_archive(tmp_path, monkeypatch):
     assert got == want
     ds = datasets_base.cifar10_datasets(4, (8, 8), data_dir=tmp_path / "data")
     assert next(ds.train)["image"].shape == (4, 8, 8, 3)
+
+
+def test_preparing_says_it_uses_local_files_and_shows_no_download_wording(tmp_path, capsys):
+    folder = datasets_base.prepare_dataset("digits8", tmp_path / "data")
+    out, err = capsys.readouterr()
+    assert "Downloading" not in out + err and "Shuffling" not in out + err
+    assert out == ""  # TFDS's own lines went nowhere
+    lines = [x for x in err.splitlines() if x.startswith("learnopt:")]
+    assert lines[0].startswith("learnopt: preparing dataset digits8 from files installed")
+    assert "nothing is downloaded" in lines[0] and str(folder) in lines[0]
+    assert lines[1].startswith("learnopt: dataset digits8 prepared in ")
+    datasets_base.prepare_dataset("digits8", tmp_path / "data")  # prepared: says nothing
+    assert capsys.readouterr() == ("", "")

@@ -19,8 +19,11 @@ do. TFDS is imported only by :func:`get_builder` and :func:`prepare_dataset`, so
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -202,6 +205,7 @@ def prepare_dataset(
     builder = get_builder(spec.name, data_dir, verify_checksums=verify_checksums)
     if spec.embedded:
         config = tfds.download.DownloadConfig()
+        origin = "files installed with learnopt's dependencies"
     else:
         manual = _sources.resolve_manual_dir(manual_dir, data_dir)
         source_dir = _sources.find_source_dir(spec, manual)
@@ -211,13 +215,50 @@ def prepare_dataset(
                 _sources.verify_sha256(spec, source_dir / fname)
         builder.verify_checksums = False  # just done
         config = tfds.download.DownloadConfig(manual_dir=os.fspath(source_dir))
+        origin = os.fspath(source_dir)
+    target = _sources.prepared_dir(spec, data_dir)
+    print(
+        f"learnopt: preparing dataset {spec.name} from {origin} into {target} "
+        "(once; nothing is downloaded)",
+        file=sys.stderr,
+        flush=True,
+    )
+    start = time.perf_counter()
     try:
-        builder.download_and_prepare(download_config=config, file_format="array_record")
+        _quietly(builder.download_and_prepare, download_config=config, file_format="array_record")
     except Exception:
         # Another process may have finished preparing the same dataset concurrently.
         if not _sources.is_prepared_on_disk(spec, data_dir):
             raise
-    return _sources.prepared_dir(spec, data_dir)
+    print(
+        f"learnopt: dataset {spec.name} prepared in {time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return target
+
+
+def _quietly(fn: Any, **kwargs: Any) -> Any:
+    """``fn(**kwargs)`` without TFDS's progress bars and download wording on stdout.
+
+    TFDS prints "Downloading and preparing dataset ..." and shows shuffling bars named by
+    file patterns; learnopt never downloads and says so itself. What TFDS printed is
+    shown if ``fn`` fails.
+    """
+    from tensorflow_datasets.core.utils import tqdm_utils
+
+    was_active = getattr(tqdm_utils, "_active", True)
+    tqdm_utils.disable_progress_bar()
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured):
+            return fn(**kwargs)
+    except Exception:
+        sys.stderr.write(captured.getvalue())
+        raise
+    finally:
+        if was_active:
+            tqdm_utils.enable_progress_bar()
 
 
 def _prepared_builder(spec: DatasetSpec, data_dir: Path):
