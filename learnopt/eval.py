@@ -1,11 +1,14 @@
 """The old name of :mod:`learnopt.evaluation`, kept for existing callers.
 
-``from learnopt import eval as lopt_eval`` keeps working: every public name this module
-had is re-exported from the package that now holds it (the same objects). New code
-writes ``from learnopt import evaluation`` (the name ``eval`` shadows Python's builtin).
+``from learnopt import eval as lopt_eval`` keeps working, with a ``DeprecationWarning``
+naming the replacement: every public name this module had is re-exported from the
+package that now holds it (the same objects). New code writes ``from learnopt import
+evaluation`` (the name ``eval`` shadows Python's builtin).
 """
 
 from __future__ import annotations
+
+import warnings
 
 from learnopt.evaluation.config import DEFAULT_BASELINES, DEFAULT_LEARNING_RATES
 from learnopt.evaluation.engine import TaskEvaluator
@@ -78,3 +81,10 @@ __all__ = [
     "SUMMARY_COLUMNS",
     "CURVE_COLUMNS",
 ]
+
+warnings.warn(
+    "learnopt.eval is the old name of learnopt.evaluation (the same objects); import "
+    "learnopt.evaluation instead",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -612,8 +612,12 @@ OLD_EVAL_NAMES = (
 
 
 def test_learnopt_eval_keeps_every_old_name_as_the_same_object():
-    from learnopt import eval as lopt_eval
+    import importlib
+    import sys
 
+    sys.modules.pop("learnopt.eval", None)
+    with pytest.warns(DeprecationWarning, match="import learnopt.evaluation instead"):
+        lopt_eval = importlib.import_module("learnopt.eval")
     for name in OLD_EVAL_NAMES:
         assert getattr(lopt_eval, name) is getattr(evaluation, name), name
     assert set(lopt_eval.__all__) <= set(OLD_EVAL_NAMES) <= set(dir(lopt_eval))
