@@ -305,13 +305,16 @@ def test_the_progress_bar_counts_training_runs_and_drops_cached_ones(capsys):
     bar = runner._RunsBar(["A", "B"], [candidate, sgd], settings)
     assert bar.bar.total == 2 * (1 + 2) * 3
     bar.start_task([candidate, sgd], [])
-    for _ in range(5):
-        bar.task_callback(2)  # five chunks of 2 of the 10 steps
-    assert bar.bar.n == pytest.approx(9)
+    bar.task_callback(3)  # 3 of the 10 steps of 9 runs: 2.7 runs, shown as 2 whole ones
+    assert bar.bar.n == 2 and isinstance(bar.bar.n, int)
+    for _ in range(7):
+        bar.task_callback(1)
+    assert bar.bar.n == 9
     bar.start_task([candidate], [sgd])  # task B: SGD from the cache
     assert bar.bar.total == 9 + 3
     bar.task_callback(10)
     assert bar.bar.n == pytest.approx(bar.bar.total)
     bar.close()
     err = capsys.readouterr().err
-    assert "12/12 runs" in err.replace(".0/", "/") and "<00:00" in err  # the ETA
+    assert "12/12 runs" in err and "<00:00" in err  # whole runs, and the ETA
+    assert ".7/" not in err and ".0/" not in err

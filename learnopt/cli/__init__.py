@@ -69,7 +69,7 @@ LISTINGS: dict[str, str] = {
 }
 
 
-class ArgumentParser(argparse.ArgumentParser):
+class _ArgumentParser(argparse.ArgumentParser):
     """argparse's parser whose usage errors are one line, then where the flags are.
 
     argparse prints the whole usage block (20-odd lines for ``meta-train``) before the
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     """
     from learnopt import __version__
 
-    parser = ArgumentParser(
+    parser = _ArgumentParser(
         prog=PROG,
         formatter_class=HelpFormatter,
         description="learnopt: learned optimizers and meta-training in JAX.",

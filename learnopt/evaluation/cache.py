@@ -3,14 +3,37 @@
 Baselines cost most of an evaluation (a learning-rate sweep per baseline and task) and
 do not change between candidates. With ``evaluate_suite(..., baseline_cache=DIR)`` (or
 ``learnopt evaluate --baseline-cache DIR``) each baseline's curves on each task are kept
-as one ``.npz`` file, keyed by the task, the sweep, every
-:class:`~learnopt.evaluation.engine.TrainingSettings` field, a hash of the ``learnopt``
-source a baseline's training can run (every file but those of :data:`NOT_IN_BASELINES`:
-learned optimizers, meta-training, the command line), the JAX version and the backend:
-changed code or settings never reuse old curves, while a change to a learned optimizer
-does not re-tune the baselines it is compared with. Only tasks given by name and sweeps from
-:func:`~learnopt.evaluation.sweeps.lr_sweep` with a registered optimizer are cached
-(their ``cache_id``).
+as one ``.npz`` file, ``<task>__<sweep>__<digest>.npz``, whose digest is a hash of the
+*key*: everything that determines the numbers,
+
+* the task: its name, its definition (the registered constructor and the task's classes;
+  where that code is not learnopt's own, as for a task a user registered, a hash of its
+  source, of the module-level values that code reads, of the values its constructor
+  closes over and of the task's attributes) and
+  its data (the datasets' ``extra_info``: name, batch size, shapes, classes; the batch
+  shapes; each split's iterator and its settings);
+* the sweep: its ``cache_id``, labels and grid (the learning rates), and for an optimizer
+  a user registered, the same hashes of its constructor and of the optimizer it builds;
+* every :class:`~learnopt.evaluation.engine.TrainingSettings` field (steps, seeds,
+  evaluation cadence, valid split and batches, seed, dtype, layout);
+* a hash of the ``learnopt`` source a baseline's training can run (every file but those
+  of :data:`NOT_IN_BASELINES`: learned optimizers, meta-training, the command line), the
+  JAX version and the backend.
+
+Changed code, data or settings never reuse old curves, while a change to a learned
+optimizer does not re-tune the baselines it is compared with. Only tasks given by name
+and sweeps with a ``cache_id`` (:func:`~learnopt.evaluation.sweeps.lr_sweep` with a
+registered optimizer, OptList, the reference schedule) are cached.
+
+Each file also stores its key and the shapes of its curves, and :meth:`BaselineCache.load`
+checks both against what is asked: a file made with other settings, an unreadable one
+(random bytes, truncated, empty) or one whose arrays do not fit is a miss, with one
+:class:`BaselineCacheWarning` naming the file and the reason; the baseline is trained
+again and the file rewritten. The cache is best effort: a folder that cannot be written
+(the path is a file, the folder is read-only) is reported once before anything trains
+(:meth:`BaselineCache.check_writable`; files already there are still read), and a write
+that fails (a full disk) is a warning naming the file, never an error, and leaves no
+temporary file behind. An evaluation's results never depend on the cache being writable.
 
 ``learnopt evaluate`` keeps its cache in :func:`default_cache_dir` unless told
 otherwise (``--baseline-cache DIR``, ``--no-baseline-cache``): ``$LEARNOPT_CACHE_DIR/
@@ -21,11 +44,20 @@ baselines``, else ``$XDG_CACHE_HOME/learnopt/baselines``, else
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import hashlib
+import inspect
+import json
 import os
-from collections.abc import Sequence
+import re
+import sys
+import tempfile
+import types
+import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import jax
 import numpy as np
@@ -34,8 +66,20 @@ from learnopt.evaluation.engine import TrainingSettings
 from learnopt.evaluation.report import file_safe
 from learnopt.evaluation.results import Curves, TaskResult
 from learnopt.evaluation.sweeps import Sweep
+from learnopt.optimizers import base as opt_base
+from learnopt.tasks import base as tasks_base
+from learnopt.tasks.datasets.base import SPLITS
 
-__all__ = ["BaselineCache", "source_hash", "default_cache_dir", "ENV_CACHE_DIR"]
+__all__ = [
+    "BaselineCache",
+    "BaselineCacheWarning",
+    "TaskKey",
+    "task_key",
+    "source_hash",
+    "default_cache_dir",
+    "ENV_CACHE_DIR",
+    "FORMAT",
+]
 
 #: The ``learnopt`` package: its ``.py`` files are part of the cache key.
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +99,18 @@ NOT_IN_BASELINES = (
 
 #: learnopt's cache folder; the baselines go into its ``baselines`` subfolder.
 ENV_CACHE_DIR = "LEARNOPT_CACHE_DIR"
+
+#: The layout of a cache file (part of the key: files of another layout are never read).
+FORMAT = 2
+
+#: The arrays of a cache file besides its metadata (``meta``, a JSON string).
+_ARRAYS = ("train_loss", "valid_steps", "valid_loss")
+#: How deep objects are described when their attributes are part of the key.
+_DEPTH = 4
+
+
+class BaselineCacheWarning(UserWarning):
+    """The baseline cache could not be used as asked (a file ignored, a write that failed)."""
 
 
 def default_cache_dir() -> Path:
@@ -98,32 +154,373 @@ def _hash_sources(root: Path) -> str:
     return digest.hexdigest()
 
 
+# ------------------------------------------------------------------ describing code
+
+
+def _digest(data: str | bytes) -> str:
+    """A short SHA-256 hex digest of ``data``."""
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()[:16]
+
+
+def _strip_addresses(text: str) -> str:
+    """``text`` without memory addresses (``<X object at 0x7f...>``), which change per run."""
+    return re.sub(r"0x[0-9a-fA-F]{4,}", "0x?", text)
+
+
+def _in_source_hash(obj: Any) -> bool:
+    """Whether ``obj``'s code is in :func:`source_hash` (a module of learnopt it covers)."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    file = getattr(module, "__file__", None)
+    if not file:
+        return False
+    try:
+        rel = Path(file).resolve().relative_to(PACKAGE_ROOT)
+    except ValueError:
+        return False
+    return rel.parts[0] not in NOT_IN_BASELINES
+
+
+def _named_only(obj: Any) -> bool:
+    """Whether ``obj`` is named by the key without a hash: learnopt's or Python's own code."""
+    module = getattr(obj, "__module__", None) or ""
+    top = module.partition(".")[0]
+    return top == "builtins" or top in sys.stdlib_module_names or _in_source_hash(obj)
+
+
+def _bytecode(code: types.CodeType) -> str:
+    """A function's compiled code: instructions, constants (nested code too) and names."""
+    consts = [_bytecode(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    return f"{code.co_code.hex()}|{_strip_addresses(repr(consts))}|{code.co_names}"
+
+
+def _repr(obj: Any) -> str:
+    """``repr(obj)`` without memory addresses, or its class's name where ``repr`` fails."""
+    try:
+        return _strip_addresses(repr(obj))
+    except Exception:  # a user's __repr__; the class still names it
+        return f"<{type(obj).__module__}.{type(obj).__qualname__}>"
+
+
+def _compiled(obj: Any) -> str:
+    """What stands for ``obj``'s source when there is none (defined in a REPL, compiled)."""
+    if inspect.isfunction(obj):
+        return _bytecode(obj.__code__)
+    if isinstance(obj, type):
+        parts = []
+        for name, attr in sorted(vars(obj).items()):
+            fn = getattr(attr, "__func__", attr)  # staticmethod, classmethod
+            fn = getattr(fn, "fget", fn)  # property
+            if inspect.isfunction(fn):
+                parts.append(f"{name}={_bytecode(fn.__code__)}")
+            elif not name.startswith("__"):
+                parts.append(f"{name}={_repr(attr)}")
+        return "\n".join(parts)
+    return _repr(obj)
+
+
+def _functions(obj: Any) -> list[types.FunctionType]:
+    """A function itself, or the functions a class defines (methods, properties)."""
+    if inspect.isfunction(obj):
+        return [obj]
+    if not isinstance(obj, type):
+        return []
+    out = []
+    for attr in vars(obj).values():
+        fn = getattr(attr, "__func__", attr)  # staticmethod, classmethod
+        fn = getattr(fn, "fget", fn)  # property
+        if inspect.isfunction(fn):
+            out.append(fn)
+    return out
+
+
+def _names_read(code: types.CodeType) -> set[str]:
+    """The global and attribute names ``code`` (and code nested in it) reads."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_read(const)
+    return names
+
+
+def _globals_read(obj: Any) -> dict[str, Any]:
+    """The module-level values the code of a function or class reads, by name."""
+    found: dict[str, Any] = {}
+    for fn in _functions(obj):
+        module_globals = fn.__globals__
+        for name in sorted(_names_read(fn.__code__)):
+            value = module_globals.get(name, obj)
+            if value is not obj:
+                found[name] = value
+    return found
+
+
+def _code_identity(obj: Any, depth: int = _DEPTH) -> str:
+    """What identifies a class or function in the key.
+
+    learnopt's own code (covered by :func:`source_hash`) and Python's are named only;
+    other code (a user's task or optimizer) also by a hash of its source (else of its
+    compiled code) and of the module-level values its code reads (constants, helper
+    functions, to ``depth`` levels), and a function by the values it closes over and its
+    defaults.
+    """
+    if isinstance(obj, functools.partial):
+        parts = [_code_identity(obj.func, depth - 1), obj.args, obj.keywords]
+        return "partial " + json.dumps(_fingerprint(parts, depth - 1), sort_keys=True)
+    if hasattr(obj, "__wrapped__"):  # functools.wraps, jax.jit
+        obj = inspect.unwrap(obj)
+    if not (isinstance(obj, type) or inspect.isroutine(obj)):  # a callable object
+        return json.dumps(_fingerprint(obj, depth), sort_keys=True)
+    module = getattr(obj, "__module__", None) or "?"
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    ident = f"{module}.{name or type(obj).__qualname__}"
+    if _named_only(obj):
+        return ident
+    try:
+        text = inspect.getsource(obj)
+    except Exception:  # no source (a REPL, exec, a C extension) or none inspect can parse
+        text = _compiled(obj)
+    if depth > 0:  # module-level values its code reads (constants, helpers' code)
+        text += json.dumps(_fingerprint(_globals_read(obj), depth - 2), sort_keys=True)
+    if inspect.isfunction(obj) and depth > 0:
+        cells = []
+        for cell in obj.__closure__ or ():
+            try:
+                cells.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                cells.append(None)
+        values = [cells, obj.__defaults__, obj.__kwdefaults__]
+        text += json.dumps(_fingerprint(values, depth - 1), sort_keys=True)
+    return f"{ident} {_digest(text)}"
+
+
+def _fingerprint(obj: Any, depth: int = _DEPTH) -> Any:
+    """A JSON-able description of ``obj`` that is the same in every process for equal values.
+
+    Numbers and strings are themselves, arrays their dtype, shape and a hash of their
+    bytes, containers their items, code :func:`_code_identity`, and other objects their
+    class and (to ``depth`` levels) their attributes.
+    """
+    if obj is None or isinstance(obj, bool | int | str):
+        return obj
+    if isinstance(obj, float):
+        return repr(obj)
+    if isinstance(obj, bytes | bytearray):
+        return f"bytes {_digest(bytes(obj))}"
+    if isinstance(obj, jax.ShapeDtypeStruct):
+        return f"{obj.dtype}{list(obj.shape)}"
+    if isinstance(obj, np.ndarray | np.generic | jax.Array):
+        arr = np.asarray(obj)
+        if arr.dtype == object:
+            return _fingerprint(arr.tolist(), depth)
+        return f"array {arr.dtype} {list(arr.shape)} {_digest(np.ascontiguousarray(arr).tobytes())}"
+    if inspect.ismodule(obj):
+        return f"module {obj.__name__}"
+    if isinstance(obj, type | functools.partial) or inspect.isroutine(obj):
+        return _code_identity(obj, max(depth, 0))
+    if depth < 0:
+        return _code_identity(type(obj), 0)
+    if isinstance(obj, Mapping):
+        items = sorted(obj.items(), key=lambda kv: repr(kv[0]))
+        pairs = [[_fingerprint(k, depth - 1), _fingerprint(v, depth - 1)] for k, v in items]
+        return {"items": pairs}
+    if isinstance(obj, list | tuple):
+        return [_fingerprint(v, depth - 1) for v in obj]
+    if isinstance(obj, set | frozenset):
+        return sorted(json.dumps(_fingerprint(v, depth - 1), sort_keys=True) for v in obj)
+    kind = _code_identity(type(obj), depth)
+    if dataclasses.is_dataclass(obj):
+        attrs = {f.name: getattr(obj, f.name, None) for f in dataclasses.fields(obj)}
+    else:
+        attrs = getattr(obj, "__dict__", None)
+    if not isinstance(attrs, Mapping):
+        return [kind, _repr(obj)]
+    return [kind, {str(k): _fingerprint(v, depth - 1) for k, v in attrs.items()}]
+
+
+def _data_identity(datasets: Any) -> Any:
+    """What identifies the data a task reads: its datasets' facts and each split's stream.
+
+    The datasets' ``extra_info`` (name, batch size, image shape, classes, ...) and
+    ``abstract_batch`` (every batch's shapes and dtypes), and for each split its
+    iterator's class and public settings (split, batch size, seed); the data behind a
+    registered dataset is checked against its checksums when it is read.
+    """
+    if datasets is None:
+        return None
+    out = {"type": _code_identity(type(datasets), 1)}
+    for attr in ("extra_info", "abstract_batch"):
+        if hasattr(datasets, attr):
+            out[attr] = _fingerprint(getattr(datasets, attr))
+    for split in SPLITS:
+        if hasattr(datasets, split):
+            out[split] = _iterator_identity(getattr(datasets, split))
+    return out
+
+
+def _iterator_identity(iterator: Any, depth: int = 2) -> Any:
+    """A split's iterator: its class and public attributes, and what it wraps, if anything."""
+    attrs = getattr(iterator, "__dict__", None)
+    if not isinstance(attrs, Mapping):
+        return _code_identity(type(iterator), 1)
+    public = {k: _fingerprint(v, 2) for k, v in attrs.items() if not k.startswith("_")}
+    out: dict[str, Any] = {"type": _code_identity(type(iterator), 1), "attributes": public}
+    wrapped = attrs.get("_iterator")  # a plain iterator given ``take`` (Datasets does that)
+    if wrapped is not None and depth > 0:
+        out["wraps"] = _iterator_identity(wrapped, depth - 1)
+    return out
+
+
+# ---------------------------------------------------------------------------- keys
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskKey:
+    """A task's part of the cache key, taken once before its runs train.
+
+    Attributes:
+      name: the task's name (the start of its files' names).
+      definition: the task's code and configuration: the registered constructor and the
+        task's classes, named, with (where that code is not learnopt's own, which
+        :func:`source_hash` covers) a hash of their source, of the values the
+        constructor closes over and of the task's attributes; JSON-able.
+      data: what identifies the data the task reads (:func:`task_key`); JSON-able,
+        ``None`` for a data-free task.
+    """
+
+    name: str
+    definition: Any
+    data: Any
+
+
+def task_key(task: str | tasks_base.Task) -> TaskKey:
+    """The task's part of the cache key: its name, definition and data.
+
+    Take it before the task trains (training moves its data streams).
+
+    Args:
+      task: a registered task name (built afresh) or a task.
+
+    Returns:
+      The :class:`TaskKey`: the task's name; its definition (the registered constructor
+      and the task's classes by qualified name, plus, where that code is not learnopt's
+      own, hashes of their source, of the constructor's closure and of the task's
+      attributes); and its data (the datasets' ``extra_info``, batch shapes and each
+      split's iterator settings).
+    """
+    if isinstance(task, str):
+        name, task = task, tasks_base.get_task(task)
+    elif isinstance(task, tasks_base.Task):
+        name = task.name
+    else:
+        raise TypeError(f"expected a task or a registered task name, got {type(task).__name__}")
+    ctor = tasks_base.TASKS.constructor(name) if name in tasks_base.TASKS else None
+    classes = [c for c in type(task).__mro__ if c is not object]
+    definition: dict[str, Any] = {
+        "constructor": None if ctor is None else _code_identity(ctor),
+        "classes": [_code_identity(c) for c in classes],
+    }
+    if not all(_named_only(c) for c in [*classes, *([ctor] if ctor else [])]):
+        attrs = {k: v for k, v in getattr(task, "__dict__", {}).items() if k != "datasets"}
+        definition["attributes"] = _fingerprint(attrs)
+    return TaskKey(name, definition, _data_identity(getattr(task, "datasets", None)))
+
+
+def _optimizer_identity(sweep: Sweep) -> Any:
+    """The optimizer of a cached sweep: its registered name, and more if it is a user's.
+
+    A constructor that is not learnopt's own (an optimizer a user registered) is
+    described by :func:`_code_identity` and by the optimizer it builds at the first sweep
+    point (its class, with a hash of its source, and its attributes).
+    """
+    assert sweep.cache_id is not None
+    name = sweep.cache_id.split("|", 1)[0]
+    if name not in opt_base.OPTIMIZERS:
+        return name
+    ctor = opt_base.OPTIMIZERS.constructor(name)
+    if _named_only(ctor):
+        return _code_identity(ctor)
+    out: dict[str, Any] = {"constructor": _code_identity(ctor)}
+    try:
+        optimizer = sweep.make_opt(jax.tree_util.tree_map(lambda x: x[0], sweep.hparams))
+    except Exception as e:  # a user's constructor: the key says it failed
+        out["optimizer"] = f"not built: {type(e).__name__}"
+    else:
+        out["optimizer"] = _fingerprint(optimizer)
+    return out
+
+
+def _as_task_key(task: str | tasks_base.Task | TaskKey) -> TaskKey:
+    return task if isinstance(task, TaskKey) else task_key(task)
+
+
+def _expected_shapes(settings: TrainingSettings, sweep: Sweep) -> dict[str, list[int]]:
+    """The shapes of a sweep's curves under ``settings`` (as :class:`Curves` has them)."""
+    evals = len(_valid_steps(settings))
+    points, seeds = sweep.size, settings.num_seeds
+    return {
+        "train_loss": [points, seeds, settings.num_steps],
+        "valid_steps": [evals],
+        "valid_loss": [points, seeds, evals],
+    }
+
+
+def _valid_steps(settings: TrainingSettings) -> list[int]:
+    """The steps after which the valid loss is measured: 0, every chunk, the last step."""
+    return [*range(0, settings.num_steps, settings.steps_per_eval), settings.num_steps]
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------- cache
+
+
 class BaselineCache:
     """Baseline curves on disk, one ``.npz`` per task and sweep, keyed by every setting.
 
+    Best effort: a file that cannot be used is a miss with a warning, a write that fails
+    a warning (:class:`BaselineCacheWarning`); neither is ever an error.
+
     Args:
-      folder: where the files go (created when the first one is written).
+      folder: where the files go (created by :meth:`check_writable` or the first write).
     """
 
     def __init__(self, folder: str | os.PathLike):
         self.folder = Path(folder)
+        #: ``False`` once a write failed or :meth:`check_writable` found the folder
+        #: unusable: later writes are skipped (reads still happen).
+        self.writable = True
 
-    def path(self, task: str, settings: TrainingSettings, sweep: Sweep) -> Path | None:
-        """The file of ``sweep``'s curves on ``task`` under ``settings``.
+    # -- keys
+    def key(
+        self, task: str | tasks_base.Task | TaskKey, settings: TrainingSettings, sweep: Sweep
+    ) -> dict[str, Any] | None:
+        """Everything that determines ``sweep``'s curves on ``task`` under ``settings``.
 
         Args:
-          task: the task's name.
+          task: the task, its name (built afresh) or its :func:`task_key`.
           settings: how the runs train.
           sweep: the baseline sweep.
 
         Returns:
-          The path, or ``None`` for a sweep that is never cached (no ``cache_id``).
+          The key as a JSON-able dict (stored in the file and checked when it is read),
+          or ``None`` for a sweep that is never cached (no ``cache_id``).
         """
         if sweep.cache_id is None:
             return None
+        tk = _as_task_key(task)
         key = {
-            "task": task,
+            "format": FORMAT,
+            "task": tk.name,
+            "task_definition": tk.definition,
+            "data": tk.data,
             "sweep": sweep.cache_id,
+            "sweep_name": sweep.name,
+            "optimizer": _optimizer_identity(sweep),
+            "labels": list(sweep.labels),
+            "grid": {k: [float(x) for x in v] for k, v in sweep.values.items()},
             **{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)},
             "eval_every": settings.steps_per_eval,
             "param_dtype": str(settings.param_dtype),
@@ -131,61 +528,230 @@ class BaselineCache:
             "jax": jax.__version__,
             "backend": jax.default_backend(),
         }
-        digest = hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()[:20]
-        return self.folder / f"{file_safe(task)}__{file_safe(sweep.name)}__{digest}.npz"
+        return json.loads(json.dumps(key, sort_keys=True))  # as read back from a file
 
-    def load(
-        self, task: str, settings: TrainingSettings, sweeps: Sequence[Sweep]
-    ) -> dict[str, Curves]:
-        """The cached curves of those of ``sweeps`` that are on disk.
+    def path(
+        self, task: str | tasks_base.Task | TaskKey, settings: TrainingSettings, sweep: Sweep
+    ) -> Path | None:
+        """The file of ``sweep``'s curves on ``task`` under ``settings``.
 
         Args:
-          task: the task's name.
+          task: the task, its name (built afresh) or its :func:`task_key`.
+          settings: how the runs train.
+          sweep: the baseline sweep.
+
+        Returns:
+          The path, ``<task>__<sweep>__<digest of the key>.npz``, or ``None`` for a
+          sweep that is never cached (no ``cache_id``).
+        """
+        key = self.key(task, settings, sweep)
+        if key is None:
+            return None
+        return self._path(key)
+
+    def _path(self, key: dict[str, Any]) -> Path:
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+        name = f"{file_safe(key['task'])}__{file_safe(key['sweep_name'])}__{digest}.npz"
+        return self.folder / name
+
+    # -- checks
+    def check_writable(self) -> bool:
+        """Checks, before anything trains, that files can be written into the folder.
+
+        Creates the folder if needed and writes and removes a probe file. If that fails
+        (the path is a file, the folder is read-only), warns once and stops writing:
+        the evaluation goes on, reading what files are there.
+
+        Returns:
+          Whether the folder is writable.
+        """
+        if not self.writable:
+            return False
+        try:
+            if self.folder.exists() and not self.folder.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, "it exists and is not a folder")
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, probe = _make_temp(self.folder, ".write-check")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            self._stop_writing(
+                f"baseline cache: cannot write to {self.folder} "
+                f"({type(e).__name__}: {e.strerror or e})"
+            )
+        return self.writable
+
+    def _stop_writing(self, message: str) -> None:
+        self.writable = False
+        warnings.warn(
+            f"{message}; baselines are trained and used but not cached in this run",
+            BaselineCacheWarning,
+            stacklevel=3,
+        )
+
+    # -- reading
+    def load(
+        self,
+        task: str | tasks_base.Task | TaskKey,
+        settings: TrainingSettings,
+        sweeps: Sequence[Sweep],
+    ) -> dict[str, Curves]:
+        """The cached curves of those of ``sweeps`` that are on disk and fit.
+
+        A file is used only if its stored key equals the one asked for and its arrays
+        have the shapes the settings give; otherwise (and for a file that cannot be
+        read: random bytes, truncated, empty) it is a miss, with one
+        :class:`BaselineCacheWarning` naming the file and the reason.
+
+        Args:
+          task: the task, its name (built afresh) or its :func:`task_key`.
           settings: how the runs train.
           sweeps: the baseline sweeps.
 
         Returns:
           ``{sweep name: Curves}`` for every sweep found (possibly none).
         """
+        tk = _as_task_key(task)
         out = {}
         for sweep in sweeps:
-            path = self.path(task, settings, sweep)
-            if path is None or not path.is_file():
+            key = self.key(tk, settings, sweep)
+            if key is None:
                 continue
-            with np.load(path) as data:
-                out[sweep.name] = Curves(
-                    name=sweep.name,
-                    labels=sweep.labels,
-                    values=dict(sweep.values),
-                    train_loss=data["train_loss"],
-                    valid_steps=data["valid_steps"],
-                    valid_loss=data["valid_loss"],
+            path = self._path(key)
+            if not path.is_file():
+                continue
+            found = self._read(path, key, settings, sweep)
+            if isinstance(found, str):
+                warnings.warn(
+                    f"baseline cache: ignoring {path}: {found}; training {sweep.name} on "
+                    f"{tk.name} again (the file is rewritten)",
+                    BaselineCacheWarning,
+                    stacklevel=2,
                 )
+                continue
+            out[sweep.name] = Curves(
+                name=sweep.name,
+                labels=sweep.labels,
+                values=dict(sweep.values),
+                train_loss=found["train_loss"],
+                valid_steps=found["valid_steps"],
+                valid_loss=found["valid_loss"],
+            )
         return out
 
+    def _read(
+        self, path: Path, key: dict[str, Any], settings: TrainingSettings, sweep: Sweep
+    ) -> dict[str, np.ndarray] | str:
+        """The arrays of ``path`` if it holds ``key``'s curves, else why not."""
+        try:
+            with open(path, "rb") as f:  # ours to close, whatever numpy makes of it
+                head = f.read(4)
+                if not head:
+                    return "it is empty"
+                if head != b"PK\x03\x04":
+                    return f"it is not an .npz (zip) file (it starts with {head!r})"
+                f.seek(0)
+                with np.load(f, allow_pickle=False) as data:
+                    files = set(data.files)
+                    missing = [name for name in ("meta", *_ARRAYS) if name not in files]
+                    if missing:
+                        return f"it lacks {', '.join(missing)} (not a baseline cache file)"
+                    meta = json.loads(str(data["meta"][()]))
+                    arrays = {name: np.asarray(data[name]) for name in _ARRAYS}
+        except Exception as e:  # whatever unreadable bytes raise (zip, zlib, numpy)
+            return f"it cannot be read ({type(e).__name__}: {_short(str(e), 120)})"
+        stored = meta.get("key") if isinstance(meta, dict) else None
+        if not isinstance(stored, dict):
+            return "its metadata holds no key"
+        if stored != key:
+            fields = sorted(set(stored) | set(key), key=str)
+            diff = [f for f in fields if stored.get(f) != key.get(f)]
+            shown = "; ".join(
+                f"{f}: file {_short(stored.get(f))}, asked {_short(key.get(f))}" for f in diff[:4]
+            )
+            more = f" (and {len(diff) - 4} more)" if len(diff) > 4 else ""
+            return f"it was made with other settings ({shown}{more})"
+        expected = _expected_shapes(settings, sweep)
+        for name in _ARRAYS:
+            shape = list(arrays[name].shape)
+            if shape != expected[name]:
+                return f"{name} has shape {shape}, expected {expected[name]}"
+        losses = (arrays["train_loss"], arrays["valid_loss"])
+        if not all(np.issubdtype(a.dtype, np.floating) for a in losses):
+            return "its losses are not floating-point numbers"
+        if arrays["valid_steps"].tolist() != _valid_steps(settings):
+            return f"its valid steps {arrays['valid_steps'].tolist()} are not those asked"
+        return arrays
+
+    # -- writing
     def save(
         self,
-        task: str,
+        task: str | tasks_base.Task | TaskKey,
         settings: TrainingSettings,
         sweeps: Sequence[Sweep],
         result: TaskResult,
-    ) -> None:
+    ) -> list[Path]:
         """Writes the curves of ``sweeps`` from ``result`` (atomically, file by file).
 
+        Each file holds the curves and its key (``meta``). Best effort: a write that
+        fails (a full disk, a read-only folder) warns once, naming the file, removes its
+        temporary file and stops writing; nothing is raised.
+
         Args:
-          task: the task's name.
+          task: the task, its name (built afresh) or its :func:`task_key` (taken before
+            the task trained).
           settings: how the runs trained.
           sweeps: the baseline sweeps to keep (uncacheable ones are skipped).
           result: the task's result, holding every sweep's curves.
+
+        Returns:
+          The files written.
         """
+        tk = _as_task_key(task)
+        written = []
         for sweep in sweeps:
-            path = self.path(task, settings, sweep)
-            if path is None:
+            if not self.writable:
+                break
+            key = self.key(tk, settings, sweep)
+            if key is None:
                 continue
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path = self._path(key)
             c = result.curves[sweep.name]
-            tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.npz")
-            np.savez_compressed(
-                tmp, train_loss=c.train_loss, valid_loss=c.valid_loss, valid_steps=c.valid_steps
-            )
+            arrays = {
+                "train_loss": np.asarray(c.train_loss),
+                "valid_steps": np.asarray(c.valid_steps),
+                "valid_loss": np.asarray(c.valid_loss),
+            }
+            meta = {"key": key, "shapes": {k: list(v.shape) for k, v in arrays.items()}}
+            try:
+                self._write(path, {"meta": np.asarray(json.dumps(meta, sort_keys=True)), **arrays})
+            except (OSError, ValueError) as e:
+                reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+                self._stop_writing(
+                    f"baseline cache: could not write {path} ({type(e).__name__}: {reason})"
+                )
+                continue
+            written.append(path)
+        return written
+
+    def _write(self, path: Path, arrays: dict[str, np.ndarray]) -> None:
+        """Writes ``arrays`` to ``path`` through a temporary file (removed if anything fails)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _make_temp(path.parent, f".{path.name}")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                _write_npz(f, arrays)
             os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _make_temp(folder: Path, prefix: str) -> tuple[int, str]:
+    """A new temporary file in ``folder`` (``tempfile.mkstemp``): its descriptor and path."""
+    return tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".tmp")
+
+
+def _write_npz(f: BinaryIO, arrays: dict[str, np.ndarray]) -> None:
+    """``arrays`` as a compressed ``.npz`` into the open file ``f``."""
+    np.savez_compressed(f, **arrays)

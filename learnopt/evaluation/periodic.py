@@ -272,7 +272,7 @@ class PeriodicEval:
 
     # -- internals
     def _setup(self, lopt: Any, theta: Any) -> None:
-        from learnopt.evaluation.cache import BaselineCache
+        from learnopt.evaluation.cache import BaselineCache, task_key
         from learnopt.evaluation.engine import TaskEvaluator
         from learnopt.evaluation.metrics import windows
         from learnopt.evaluation.results import PointStats
@@ -282,8 +282,13 @@ class PeriodicEval:
         self._lopt = lopt
         candidate = learned_sweep(lopt, theta, name="candidate")
         self._evals = []
+        cache = None
+        if self.learning_rates and self.baseline_cache:
+            cache = BaselineCache(self.baseline_cache)
+            cache.check_writable()  # an unusable folder: one warning, tuned Adam not kept
         for i, name in enumerate(self.tasks):
             task = tasks_base.get_task(name)
+            key = task_key(task) if cache is not None else None  # before anything trains
             te = _TaskEval(
                 name,
                 TaskEvaluator(task, [candidate], num_steps=self.steps, num_seeds=self.seeds),
@@ -292,8 +297,9 @@ class PeriodicEval:
             if self.learning_rates:  # the tuned baseline, once, on the same batches
                 sweep = lr_sweep("Adam", self.learning_rates)
                 adam = TaskEvaluator(task, [sweep], num_steps=self.steps, num_seeds=self.seeds)
-                cache = BaselineCache(self.baseline_cache) if self.baseline_cache else None
-                curves = cache.load(name, adam.settings, [sweep]).get(sweep.name) if cache else None
+                curves = None
+                if cache is not None and key is not None:
+                    curves = cache.load(key, adam.settings, [sweep]).get(sweep.name)
                 if curves is None:
                     if self.progress:
                         print(
@@ -304,8 +310,8 @@ class PeriodicEval:
                         )
                     _rewind(task, te.data_state)
                     result = adam.run()
-                    if cache is not None:
-                        cache.save(name, adam.settings, [sweep], result)
+                    if cache is not None and key is not None:
+                        cache.save(key, adam.settings, [sweep], result)  # warns if it fails
                     curves = result.curves[sweep.name]
                 window = windows(self.steps)[1]
                 grid = [PointStats.of(curves, i, window) for i in range(curves.train_loss.shape[0])]

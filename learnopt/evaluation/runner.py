@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from learnopt.evaluation.cache import BaselineCache
+from learnopt.evaluation.cache import BaselineCache, task_key
 from learnopt.evaluation.config import SELECT_BY
 from learnopt.evaluation.engine import TaskEvaluator, TrainingSettings, training_settings
 from learnopt.evaluation.metrics import windows
@@ -91,9 +91,11 @@ def evaluate_suite(
         callback, called with the number of steps just finished (per chunk and task).
       baseline_cache: a folder where the baselines' curves are kept and reused by
         later evaluations with the same settings (tasks given by name, sweeps from
-        ``lr_sweep`` with a registered optimizer). The key includes every setting
-        and a hash of learnopt's source, so changed code never reuses old curves. The
-        candidate always runs, and sees the same data as the cached baselines did.
+        ``lr_sweep`` with a registered optimizer). The key includes every setting, the
+        task's and optimizer's definitions and data, and a hash of learnopt's source, so
+        changed code never reuses old curves (:mod:`learnopt.evaluation.cache`). The
+        candidate always runs, and sees the same data as the cached baselines did. Best
+        effort: an unusable folder or file is a warning, never an error.
       on_task: called after each task with the result so far (the tasks done, in suite
         order), e.g. to write it, so that an interrupted evaluation keeps what it did.
       **overrides: fields of ``TrainingSettings`` as keywords (``num_steps=``,
@@ -118,6 +120,8 @@ def evaluate_suite(
     if candidate.name in names:
         candidate = dataclasses.replace(candidate, name=f"{candidate.name} (candidate)")
     cache = BaselineCache(baseline_cache) if baseline_cache is not None else None
+    if cache is not None:
+        cache.check_writable()  # an unusable folder: one warning now, no caching later
     bar = _RunsBar(entries, [candidate, *baselines], settings) if progress is True else None
     callback = bar.task_callback if bar is not None else progress if callable(progress) else None
     tasks, summaries = [], []
@@ -166,8 +170,9 @@ class _RunsBar:
     """A tqdm bar over the suite's training runs (sweep points x seeds x tasks), with an ETA.
 
     The engine reports finished steps per chunk; each counts as ``steps / num_steps`` of
-    every run of the task being trained. Runs read from the baseline cache cost nothing:
-    they leave the total when their task starts.
+    every run of the task being trained (the runs of a task train side by side), and the
+    bar shows the whole runs done (``84/522 runs``). Runs read from the baseline cache
+    cost nothing: they leave the total when their task starts.
     """
 
     def __init__(self, entries: Sequence[Any], sweeps: Sequence[Sweep], settings: TrainingSettings):
@@ -178,11 +183,12 @@ class _RunsBar:
         total = len(entries) * sum(s.size for s in sweeps) * settings.num_seeds
         self.runs = 0  # runs of the task being trained
         self.done = 0  # runs of the tasks started so far (all done once the next starts)
+        self.progress = 0.0  # runs done, with the fractions of the task being trained
         self.bar = tqdm(
             total=total,
             desc="evaluate",
             unit="run",
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total} runs "
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total} runs "
             "[{elapsed}<{remaining}{postfix}]",
         )
 
@@ -196,13 +202,17 @@ class _RunsBar:
 
     def _settle(self) -> None:
         """The count at its whole number of runs (the fractions of a task may not add up)."""
+        self.progress = float(self.done)
         if self.bar.n != self.done:
             self.bar.n = self.done
             self.bar.refresh()
 
     def task_callback(self, steps: int) -> None:
         """``steps`` more steps of every run of the task are done."""
-        self.bar.update(steps / self.num_steps * self.runs)
+        self.progress += steps / self.num_steps * self.runs
+        whole = min(int(self.progress + 1e-9), self.done)
+        if whole > self.bar.n:
+            self.bar.update(whole - self.bar.n)
 
     def set_postfix_str(self, text: str) -> None:
         """Shows ``text`` (the task's name) after the ETA."""
@@ -227,13 +237,16 @@ def _train_task(
     """One task of a suite: the candidate and the baselines not found in ``cache``."""
     sweeps = [candidate, *baselines]
     cached: dict[str, Curves] = {}
+    key = None
     if cache is not None:
-        cached = cache.load(task.name, settings, baselines)
+        key = task_key(task)  # before training moves the task's data streams
+        cached = cache.load(key, settings, baselines)
     rest = [s for s in sweeps if s.name not in cached]
     if bar is not None:
         bar.start_task(rest, [s for s in sweeps if s.name in cached])
     result = TaskEvaluator(task, rest, settings=settings).run(callback)
-    if cache is not None:
-        cache.save(task.name, settings, [b for b in baselines if b.name not in cached], result)
+    if cache is not None and key is not None:
+        # Best effort: a write that fails warns and never loses the task's result.
+        cache.save(key, settings, [b for b in baselines if b.name not in cached], result)
     result.curves = {s.name: cached.get(s.name) or result.curves[s.name] for s in sweeps}
     return result
