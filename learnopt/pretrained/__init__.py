@@ -73,7 +73,8 @@ Entries:
     ``examples/convert_published.py Celo2``, configured as PyLO's ``Celo2_naive`` runs by
     default (learning rate 1e-3, no schedule, no weight decay), and equal to it within
     4e-7 relative (``benchmarks/compare_celo2_torch.py``). ``as_optax()`` needs no run
-    length. Not yet evaluated on the held-out suite (``describe("Celo2")``).
+    length. At that fixed rate it under-trains the held-out suite's 1000-step runs
+    (``describe("Celo2")``).
 ``MLPLOpt_mlp8k``
     ``MLPLOpt`` (626 values, 3.9 kB), meta-trained with PES for 8,000 outer steps (35
     minutes on a 2-core CPU) on two MLP families (digits and mnist5k at 8x8). On the
