@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ["setting", "Flag", "flags_of", "document_settings", "show_default", "MISSING"]
@@ -72,7 +72,7 @@ def setting(
     flag: str | None = "",
     metavar: str | None = None,
     parse: str | None = "str",
-    choices: tuple[Any, ...] | None = None,
+    choices: Iterable[Any] | None = None,
     repeat: bool = False,
     switch: str | None = None,
     group: str = "",
@@ -86,7 +86,9 @@ def setting(
         replaced by the default.
       flag: the option string; ``""`` derives it from the field name (``trunc_length``
         -> ``--trunc-length``); ``None``: the setting has no flag.
-      metavar, parse, choices, repeat, switch, group: see :class:`Flag`.
+      metavar, parse, repeat, switch, group: see :class:`Flag`.
+      choices: the allowed values, or ``None``; read each time the flags are made (a
+        live view of a registry stays current).
       default_factory: instead of ``default``, for mutable defaults.
 
     Returns:
@@ -138,7 +140,7 @@ def flags_of(config_cls: type) -> list[Flag]:
                 help=meta["help"],
                 metavar=meta["metavar"],
                 parse=meta["parse"],
-                choices=meta["choices"],
+                choices=None if meta["choices"] is None else tuple(meta["choices"]),
                 repeat=meta["repeat"],
                 switch=meta["switch"],
                 default=default,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ __all__ = [
     "float_images",
     "labels_in_range",
     "writable_dir",
+    "output_dir",
     "readable_dir",
 ]
 
@@ -499,6 +501,45 @@ def writable_dir(name: str, value: Any, create: bool = True) -> Path:
     except OSError as e:
         raise ValueError(
             f"{name}: {path} is not a writable directory ({e.strerror or e})"
+        ) from None
+    return path
+
+
+def output_dir(name: str, value: Any) -> Path:
+    """A folder that output can go into, checked before any work; nothing is created.
+
+    The folder itself if it exists, else its nearest existing parent, must be a folder in
+    which a file can be written (probed with a file that is removed at once): a path that
+    is a file, lies under a file, or is on a read-only or otherwise unwritable place fails.
+
+    Args:
+      name: the argument's (or flag's) name, used in the error message.
+      value: the path (``str`` or ``os.PathLike``; ``~`` is expanded).
+
+    Returns:
+      The path as a ``pathlib.Path``.
+
+    Raises:
+      TypeError: ``value`` is not a path.
+      ValueError: one line naming ``name``, the path and what is wrong.
+    """
+    path = _path(name, value)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{name}: {path} exists and is not a directory")
+    base = path
+    while not base.exists() and not base.is_symlink() and base.parent != base:
+        base = base.parent
+    if not base.is_dir():
+        what = "a broken link" if base.is_symlink() and not base.exists() else "a file"
+        raise ValueError(f"{name}: {path} cannot be created: {base} is {what}, not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".learnopt-write-probe-", dir=base)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        where = "" if base == path else f" (in {base})"
+        raise ValueError(
+            f"{name}: {path} is not a writable place{where}: {e.strerror or e}"
         ) from None
     return path
 

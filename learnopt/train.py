@@ -53,7 +53,7 @@ written, theta.msgpack still gets the final theta (and the message says so).
 
 from __future__ import annotations
 
-from learnopt.run import config as _config
+from learnopt.run import trainers as _trainers
 from learnopt.run.build import (
     build_learner,
     build_lopt,
@@ -91,4 +91,6 @@ __all__ = [
 ]
 
 #: The trainer names and what each does (``learnopt.run.config.TRAINERS`` has the classes).
-TRAINERS = {name: f"{cls}: {text}" for name, (cls, text) in _config.TRAINERS.items()}
+TRAINERS = _trainers.View(
+    lambda: {n: f"{s.estimator}: {s.help}" for n, s in _trainers.SPECS.items()}
+)

@@ -372,8 +372,12 @@ def test_a_full_disk_is_a_warning_naming_the_file_and_leaves_no_temp_file(tmp_pa
 
 @pytest.mark.parametrize("case", ["a file", "a full disk"])
 def test_evaluate_writes_its_results_whatever_the_cache_does(tmp_path, monkeypatch, case):
-    folder = tmp_path / "cache"
+    # The default cache folder (no --baseline-cache): best effort. A --baseline-cache DIR
+    # that cannot be written is a usage error (tests/test_cli_edges.py).
+    monkeypatch.setenv(cache.ENV_CACHE_DIR, str(tmp_path / "root"))
+    folder = cache.default_cache_dir()
     if case == "a file":
+        folder.parent.mkdir()
         folder.write_text("")
     else:
         monkeypatch.setattr(cache, "_write_npz", _disk_full)
@@ -382,6 +386,6 @@ def test_evaluate_writes_its_results_whatever_the_cache_does(tmp_path, monkeypat
     argv += ["--tasks", "QuadraticTask", "--baselines", "SGD", "--lrs", "0.01,0.3"]
     argv += ["--steps", str(STEPS), "--seeds", str(SEEDS), "--quiet", "--no-plots"]
     with pytest.warns(cache.BaselineCacheWarning, match=str(folder)):
-        assert cli.main([*argv, "--baseline-cache", str(folder)]) == 0
+        assert cli.main(argv) == 0
     assert (out / "summary.md").is_file() and (out / "config.json").is_file()
     assert not folder.is_dir() or _files(folder) == []

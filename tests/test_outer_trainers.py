@@ -35,6 +35,7 @@ from learnopt.outer_trainers import (
 )
 from learnopt.outer_trainers import lopt_truncated_step as lts
 from learnopt.outer_trainers import truncation_schedule as tsched
+from learnopt.run import trainers
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks import quadratics
 from learnopt.tasks.datasets import base as datasets_base
@@ -491,7 +492,7 @@ def test_every_estimator_registers_itself_under_its_class_name():
         assert cls.__name__ == name and issubclass(cls, gradient_estimator.GradientEstimator)
 
 
-@pytest.mark.parametrize("name", ["full_grad", "tbptt", "full_es", "tes", "pes", "nres"])
+@pytest.mark.parametrize("name", list(trainers.SPECS))
 def test_estimator_registry_builds_every_trainer(name):
     from learnopt.outer_trainers import gradient_estimator
     from learnopt.run import build, config

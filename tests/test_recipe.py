@@ -223,3 +223,26 @@ def test_a_recipe_fills_what_is_not_given_and_records_it(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["meta-train", "--recipe", "no-such-recipe", "--out", str(tmp_path / "x")])
     assert "unknown recipe 'no-such-recipe'" in capsys.readouterr().err
+
+
+def test_a_recipe_drops_what_belongs_to_the_architecture_or_trainer_replaced():
+    from learnopt.run import loop, recipes
+
+    name = "scheduledadam-cosine-hparams-wide-shared"
+    recipe = recipes.get_recipe(name).settings
+    assert recipe["lopt"] == "ScheduledAdam" and recipe.get("lopt_config")
+    given = {"recipe": name, "lopt": "MLPLOpt", "trainer": None}
+    applied = loop._recipe_settings_that_apply(given)
+    assert "lopt_config" not in applied  # ScheduledAdam's arguments are not MLPLOpt's
+    assert applied["families"] == recipe["families"]  # the rest of the recipe stays
+    same = loop._recipe_settings_that_apply(
+        {"recipe": name, "lopt": "ScheduledAdam", "trainer": None}
+    )
+    assert same["lopt_config"] == recipe["lopt_config"]
+    pes = "mlplopt-mlp8k"
+    assert recipes.get_recipe(pes).settings["trunc_length"] == 20
+    full = loop._recipe_settings_that_apply({"recipe": pes, "lopt": None, "trainer": "full_grad"})
+    assert "trunc_length" not in full and "std" not in full
+    assert full["total_length"] == recipes.get_recipe(pes).settings["total_length"]
+    tes = loop._recipe_settings_that_apply({"recipe": pes, "lopt": None, "trainer": "tes"})
+    assert tes["trunc_length"] == 20 and tes["std"] == 0.01

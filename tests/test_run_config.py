@@ -133,6 +133,72 @@ def test_lengths_fill_in_the_trainers_defaults_and_check_them():
         run_config.lengths("tbptt", 9, 8, None)
 
 
+def test_every_default_is_written_once_and_shown_as_written():
+    """The run's defaults are run.config's constants and each trainer's entry; the
+    recipes' truncation is one table; what --help, the API, the estimators the run builds
+    and the recipes show is that value, whatever it is."""
+    from learnopt.learned_optimizers import base as lopt_base
+    from learnopt.outer_trainers import ESTIMATORS
+    from learnopt.run import build, recipes, trainers
+    from learnopt.tasks import quadratics
+
+    actions = _actions(_subparser("meta-train"))
+    shown = {
+        f.field: actions[cli_args.dest(run_config.RunConfig, f.field)].help
+        for f in _fields.flags_of(run_config.RunConfig)
+    }
+    trunc, total = run_config.DEFAULT_TRUNC_LENGTH, run_config.DEFAULT_TOTAL_LENGTH
+    assert f"(default: {trunc};" in shown["trunc_length"]
+    assert f"(default: {total['full']})" in shown["total_length"]
+    assert f"(default: {total['truncated']};" in shown["total_length"]
+    assert f"(default: {run_config.DEFAULT_STD:g};" in shown["std"]
+    assert f"(default: {run_config.DEFAULT_OUTER_LR:g};" in shown["outer_lr"]
+    assert f"{trainers.DEFAULT_POPULATION} for the others" in shown["num_tasks"]
+    params = {
+        name: {p.name: p.default for p in inspect.signature(fn).parameters.values()}
+        for name, fn in (("make", build.make_estimator), ("learner", build.build_learner))
+    }
+    for kind in ("make", "learner"):
+        assert params[kind]["std"] == run_config.DEFAULT_STD
+        assert params[kind]["trunc_length"] is params[kind]["total_length"] is None
+        assert params[kind]["num_tasks"] is None  # the trainer's
+
+    fam = quadratics.CurvatureQuadraticFamily(dim=3)
+    for name, spec in trainers.SPECS.items():
+        if spec.num_tasks != trainers.DEFAULT_POPULATION:
+            assert f"{spec.num_tasks} for {name}" in shown["num_tasks"]
+        assert run_config.DEFAULT_NUM_TASKS[name] == spec.num_tasks
+        assert (name in run_config.FULL_TRAINERS) is spec.full
+        assert set(spec.takes) <= {f.name for f in dataclasses.fields(run_config.RunConfig)}
+        assert run_config.lengths(name, None, None, None) == (
+            None if spec.full else trunc,
+            total["full" if spec.full else "truncated"],
+            spec.num_tasks,
+        )
+        est = build.make_estimator(name, fam, lopt_base.LearnableSGD())
+        assert est.truncated_step.num_tasks == spec.num_tasks
+        assert (
+            est.truncated_step.trunc_sched.total_length
+            == total["full" if spec.full else "truncated"]
+        )
+        if "trunc_length" in spec.takes:
+            assert est.trunc_length == trunc
+            # The estimator class's own default (the notes' library's) is its attribute.
+            cls = ESTIMATORS.constructor(spec.estimator)
+            assert cls(est.truncated_step).trunc_length == cls.default_trunc_length
+        if "std" in spec.takes:
+            assert est.std == run_config.DEFAULT_STD
+
+    table = recipes.TRAINING_DEFAULTS["MLPLOpt"]
+    truncation = {k: table[k] for k in recipes.TRUNCATION_SETTINGS}
+    for name, spec in trainers.SPECS.items():
+        got = recipes.training_defaults("MLPLOpt", name)
+        assert all(got.get(k) == (None if spec.full else v) for k, v in truncation.items())
+    for recipe in map(recipes.get_recipe, recipes.recipe_names()):
+        if recipe.settings.get("trainer") == "pes":
+            assert {k: recipe.settings[k] for k in truncation} == truncation, recipe.name
+
+
 def test_meta_train_takes_the_configuration_or_the_same_keywords():
     from learnopt import train
 

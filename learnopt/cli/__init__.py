@@ -24,11 +24,14 @@ Output folder (``--out``): ``config.json``, ``metrics.csv`` (one row per meta-st
 ``--checkpoint-every`` steps, at the end and on SIGINT/SIGTERM), ``meta_loss.png`` and
 ``learning_rate.png``. An ``--out`` that holds a run is never replaced unless
 ``--overwrite`` is given. Exit status: 0 done, 1 the run failed (diverged, stalled, data
-missing, disk full), 2 bad input, 130/143 stopped by SIGINT/SIGTERM (checkpointed; resume
-with ``--resume``). An unknown name (task, family, learned optimizer, optimizer, suite, ...)
-is a one-line error naming the closest matches and the ``learnopt list`` topic that shows
-them all. Heavy imports (JAX, the tasks, matplotlib) happen only when a command
-runs, so ``learnopt --help`` is instant.
+missing, disk full), 2 bad input (also an output path, ``--out``, ``--tensorboard``,
+``--baseline-cache``, that is a file where a folder is needed or cannot be written:
+checked before any work), 130/143 stopped by SIGINT/SIGTERM (``meta-train``:
+checkpointed, resume with ``--resume``; ``evaluate``: the finished tasks kept). An
+unknown name (task, family, learned optimizer, optimizer, suite, ...) is a one-line error
+naming the closest matches and the ``learnopt list`` topic that shows them all. Heavy
+imports (JAX, the tasks, matplotlib) happen only when a command runs, so ``learnopt
+--help`` is instant.
 
 One run can span several processes and machines (JAX's multi-controller runtime, see
 ``docs/distributed.md``): start the same command on every host, adding
@@ -163,7 +166,7 @@ def list_names(topic: str) -> list[str]:
         width = max(map(len, names), default=0)
         return [f"{n:<{width}}  {pretrained.source(n)}" for n in names]
     if topic == "recipes":
-        from learnopt import recipes
+        from learnopt.run import recipes
 
         names = recipes.recipe_names()
         width = max(map(len, names), default=0)
@@ -227,14 +230,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``learnopt`` console script and ``python -m learnopt``.
 
     Args:
-      argv: the arguments (default: ``sys.argv[1:]``).
+      argv: the arguments (default: ``sys.argv[1:]``, and then this is the program: see
+        below).
 
     Returns:
       0 on success. Bad input exits with status 2 and a message naming what is wrong
       (``SystemExit``, as argparse does); a run that cannot proceed or that fails
       (missing data, a full disk, divergence, a folder another run is writing) returns 1
-      with the reason on stderr; SIGINT/SIGTERM return 130/143 after writing a checkpoint.
+      with the reason on stderr; SIGINT/SIGTERM return 130/143 after writing a checkpoint
+      (``meta-train``) or keeping the finished tasks (``evaluate``), with one line saying
+      so. As the program (no ``argv``), a run stopped by a signal then ends the process at
+      once, after flushing its output (``os._exit``): a JAX compilation or computation the
+      signal left running on XLA's threads must not meet the interpreter's shutdown,
+      which frees the XLA client under it (a segfault).
     """
+    code = _main(argv)
+    if argv is None and code in (130, 143):
+        _end_process(code)
+    return code
+
+
+def _end_process(code: int) -> NoReturn:
+    """Flushes stdout and stderr, then ends the process with ``code`` without shutting the
+    interpreter down (nothing is left to write: every file was closed by then)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    """What :func:`main` runs: parse, then the command."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:

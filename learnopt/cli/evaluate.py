@@ -35,10 +35,13 @@ def add_parser(subparsers: Any, formatter_class: Any = None) -> argparse.Argumen
             "Evaluate a learned optimizer (or a hand-designed one) against learning-rate-\n"
             "tuned baselines on a suite of tasks, over several seeds. Writes summary.md,\n"
             "summary.csv, sweep.csv, curves.csv, curves.npz, curves_<task>.png and\n"
-            "config.json into --out, rewritten as each task finishes (an interrupted run\n"
-            "keeps its finished tasks). The tuned baselines are cached (default:\n"
-            "~/.cache/learnopt/baselines, see --baseline-cache): a rerun with the same\n"
-            "settings trains only the candidate."
+            "config.json into --out, rewritten as each task finishes. SIGINT (Ctrl-C) and\n"
+            "SIGTERM stop it at once (exit 130/143), never in the middle of those writes,\n"
+            "keeping the finished tasks, and say so in one line. The tuned baselines are\n"
+            "cached (default: ~/.cache/learnopt/baselines, see --baseline-cache): a rerun\n"
+            "with the same settings trains only the candidate. --out, --tensorboard and\n"
+            "--baseline-cache are checked before anything trains: a file where a folder is\n"
+            "needed, or a place that cannot be written, is an error (exit 2)."
         ),
         epilog=(
             "examples:\n"
@@ -61,8 +64,11 @@ def run(args: argparse.Namespace) -> int:
       args: the namespace of a parser built by :func:`add_parser`.
 
     Returns:
-      0 when done, 130 when interrupted. Bad input exits 2 (argparse's usage error), a
-      run that cannot proceed exits 1, both with the reason on stderr (``SystemExit``).
+      0 when done; 130 (SIGINT) or 143 (SIGTERM) when a signal stopped it, after one
+      line on stderr saying what was kept where. Bad input (a flag's value, an output
+      folder that is a file or cannot be written, an ``--out`` that holds a meta-training
+      run) exits 2 (argparse's usage error), a run that cannot proceed exits 1, both with
+      the reason on stderr (``SystemExit``).
     """
     # Imported here, not at the top: the evaluation imports JAX, and building the
     # parser (``learnopt --help``) must not.
@@ -76,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         if e.usage:
             parser.error(str(e))  # exits 2
         parser.exit(1, f"{parser.prog}: error: {e}\n")
-    except KeyboardInterrupt:
-        print(f"\n{parser.prog}: interrupted", file=sys.stderr)
-        return 130
+    except command.EvaluationInterrupted as e:
+        print(f"\n{parser.prog}: {e.describe()}", file=sys.stderr, flush=True)
+        return e.exit_code
     return 0

@@ -18,9 +18,16 @@ from typing import Any
 
 from learnopt.cli import args as cli_args
 from learnopt.evaluation.config import PeriodicEvalConfig
-from learnopt.run.config import DEFAULT_TASK, TRAINERS, LaunchConfig, RunConfig
+from learnopt.run.config import DEFAULT_TASK, FULL_TRAINERS, TRAINERS, LaunchConfig, RunConfig
 
-__all__ = ["add_parser", "run", "meta_train_kwargs", "lopt_config", "as_flags"]
+__all__ = [
+    "add_parser",
+    "run",
+    "meta_train_kwargs",
+    "lopt_config",
+    "as_flags",
+    "check_output_paths",
+]
 
 _DESCRIPTION = (
     "Meta-train a learned optimizer on a task and write metrics.csv (one row per\n"
@@ -37,7 +44,10 @@ _DESCRIPTION = (
     "data positions and the step; --resume DIR continues a run from its latest one\n"
     "(bit-identical to an uninterrupted run). SIGINT/SIGTERM checkpoint and stop.\n"
     "A step is applied only if theta stays finite; a run that diverges or stalls\n"
-    "exits with status 1. While a run writes its folder, a second run on it is refused."
+    "exits with status 1. While a run writes its folder, a second run on it is refused.\n"
+    "--out (--resume) and --tensorboard are checked before any work: a file where a\n"
+    "folder is needed, or a place that cannot be written, is an error (exit 2); so is\n"
+    "a folder that holds an evaluation (learnopt evaluate), even with --overwrite."
 )
 #: ``--help`` sections, in order.
 _SECTIONS = (
@@ -89,10 +99,11 @@ class _RenamedUnroll(argparse.Action):
         super().__init__(option_strings, dest, nargs=1, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
+        truncated = "/".join(n for n in TRAINERS if n not in FULL_TRAINERS)
         parser.error(
             "--unroll was renamed: use --trunc-length K for the inner steps per estimate "
-            "of tbptt/tes/pes/nres, or --total-length T for the length of a whole inner "
-            "run (the horizon of full_grad/full_es)"
+            f"of {truncated}, or --total-length T for the length of a whole inner "
+            f"run (the horizon of {'/'.join(FULL_TRAINERS)})"
         )
 
 
@@ -178,6 +189,26 @@ def meta_train_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
+def check_output_paths(out_flag: str, out: str | Path, tensorboard: str | None) -> None:
+    """Checks the folders the run writes before any work (nothing is created).
+
+    A path that is a file where a folder is needed, lies under a file, or is on a place
+    that cannot be written is a ``ValueError`` naming the flag and the path (exit 2),
+    instead of a failure after training. Only the process that writes them (process 0)
+    checks; :func:`run` makes its error every process's.
+
+    Args:
+      out_flag: the flag that names the run folder (``--out`` or ``--resume``).
+      out: the run folder.
+      tensorboard: the folder of ``--tensorboard``, or None.
+    """
+    from learnopt import _validate
+
+    _validate.output_dir(out_flag, out)
+    if tensorboard is not None:
+        _validate.output_dir("--tensorboard", tensorboard)
+
+
 def _tensorboard_callbacks(logdir: str | None) -> list[Any]:
     """The TensorBoard writer of ``--tensorboard DIR`` (none without it)."""
     if logdir is None:
@@ -215,7 +246,7 @@ def _eval_callbacks(args: argparse.Namespace, quiet: bool, resume: str | None = 
     given = cli_args.given(args, PeriodicEvalConfig)
     recipe = cli_args.given(args, RunConfig).get("recipe")
     if recipe is not None and resume is None:
-        from learnopt import recipes
+        from learnopt.run import recipes
 
         given = {**recipes.get_recipe(recipe).evaluation, **given}
     cfg = PeriodicEvalConfig(**given)
@@ -223,6 +254,14 @@ def _eval_callbacks(args: argparse.Namespace, quiet: bool, resume: str | None = 
         if "tasks" in given or cfg.suite:
             raise ValueError("--eval-tasks/--eval-suite need --eval-every N")
         return _resumed_eval(resume, quiet) if resume is not None else []
+    evaluator = _new_eval(cfg, given, quiet)
+    if resume is not None:  # the run's best, checked now: theta_best must be readable
+        evaluator.restore(resume)
+    return [evaluator]
+
+
+def _new_eval(cfg: PeriodicEvalConfig, given: dict[str, Any], quiet: bool) -> Any:
+    """The periodic evaluation of ``--eval-every`` and the ``--eval-*`` flags."""
     if "tasks" in given and cfg.suite:
         raise ValueError("give --eval-tasks or --eval-suite, not both")
     from learnopt.evaluation import periodic, suites
@@ -240,16 +279,14 @@ def _eval_callbacks(args: argparse.Namespace, quiet: bool, resume: str | None = 
                 tasks_base.TASKS.constructor(name)
             except KeyError as e:
                 raise ValueError(f"--eval-tasks: {e}") from None
-    return [
-        periodic.PeriodicEval(
-            cfg.every,
-            tasks,
-            steps=cfg.steps,
-            seeds=cfg.seeds,
-            at_start=cfg.at_start,
-            progress=not quiet,
-        )
-    ]
+    return periodic.PeriodicEval(
+        cfg.every,
+        tasks,
+        steps=cfg.steps,
+        seeds=cfg.seeds,
+        at_start=cfg.at_start,
+        progress=not quiet,
+    )
 
 
 def _resumed_eval(run_dir: str, quiet: bool) -> list[Any]:
@@ -263,12 +300,14 @@ def _resumed_eval(run_dir: str, quiet: bool) -> list[Any]:
         return []
     try:
         values = json.loads(path.read_text())
-        return [periodic.from_settings(values, progress=not quiet)]
+        evaluator = periodic.from_settings(values, progress=not quiet)
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(
             f"--resume: cannot read the run's periodic evaluation settings {path} ({e}); "
             "give --eval-every N (and --eval-tasks) to set them again"
         ) from None
+    evaluator.restore(run_dir)  # the run's best, checked now: theta_best must be readable
+    return [evaluator]
 
 
 def _join_processes(args: argparse.Namespace) -> None:
@@ -315,8 +354,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         kwargs = meta_train_kwargs(args)
         _join_processes(args)
-        from learnopt import train  # JAX: only once a run starts (--help stays instant)
+        from learnopt import distributed, train  # JAX: only once a run starts
 
+        launch = LaunchConfig(**cli_args.given(args, LaunchConfig))
+        out_flag = "--resume" if launch.resume is not None else "--out"
+        distributed.run_on_primary(
+            check_output_paths, out_flag, str(kwargs["out_dir"]), launch.tensorboard
+        )
         try:
             result = train.meta_train(**kwargs)
         finally:

@@ -102,6 +102,7 @@ _EXPORTS = {
     "eval_task_figure": "learnopt.evaluation.figures",
     # periodic evaluation, the command
     "PeriodicEval": "learnopt.evaluation.periodic",
+    "PeriodicEvalWarning": "learnopt.evaluation.periodic",
     "read_eval_csv": "learnopt.evaluation.periodic",
     "EVAL_COLUMNS": "learnopt.evaluation.periodic",
     "BEST_THETA_FILE": "learnopt.evaluation.periodic",
@@ -109,6 +110,7 @@ _EXPORTS = {
     "evaluate": "learnopt.evaluation.command",
     "load_learned_candidate": "learnopt.evaluation.command",
     "EvalError": "learnopt.evaluation.command",
+    "EvaluationInterrupted": "learnopt.evaluation.command",
 }
 
 __all__ = sorted(_EXPORTS)

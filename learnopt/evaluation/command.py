@@ -16,12 +16,17 @@ untuned reference schedule) train every task of the suite for ``--steps`` steps 
 ``summary.md`` (also printed), ``summary.csv`` (one row per task and optimizer),
 ``sweep.csv`` (every learning rate), ``curves.csv`` (candidate and tuned baselines, per
 seed), ``curves.npz`` (every curve), ``curves_<task>.png`` and ``config.json``.
-Nothing already in the output folder is overwritten without ``--overwrite``. The
-files are rewritten as each task finishes (``summary.md`` says "Partial" until the last
-one, ``config.json`` counts ``tasks_done``), so an interrupted evaluation keeps the tasks
-it finished. Tuned baselines are cached (:mod:`learnopt.evaluation.cache`, in
-:func:`~learnopt.evaluation.cache.default_cache_dir` unless ``--baseline-cache DIR`` or
-``--no-baseline-cache``): a rerun with the same settings trains only the candidate.
+Every output folder (``--out``, ``--tensorboard``, ``--baseline-cache``) is checked
+before any work. Nothing already in the output folder is overwritten without
+``--overwrite``, which removes an earlier evaluation's files first; a folder that holds a
+meta-training run is refused even so. The files are rewritten as each task finishes
+(``summary.md`` says "Partial" until the last one, ``config.json`` counts
+``tasks_done``), so an interrupted evaluation keeps the tasks it finished: SIGINT and
+SIGTERM stop it at once, never in the middle of those writes
+(:class:`EvaluationInterrupted` says what was kept where). Tuned baselines are cached
+(:mod:`learnopt.evaluation.cache`, in :func:`~learnopt.evaluation.cache.default_cache_dir`
+unless ``--baseline-cache DIR`` or ``--no-baseline-cache``): a rerun with the same
+settings trains only the candidate.
 ``--tensorboard DIR`` also writes the curves as TensorBoard events.
 
 :func:`evaluate` runs it for an :class:`~learnopt.evaluation.config.EvaluateConfig`
@@ -35,6 +40,8 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +54,14 @@ from learnopt.evaluation.runner import evaluate_suite
 from learnopt.evaluation.suites import default_suite, get_suite
 from learnopt.evaluation.sweeps import Sweep, baseline_sweeps, learned_sweep, optimizer_sweep
 
-__all__ = ["evaluate", "load_learned_candidate", "EvalError", "FIXED_OUTPUTS"]
+__all__ = [
+    "evaluate",
+    "load_learned_candidate",
+    "EvalError",
+    "EvaluationInterrupted",
+    "FIXED_OUTPUTS",
+    "META_TRAIN_FILES",
+]
 
 #: The files every evaluation writes (besides one ``curves_<task>.png`` per task).
 FIXED_OUTPUTS = (
@@ -57,6 +71,18 @@ FIXED_OUTPUTS = (
     "curves.csv",
     "curves.npz",
     "config.json",
+)
+
+
+#: What a meta-training run keeps in its folder (:mod:`learnopt.run.folder`, the periodic
+#: evaluation): ``learnopt evaluate`` never writes into a folder that holds one of these.
+META_TRAIN_FILES = (
+    "metrics.csv",
+    "theta.msgpack",
+    "checkpoints",
+    "eval.csv",
+    "eval_config.json",
+    "theta_best.msgpack",
 )
 
 
@@ -71,6 +97,103 @@ class EvalError(Exception):
     def __init__(self, message: str, usage: bool = False):
         super().__init__(message)
         self.usage = usage
+
+
+class EvaluationInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped ``learnopt evaluate``; the finished tasks are written.
+
+    Args:
+      signal: ``"SIGINT"`` or ``"SIGTERM"``.
+      tasks_done: the tasks whose results are in ``out``.
+      num_tasks: the tasks of the evaluation (0 if it stopped before they were known).
+      out: the output folder (None if it stopped before it was known).
+    """
+
+    def __init__(
+        self, signal: str, tasks_done: int = 0, num_tasks: int = 0, out: Path | None = None
+    ):
+        super().__init__(signal)
+        self.signal, self.tasks_done, self.num_tasks, self.out = signal, tasks_done, num_tasks, out
+
+    @property
+    def exit_code(self) -> int:
+        """The command line's exit status: 130 (SIGINT) or 143 (SIGTERM)."""
+        return 143 if self.signal == "SIGTERM" else 130
+
+    def describe(self) -> str:
+        """One line: what stopped the evaluation, and what was kept where.
+
+        Returns:
+          E.g. ``stopped by SIGTERM during task 2 of 3; kept the 1 finished task in runs/x
+          (summary.md says 'Partial: 1 of 3 tasks done')``.
+        """
+        done, total = self.tasks_done, self.num_tasks
+        if done == 0:
+            return f"stopped by {self.signal} before the first task finished; nothing was written"
+        s = "s" if done != 1 else ""
+        if done >= total:
+            return (
+                f"stopped by {self.signal} after the last task; all {done} tasks are in {self.out}"
+            )
+        return (
+            f"stopped by {self.signal} during task {done + 1} of {total}; kept the {done} "
+            f"finished task{s} in {self.out} (summary.md says 'Partial: {done} of {total} "
+            "tasks done')"
+        )
+
+
+class _Signals:
+    """SIGINT/SIGTERM stop the evaluation at once, except while results are written.
+
+    A signal raises :class:`EvaluationInterrupted` where the program is (the task being
+    trained is lost either way: only finished tasks are written), unless :meth:`writing`
+    is active: then it is raised when the write is done, so that the files of a finished
+    task are never left half written. ``received`` keeps it too, for :meth:`check`,
+    called before each task and after each chunk of training: an exception raised inside
+    a destructor is swallowed by Python, and the signal must not be lost with it.
+
+    Args:
+      enabled: whether to install the handlers (only done in the main thread).
+    """
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.received: str | None = None
+        self._writing = 0
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.received = signal.Signals(signum).name
+        if not self._writing:
+            raise EvaluationInterrupted(self.received)
+
+    def check(self) -> None:
+        """Raises :class:`EvaluationInterrupted` if a signal was received."""
+        if self.received is not None:
+            raise EvaluationInterrupted(self.received)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """A block that a signal does not interrupt (it is raised at its end)."""
+        self._writing += 1
+        try:
+            yield
+        finally:
+            self._writing -= 1
+        if not self._writing:
+            self.check()
+
+    def __enter__(self) -> _Signals:
+        if self.enabled:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        self._old.clear()
 
 
 # ------------------------------------------------------------------------ candidates
@@ -270,11 +393,61 @@ def _default_out() -> Path:
     return out
 
 
+def _check_paths(cfg: EvaluateConfig, out: Path) -> None:
+    """Every folder the evaluation writes, checked before any work (nothing is created).
+
+    A path that is a file, lies under a file or cannot be written is a usage error naming
+    the flag: ``--out``, ``--tensorboard`` and ``--baseline-cache`` (the default cache
+    folder, not named by the user, stays best effort: a warning, nothing cached).
+    """
+    from learnopt import _validate
+
+    paths = [("--out", out), ("--tensorboard", cfg.tensorboard)]
+    if cfg.use_baseline_cache:
+        paths.append(("--baseline-cache", cfg.baseline_cache))
+    for flag, path in paths:
+        if path is not None:
+            try:
+                _validate.output_dir(flag, path)
+            except ValueError as e:
+                raise EvalError(str(e), usage=True) from None
+
+
+def _meta_train_files(out: Path) -> list[str]:
+    """What of a meta-training run ``out`` holds (empty: none)."""
+    names = [n + "/" * (out / n).is_dir() for n in META_TRAIN_FILES if (out / n).exists()]
+    try:
+        config = json.loads((out / "config.json").read_text())
+    except (OSError, ValueError):
+        config = None
+    if isinstance(config, dict) and config.get("command") != "evaluate" and "trainer" in config:
+        names.insert(0, "config.json")
+    return names
+
+
+def _earlier_evaluation(out: Path) -> list[Path]:
+    """The files of an earlier evaluation in ``out`` (what ``--overwrite`` removes)."""
+    if not out.is_dir():
+        return []
+    files = [out / f for f in FIXED_OUTPUTS if (out / f).is_file()]
+    return files + sorted(p for p in out.glob("curves_*.png") if p.is_file())
+
+
 def _check_out(out: Path, tasks: list[Any], cfg: EvaluateConfig) -> None:
-    """Refuses an ``out`` that is a file, or holds outputs of an earlier run."""
+    """Refuses an ``out`` that is a file, holds a meta-training run, or (without
+    ``--overwrite``) outputs of an earlier evaluation."""
     if out.exists() and not out.is_dir():
         raise EvalError(f"--out: {out} exists and is not a directory", usage=True)
+    held = _meta_train_files(out) if out.is_dir() else []
+    if held:
+        raise EvalError(
+            f"--out: {out} holds a meta-training run ({', '.join(held[:4])}"
+            f"{' ...' if len(held) > 4 else ''}): an evaluation never writes into another "
+            "kind of run's folder, not even with --overwrite; choose another --out",
+            usage=True,
+        )
     existing = [p for p in _planned_outputs(out, tasks, cfg.plots) if p.exists()]
+    existing += [p for p in _earlier_evaluation(out) if p not in existing]
     if existing and not cfg.overwrite:
         raise EvalError(
             f"--out: {out} already holds {', '.join(p.name for p in existing[:4])}"
@@ -324,31 +497,56 @@ def _data_dir(path: str | None) -> Iterator[None]:
 # ------------------------------------------------------------------------- evaluate
 
 
-def evaluate(config: EvaluateConfig) -> SuiteResult:
+@dataclasses.dataclass
+class _Done:
+    """How far an evaluation got: what :class:`EvaluationInterrupted` reports."""
+
+    out: Path | None = None
+    num_tasks: int = 0
+    tasks_done: int = 0
+
+
+def evaluate(config: EvaluateConfig, *, handle_signals: bool = True) -> SuiteResult:
     """Runs ``learnopt evaluate``: trains, compares, writes ``config.out`` and prints.
+
+    Every output folder is checked before any work. The results are rewritten as each
+    task finishes; SIGINT and SIGTERM stop the evaluation at once, except while those
+    files are written (then right after), keeping the finished tasks.
 
     Args:
       config: the settings (:class:`~learnopt.evaluation.config.EvaluateConfig`).
+      handle_signals: stop on SIGINT/SIGTERM with :class:`EvaluationInterrupted` (main
+        thread only; the earlier handlers are restored at the end).
 
     Returns:
       The :class:`~learnopt.evaluation.results.SuiteResult`.
 
     Raises:
-      EvalError: bad input (``usage``) or a run that cannot proceed (missing data).
+      EvalError: bad input (``usage``), a run that cannot proceed (missing data) or a
+        result that cannot be written.
+      EvaluationInterrupted: SIGINT or SIGTERM (also a ``KeyboardInterrupt`` raised
+        while it runs), saying how many tasks were written where.
     """
     if not isinstance(config, EvaluateConfig):
         raise TypeError(f"config must be an EvaluateConfig, got {type(config).__name__}")
-    with _data_dir(config.data_dir):
-        return _evaluate(config)
+    done = _Done()
+    signals = _Signals(handle_signals)
+    try:
+        with _data_dir(config.data_dir), signals:
+            return _evaluate(config, signals, done)
+    except KeyboardInterrupt as e:
+        name = getattr(e, "signal", None) or signals.received or "SIGINT"
+        raise EvaluationInterrupted(name, done.tasks_done, done.num_tasks, done.out) from None
 
 
-def _evaluate(cfg: EvaluateConfig) -> SuiteResult:
+def _evaluate(cfg: EvaluateConfig, signals: _Signals, done: _Done) -> SuiteResult:
     from learnopt.tasks.datasets import base as datasets_base
 
     t_start = time.perf_counter()
+    out = Path(cfg.out).expanduser() if cfg.out else _default_out()
+    _check_paths(cfg, out)
     candidate, cand_info = _candidate(cfg)
     suite_name, tasks = _tasks(cfg)
-    out = Path(cfg.out) if cfg.out else _default_out()
     _check_out(out, tasks, cfg)
     try:
         baselines = baseline_sweeps(cfg.baselines, cfg.lrs or DEFAULT_LEARNING_RATES)
@@ -368,19 +566,26 @@ def _evaluate(cfg: EvaluateConfig) -> SuiteResult:
         where = cache_dir if cache_dir is not None else "off (--no-baseline-cache)"
         print(f"baseline cache: {where}", flush=True)
     cand_info = {**cand_info, "candidate": candidate.name}
+    done.out, done.num_tasks = out, len(tasks)
+    signals.check()
+    if cfg.overwrite:  # the earlier evaluation goes as a whole: no stale task stays
+        for path in _earlier_evaluation(out):
+            path.unlink(missing_ok=True)
 
     def write(partial: SuiteResult) -> None:
         """The tasks done so far, written as each one finishes (a killed run keeps them)."""
-        done = len(partial.tasks)
-        note = "" if done == len(tasks) else f"Partial: {done} of {len(tasks)} tasks done."
-        out.mkdir(parents=True, exist_ok=True)
-        plots = [partial.tasks[-1].task] if cfg.plots else False
-        report.write_results(partial, out, plots=plots, note=note)
-        _write_config(
-            out, cfg, partial, cand_info, suite_name, tasks, baselines, t_start, cache_dir
-        )
-        if board is not None:
-            board.add_task(partial)
+        n = len(partial.tasks)
+        note = "" if n == len(tasks) else f"Partial: {n} of {len(tasks)} tasks done."
+        with signals.writing(), _write_errors(out, done):
+            out.mkdir(parents=True, exist_ok=True)
+            plots = [partial.tasks[-1].task] if cfg.plots else False
+            report.write_results(partial, out, plots=plots, note=note)
+            _write_config(
+                out, cfg, partial, cand_info, suite_name, tasks, baselines, t_start, cache_dir
+            )
+            done.tasks_done = n
+            if board is not None:
+                board.add_task(partial)
 
     try:
         result = evaluate_suite(
@@ -398,6 +603,7 @@ def _evaluate(cfg: EvaluateConfig) -> SuiteResult:
             vectorize=cfg.vectorize,
             baseline_cache=cache_dir,
             on_task=write,
+            check=signals.check,
         )
     except (datasets_base.DatasetNotFoundError, datasets_base.ChecksumMismatchError) as e:
         raise EvalError(
@@ -406,10 +612,28 @@ def _evaluate(cfg: EvaluateConfig) -> SuiteResult:
     finally:
         if board is not None:
             board.close()
-    _write_config(out, cfg, result, cand_info, suite_name, tasks, baselines, t_start, cache_dir)
+    with signals.writing(), _write_errors(out, done):
+        _write_config(out, cfg, result, cand_info, suite_name, tasks, baselines, t_start, cache_dir)
     print(result.markdown(), flush=True)
     print(f"{time.perf_counter() - t_start:.1f} s; wrote {out}", flush=True)
     return result
+
+
+@contextlib.contextmanager
+def _write_errors(out: Path, done: _Done) -> Iterator[None]:
+    """A result that cannot be written (a full disk, ...) as one :class:`EvalError`."""
+    try:
+        yield
+    except OSError as e:
+        kept = (
+            f"the {done.tasks_done} tasks finished before are in {out}"
+            if done.tasks_done
+            else "nothing was written"
+        )
+        what = e.filename or f"the results into {out}"
+        raise EvalError(
+            f"cannot write {what} ({type(e).__name__}: {e.strerror or e}); {kept}"
+        ) from None
 
 
 def _baseline_cache(cfg: EvaluateConfig) -> Path | None:

@@ -248,16 +248,26 @@ class EvaluateConfig:
         SEED, "base seed (default: {default})", metavar="N", parse="int", group=_TRAINING
     )
     out: str | None = setting(
-        None, "output folder (default: runs/evaluate-<time>)", metavar="DIR", group=_OUTPUT
+        None,
+        "output folder (default: runs/evaluate-<time>); never one that holds a meta-training run",
+        metavar="DIR",
+        group=_OUTPUT,
     )
     overwrite: bool = setting(
-        False, "replace outputs of an earlier run in --out", switch="on", group=_OUTPUT
+        False,
+        "replace an earlier evaluation in --out: its files (summary.md, ..., "
+        "curves_<task>.png) are removed before the first task trains, other files are "
+        "kept; a folder that holds a meta-training run is refused even so",
+        switch="on",
+        group=_OUTPUT,
     )
     baseline_cache: str | None = setting(
         None,
         "keep the baselines' curves here and reuse them when the settings and "
-        "learnopt's source are unchanged (default: $LEARNOPT_CACHE_DIR/baselines, else "
-        "$XDG_CACHE_HOME/learnopt/baselines, else ~/.cache/learnopt/baselines)",
+        "learnopt's source are unchanged; a DIR that is a file or cannot be written is an "
+        "error (default: $LEARNOPT_CACHE_DIR/baselines, else "
+        "$XDG_CACHE_HOME/learnopt/baselines, else ~/.cache/learnopt/baselines; if that "
+        "one cannot be written, a warning and nothing is cached)",
         metavar="DIR",
         group=_OUTPUT,
     )
@@ -271,7 +281,8 @@ class EvaluateConfig:
     tensorboard: str | None = setting(
         None,
         "also write each task's curves and the summary figures as TensorBoard events here, "
-        "one run per optimizer (needs the 'tensorboard' extra: pip install "
+        "one run per optimizer (a folder: a file or a place that cannot be written is an "
+        "error before anything trains; needs the 'tensorboard' extra: pip install "
         "'learnopt[tensorboard]'; default: off)",
         metavar="DIR",
         group=_OUTPUT,
@@ -303,7 +314,8 @@ class PeriodicEvalConfig:
 
     every: int | None = setting(
         None,
-        "every N meta-steps train the meta-validation tasks with the current theta, "
+        "at every N-th meta-step (whatever --log-every is) train the meta-validation "
+        "tasks with the current theta, "
         f"compare the final training loss with Adam tuned over {len(EVAL_LEARNING_RATES)} "
         "learning rates (computed once and kept in learnopt evaluate's baseline cache) "
         "and keep the best theta as theta_best.msgpack (default: off)",

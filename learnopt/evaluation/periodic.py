@@ -26,6 +26,7 @@ from learnopt.evaluation.config import PeriodicEvalConfig
 
 __all__ = [
     "PeriodicEval",
+    "PeriodicEvalWarning",
     "read_eval_csv",
     "eval_score",
     "settings",
@@ -33,6 +34,7 @@ __all__ = [
     "EVAL_COLUMNS",
     "BEST_THETA_FILE",
     "SETTINGS_FILE",
+    "OUTPUT_FILES",
 ]
 
 #: The theta with the best periodic-evaluation score, in the run's folder.
@@ -40,8 +42,17 @@ BEST_THETA_FILE = "theta_best.msgpack"
 #: The evaluation's settings, in the run's folder: ``learnopt meta-train --resume DIR``
 #: evaluates as the run did unless told otherwise.
 SETTINGS_FILE = "eval_config.json"
+#: Everything a periodic evaluation writes into the run's folder (``meta_train``'s
+#: ``overwrite`` removes them with the run's own files).
+OUTPUT_FILES = ("eval.csv", "eval.png", BEST_THETA_FILE, SETTINGS_FILE)
 
 _DEFAULT = PeriodicEvalConfig()
+
+
+class PeriodicEvalWarning(UserWarning):
+    """Something of a periodic evaluation's files cannot be used (a resumed run's
+    ``theta_best.msgpack`` that cannot be read)."""
+
 
 #: Columns of ``eval.csv``.
 EVAL_COLUMNS = (
@@ -69,8 +80,10 @@ class _TaskEval:
 class PeriodicEval:
     """A :func:`learnopt.train.meta_train` callback: a small meta-validation every N steps.
 
-    Every ``every`` meta-steps (at the first metrics flush at or after each multiple) the
-    current theta trains each of ``tasks`` for ``steps`` inner steps over ``seeds``
+    At every multiple of ``every`` meta-steps (``meta_train`` flushes its metrics there,
+    as :meth:`due` asks, whatever ``log_every`` is; a caller that flushes less often
+    gets the evaluation at its first flush at or after each multiple) the current theta
+    trains each of ``tasks`` for ``steps`` inner steps over ``seeds``
     seeds (:class:`learnopt.evaluation.engine.TaskEvaluator`, the same batches every
     time). The figures: ``final_train`` (mean training loss over the last 10% of steps),
     ``final_valid``, and ``normalized_loss = final_train / final_train`` of Adam tuned
@@ -94,7 +107,10 @@ class PeriodicEval:
       progress: print one line per evaluation.
       keep_best: write the theta of the best :func:`eval_score` so far to
         ``<out_dir>/theta_best.msgpack`` (with metadata naming the step and score); a
-        resumed run continues from the best score in its ``eval.csv``.
+        resumed run continues from the best score in its ``eval.csv`` once
+        :meth:`restore` has checked that ``theta_best.msgpack`` can be read (if not, a
+        :class:`PeriodicEvalWarning` names the file and the best is reset: the next
+        evaluation's theta is written there).
       baseline_cache: where tuned Adam's curves are kept and reused by later runs with
         the same tasks, settings and learnopt source
         (:class:`~learnopt.evaluation.cache.BaselineCache`); ``"default"`` (the default)
@@ -147,6 +163,18 @@ class PeriodicEval:
         self._last: int | None = None
 
     # -- the callback
+    def due(self, step: int) -> bool:
+        """Whether an evaluation is due after meta-step ``step`` (``meta_train`` flushes
+        its metrics then, so that the evaluation runs at that step).
+
+        Args:
+          step: the number of meta-steps done.
+
+        Returns:
+          True at every multiple of ``every``.
+        """
+        return step > 0 and step % self.every == 0
+
     def __call__(self, info: Any) -> None:
         """Evaluates when a multiple of ``every`` was passed since the last evaluation.
 
@@ -217,7 +245,7 @@ class PeriodicEval:
         out = self.out_dir or (Path(out_dir) if out_dir is not None else None)
         writes = out is not None and jax.process_index() == 0
         if writes and not self._restored:
-            self._restore_best(out / "eval.csv")
+            self.restore(out)
         self._restored = True
         score = eval_score(rows)
         improved = score < self.best_score
@@ -243,15 +271,55 @@ class PeriodicEval:
             )
         return rows
 
-    def _restore_best(self, path: Path) -> None:
-        """The best score of an earlier part of this run (a resumed run's ``eval.csv``)."""
+    def restore(self, out_dir: str | Path) -> None:
+        """Takes the best score of an earlier part of this run (a resumed run's folder).
+
+        The best of ``<out_dir>/eval.csv`` is taken only if ``theta_best.msgpack`` (with
+        ``keep_best``) can be read: a missing, corrupted or truncated file is a
+        :class:`PeriodicEvalWarning` naming it, and the best is reset, so that no best is
+        reported that cannot be read and the next evaluation writes the file again. Called
+        by the first evaluation; ``learnopt meta-train --resume`` calls it at the start.
+
+        Args:
+          out_dir: the run's folder.
+        """
+        import warnings
+
+        from learnopt import checkpoints
+
+        out = Path(out_dir)
+        self._restored = True
+        path = out / "eval.csv"
         if not path.exists():
             return
-        table = read_eval_csv(path)
+        try:
+            table = read_eval_csv(path)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            warnings.warn(
+                f"{path} cannot be read ({_one_line(e)}): the earlier evaluations' best is "
+                f"not known, and the next periodic evaluation writes {BEST_THETA_FILE} again",
+                PeriodicEvalWarning,
+                stacklevel=2,
+            )
+            return
         for step in sorted({r["step"] for r in table}):
             score = eval_score([r for r in table if r["step"] == step])
             if score < self.best_score:
                 self.best_score, self.best_step = score, step
+        if not self.keep_best or self.best_step is None:
+            return
+        best = out / BEST_THETA_FILE
+        try:
+            checkpoints.load_theta(best)
+        except (OSError, ValueError) as e:
+            warnings.warn(
+                f"{best} cannot be read ({_one_line(e)}): the best of eval.csv (score "
+                f"{self.best_score:.4g} at step {self.best_step}) is dropped and the best is "
+                f"reset; the next periodic evaluation writes {BEST_THETA_FILE} again",
+                PeriodicEvalWarning,
+                stacklevel=2,
+            )
+            self.best_score, self.best_step = math.inf, None
 
     def _save_best(self, path: Path, lopt: Any, theta: Any, step: int, score: float) -> None:
         from learnopt import checkpoints
@@ -455,6 +523,12 @@ def read_eval_csv(path: str | Path) -> list[dict[str, Any]]:
                     parsed[k] = float(v) if v != "" else math.nan
             rows.append(parsed)
     return rows
+
+
+def _one_line(error: BaseException) -> str:
+    """``error`` as one line: its first line, or its type when it has no text."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _data_position(task: Any) -> Mapping[str, Any] | None:

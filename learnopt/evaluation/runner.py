@@ -76,6 +76,7 @@ def evaluate_suite(
     progress: bool | Callable[[int], None] = False,
     baseline_cache: str | os.PathLike | None = None,
     on_task: Callable[[SuiteResult], None] | None = None,
+    check: Callable[[], None] | None = None,
     **overrides: Any,
 ) -> SuiteResult:
     """Evaluates ``candidate`` against tuned ``baselines`` on every task of a suite.
@@ -98,6 +99,9 @@ def evaluate_suite(
         effort: an unusable folder or file is a warning, never an error.
       on_task: called after each task with the result so far (the tasks done, in suite
         order), e.g. to write it, so that an interrupted evaluation keeps what it did.
+      check: called before each task and after each chunk of training; what it raises
+        stops the evaluation there (``learnopt evaluate`` checks for a signal that an
+        exception raised inside a destructor could have hidden).
       **overrides: fields of ``TrainingSettings`` as keywords (``num_steps=``,
         ``num_seeds=``, ``eval_every=``, ...), alone or on top of ``settings``.
 
@@ -124,9 +128,13 @@ def evaluate_suite(
         cache.check_writable()  # an unusable folder: one warning now, no caching later
     bar = _RunsBar(entries, [candidate, *baselines], settings) if progress is True else None
     callback = bar.task_callback if bar is not None else progress if callable(progress) else None
+    if check is not None:
+        callback = _checked(callback, check)
     tasks, summaries = [], []
     try:
         for entry in entries:
+            if check is not None:
+                check()
             task, name = task_and_name(entry)
             # Only tasks given by name are rebuilt the same way: they alone are cached.
             task_cache = cache if isinstance(entry, str) else None
@@ -141,6 +149,19 @@ def evaluate_suite(
         if bar is not None:
             bar.close()
     return _suite_result(candidate, baselines, settings, select_by, tasks, summaries)
+
+
+def _checked(
+    callback: Callable[[int], None] | None, check: Callable[[], None]
+) -> Callable[[int], None]:
+    """``callback`` (if any), then ``check``: the engine's per-chunk progress callback."""
+
+    def after_chunk(steps: int) -> None:
+        if callback is not None:
+            callback(steps)
+        check()
+
+    return after_chunk
 
 
 def _suite_result(

@@ -45,6 +45,8 @@ class TruncatedGrad(GradientEstimator):
         must agree).
     """
 
+    default_trunc_length = 20
+
     def __init__(
         self,
         truncated_step: VectorizedLOptTruncatedStep,
@@ -55,7 +57,7 @@ class TruncatedGrad(GradientEstimator):
     ):
         self.truncated_step = truncated_step
         self.trunc_length = common.steps_per_estimate(
-            "TruncatedGrad", trunc_length, unroll_length, 20
+            "TruncatedGrad", trunc_length, unroll_length, self.default_trunc_length
         )
         common.check_steps_per_jit("TruncatedGrad", steps_per_jit, self.trunc_length)
         common.check_fits_schedule("TruncatedGrad", truncated_step, self.trunc_length)

@@ -2,6 +2,8 @@
 
 * :mod:`~learnopt.run.config`: :class:`RunConfig` and :class:`LaunchConfig`, every setting
   with its default and help (pure Python; the command line's flags come from here);
+* :mod:`~learnopt.run.trainers`: the trainers, one entry per gradient estimator;
+* :mod:`~learnopt.run.recipes`: per-architecture defaults and named recipes;
 * :mod:`~learnopt.run.settings`: a run's settings resolved against recipes and a resumed
   run, and checked;
 * :mod:`~learnopt.run.build`: tasks, learned optimizers, estimators and the learner from

@@ -3,7 +3,8 @@
 Vocabulary, as everywhere: ``trunc_length`` is the number of inner steps one estimate
 unrolls (the truncated trainers); ``total_length`` is the length of an inner run (the
 truncation schedule's ``total_length``). A full-run estimator unrolls a whole run, so only
-``total_length`` applies. Defaults come from :mod:`learnopt.run.config`.
+``total_length`` applies. Defaults come from :mod:`learnopt.run.config`; each trainer's
+estimator is built as its entry of :data:`learnopt.run.trainers.SPECS` says.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
 from learnopt.outer_trainers import gradient_learner, lopt_truncated_step, truncation_schedule
 from learnopt.outer_trainers.gradient_estimator import ESTIMATORS, GradientEstimator
-from learnopt.registry import UnknownNameError, unknown_name_message
 from learnopt.run import config as run_config
 from learnopt.run import settings as run_settings
+from learnopt.run import trainers
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks import suites
 from learnopt.tasks.datasets import base as datasets_base
@@ -152,71 +153,71 @@ def make_estimator(
 ) -> GradientEstimator:
     """Builds the estimator of trainer ``name`` on a population of ``num_tasks`` inner runs.
 
+    The settings are the run's of the same names: :class:`~learnopt.run.config.RunConfig`
+    says what each is and its default.
+
     Args:
-      name: a trainer name of :data:`learnopt.run.config.TRAINERS` (``"pes"``, ...).
+      name: a trainer name of :data:`learnopt.run.trainers.SPECS` (``"pes"``, ...).
       task_family: a task or task family.
       lopt: the learned optimizer.
-      trunc_length: inner steps per estimate of the truncated estimators (``tbptt``,
-        ``tes``, ``pes``, ``nres``; default 4); must be ``<= total_length``. Passing it to
-        a full-run estimator is an error.
-      total_length: length of every inner run (``ConstantTruncationSchedule``): the
-        horizon of ``full_grad`` / ``full_es`` (default 4); the truncated estimators' runs
-        start staggered in ``[0, total_length)`` and restart when they reach it (default
-        200).
-      num_tasks: inner runs (ES: antithetic pairs); default 1 for ``full_grad``, else 8.
+      trunc_length, total_length, num_tasks: inner steps per estimate of a truncated
+        trainer (``<= total_length``; an error with a full-run one), the length of every
+        inner run, and the inner runs (ES: antithetic pairs); None: their defaults.
       std: ES perturbation standard deviation.
-      meta_loss_split: what a step's meta-loss is measured on: None, the training loss of
-        the step (params before its update); ``"same_data"``, the updated params on the
-        same batch; a split name (``"outer_valid"``, ...), the updated params on a batch
-        of that split.
-      meta_loss_weighting: the weight of a step's meta-loss by its position in its run:
-        None or ``"uniform"`` (all alike), ``"last_window"`` (the last
-        ``meta_loss_window`` steps) or ``"late"`` (growing as ``(t / T) **
-        meta_loss_power``); weights have mean 1 over a run (see
-        :mod:`learnopt.outer_trainers.meta_objective`).
-      meta_loss_window: the ``"last_window"`` window: a number of steps (int) or a
-        fraction of the run in ``(0, 1]`` (float).
-      meta_loss_power: the ``"late"`` exponent ``p >= 0`` (None: 1, linear).
-      meta_loss_transform: None (the normalized value as it is) or ``"log"`` (the log
-        of the raw loss, floored at 1e-8, so that tasks of different loss scales weigh
-        alike).
+      meta_loss_split, meta_loss_weighting, meta_loss_window, meta_loss_power: the
+        meta-objective; None: the truncated step's defaults.
+      meta_loss_transform: None, or ``"log"`` (the log of the raw loss).
 
     Returns:
       The gradient estimator.
     """
-    if name not in run_config.TRAINERS:
-        raise UnknownNameError(
-            unknown_name_message("trainer", name, run_config.TRAINERS, listing="trainers")
-        )
-    cls = ESTIMATORS.constructor(run_config.TRAINERS[name][0])
-    if name in run_config.FULL_TRAINERS and trunc_length is not None:
-        raise ValueError(
-            f"{name} unrolls whole inner runs: set their length with total_length, not "
-            f"trunc_length (got trunc_length={trunc_length})"
-        )
-    trunc_length, total_length, num_tasks = run_config.lengths(
-        name, trunc_length, total_length, num_tasks
+    trainers.SPECS[name]  # an unknown name: a KeyError that names the closest ones
+    settings = _resolved(
+        trainer=name,
+        trunc_length=trunc_length,
+        total_length=total_length,
+        num_tasks=num_tasks,
+        std=std,
+        meta_loss_split=meta_loss_split,
+        meta_loss_weighting=meta_loss_weighting,
+        meta_loss_window=meta_loss_window,
+        meta_loss_power=meta_loss_power,
+        meta_loss_transform=meta_loss_transform,
     )
-    full = name in run_config.FULL_TRAINERS
+    return _estimator(settings, task_family, lopt)
+
+
+def _resolved(
+    trainer: str,
+    trunc_length: int | None,
+    total_length: int | None,
+    num_tasks: int | None,
+    **others: Any,
+) -> run_config.RunConfig:
+    """Settings given as keywords, with the trainer's lengths and population filled in."""
+    trunc, total, num = run_config.lengths(trainer, trunc_length, total_length, num_tasks)
+    return run_config.RunConfig(
+        trainer=trainer, trunc_length=trunc, total_length=total, num_tasks=num, **others
+    )
+
+
+def _estimator(settings: run_config.RunConfig, task_family: Any, lopt: Any) -> GradientEstimator:
+    """The estimator of ``settings.trainer`` on ``task_family``, from resolved settings."""
+    spec = trainers.SPECS[settings.trainer]
+    power = settings.meta_loss_power
     step = lopt_truncated_step.VectorizedLOptTruncatedStep(
         task_family,
         lopt,
-        truncation_schedule.ConstantTruncationSchedule(total_length),
-        num_tasks,
-        meta_loss_split=meta_loss_split,
-        random_initial_iteration_offset=0 if full else total_length,
-        meta_loss_weighting=meta_loss_weighting,
-        meta_loss_window=meta_loss_window,
-        meta_loss_power=1.0 if meta_loss_power is None else meta_loss_power,
-        meta_loss_transform=meta_loss_transform,
+        truncation_schedule.ConstantTruncationSchedule(settings.total_length),
+        settings.num_tasks,
+        meta_loss_split=settings.meta_loss_split,
+        random_initial_iteration_offset=0 if spec.full else settings.total_length,
+        meta_loss_weighting=settings.meta_loss_weighting,
+        meta_loss_window=settings.meta_loss_window,
+        meta_loss_power=1.0 if power is None else power,
+        meta_loss_transform=settings.meta_loss_transform,
     )
-    if name == "full_grad":
-        return cls(step)
-    if name == "full_es":
-        return cls(step, std=std)
-    if name == "tbptt":
-        return cls(step, trunc_length=trunc_length)
-    return cls(step, trunc_length=trunc_length, std=std)
+    return spec.build(settings, step, ESTIMATORS.constructor(spec.estimator))
 
 
 def resolve_mesh(mesh: Any) -> Any:
@@ -260,6 +261,7 @@ def build_learner(
     theta_opt: Any = None,
     data_dir: str | os.PathLike | None = None,
     mesh: Any = None,
+    settings: run_config.RunConfig | None = None,
 ) -> gradient_learner.SingleMachineGradientLearner:
     """The :class:`SingleMachineGradientLearner` that :func:`learnopt.train.meta_train`
     would build.
@@ -268,31 +270,12 @@ def build_learner(
       task: a task or task family (name or object), or a list of them (one estimator
         each, their estimates averaged).
       lopt: a learned optimizer (name or object).
-      trainer: a trainer name of :data:`learnopt.run.config.TRAINERS`.
-      trunc_length: inner steps per estimate of the truncated trainers (``tbptt``,
-        ``tes``, ``pes``, ``nres``; default 4); must be ``<= total_length``; an error
-        with a full-run trainer.
-      total_length: length of every inner run: the horizon of ``full_grad`` /
-        ``full_es`` (default 4); the truncated trainers' runs start staggered in
-        ``[0, total_length)`` and restart when they reach it (default 200).
-      num_tasks: inner runs per estimator (ES: antithetic pairs); default 1 for
-        ``full_grad``, else 8.
-      std: ES perturbation standard deviation.
-      meta_loss_split: what a step's meta-loss is measured on: None, the training loss of
-        the step (params before its update); ``"same_data"``, the updated params on the
-        same batch; a split name (``"outer_valid"``, ...), the updated params on a batch
-        of that split.
-      meta_loss_weighting: the weight of a step's meta-loss by its position in its run:
-        None or ``"uniform"`` (all alike), ``"last_window"`` (the last
-        ``meta_loss_window`` steps) or ``"late"`` (growing as ``(t / T) **
-        meta_loss_power``); weights have mean 1 over a run (see
-        :mod:`learnopt.outer_trainers.meta_objective`).
-      meta_loss_window: the ``"last_window"`` window: a number of steps (int) or a
-        fraction of the run in ``(0, 1]`` (float).
-      meta_loss_power: the ``"late"`` exponent ``p >= 0`` (None: 1, linear).
-      meta_loss_transform: None (the normalized value as it is) or ``"log"`` (the log
-        of the raw loss, floored at 1e-8, so that tasks of different loss scales weigh
-        alike).
+      trainer: a trainer name of :data:`learnopt.run.trainers.SPECS`.
+      trunc_length, total_length, num_tasks, std: the estimators' settings, which
+        :func:`make_estimator` documents.
+      meta_loss_split, meta_loss_weighting, meta_loss_window, meta_loss_power: the
+        meta-objective, which :func:`make_estimator` documents.
+      meta_loss_transform: None, or ``"log"`` (the log of the raw loss).
       outer_lr: the learning rate of the outer ``opt_base.Adam`` (unless ``theta_opt``).
       max_grad_norm: clip the meta-gradient to this global norm (None: no clipping).
       steps: the number of meta-steps (for outer learning-rate schedules).
@@ -301,53 +284,47 @@ def build_learner(
       mesh: where the population runs: None (one device; in a multi-process run every
         device of every process), ``"all"`` (every device of every process) or a
         ``jax.sharding.Mesh`` (see :func:`resolve_mesh`).
+      settings: the run's resolved settings (a ``RunConfig`` with every setting filled
+        in, as :func:`learnopt.train.meta_train` resolves them), read instead of the
+        keywords from ``trainer`` to ``steps`` and ``data_dir``.
 
     Returns:
       The learner.
     """
-    check = run_settings.check_setting
-    trainer = check("trainer", trainer)
-    trunc_length, total_length, num_tasks = run_config.lengths(
-        trainer,
-        check("trunc_length", trunc_length),
-        check("total_length", total_length),
-        check("num_tasks", num_tasks),
-    )
-    std = check("std", std)
-    tasks = list(task) if isinstance(task, list | tuple) else [task]
-    if not tasks:
-        raise ValueError("task: an empty list of tasks")
-    tasks, lopt = [build_task(t, data_dir) for t in tasks], build_lopt(lopt)
-    estimators = [
-        make_estimator(
-            trainer,
-            t,
-            lopt,
-            num_tasks=num_tasks,
-            trunc_length=trunc_length,
-            total_length=total_length,
-            std=std,
+    if settings is None:
+        check = run_settings.check_setting
+        settings = _resolved(
+            check("trainer", trainer),
+            check("trunc_length", trunc_length),
+            check("total_length", total_length),
+            check("num_tasks", num_tasks),
+            std=check("std", std),
             meta_loss_split=meta_loss_split,
             meta_loss_weighting=meta_loss_weighting,
             meta_loss_window=meta_loss_window,
             meta_loss_power=check("meta_loss_power", meta_loss_power),
             meta_loss_transform=meta_loss_transform,
+            outer_lr=None if theta_opt is not None else check("outer_lr", outer_lr),
+            max_grad_norm=check("max_grad_norm", max_grad_norm),
+            steps=steps,
+            data_dir=data_dir,
         )
-        for t in tasks
-    ]
+    tasks = list(task) if isinstance(task, list | tuple) else [task]
+    if not tasks:
+        raise ValueError("task: an empty list of tasks")
+    tasks, lopt = [build_task(t, settings.data_dir) for t in tasks], build_lopt(lopt)
+    estimators = [_estimator(settings, t, lopt) for t in tasks]
     mesh = resolve_mesh(mesh)
     for est in estimators if mesh is not None else ():
         if getattr(est, "stack_antithetic_samples", False):
             # Split over devices, a stacked +/- population is resharded at every step
             # (dozens of collectives); unstacked, each device keeps its pairs. Same maths.
             est.stack_antithetic_samples = False
-    if theta_opt is None:
-        theta_opt = opt_base.Adam(check("outer_lr", outer_lr))
     return gradient_learner.SingleMachineGradientLearner(
         lopt,
         estimators,
-        theta_opt,
-        num_steps=steps,
-        max_grad_norm=check("max_grad_norm", max_grad_norm),
+        theta_opt if theta_opt is not None else opt_base.Adam(settings.outer_lr),
+        num_steps=settings.steps,
+        max_grad_norm=settings.max_grad_norm,
         mesh=mesh,
     )

@@ -8,8 +8,9 @@ from both (``learnopt.cli.meta_train``), and :func:`learnopt.train.meta_train` t
 ``learnopt --help`` stays instant.
 
 Settings whose default depends on others are ``None`` until a run resolves them
-(:func:`lengths`; an architecture's recipe in :mod:`learnopt.recipes` may set the outer
-learning rate, clipping, lengths, population and perturbation size of its runs).
+(:func:`lengths`; an architecture's recipe in :mod:`learnopt.run.recipes` may set the
+outer learning rate, clipping, lengths, population and perturbation size of its runs).
+The trainers and their own defaults are :data:`learnopt.run.trainers.SPECS`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import dataclasses
 from typing import Any
 
 from learnopt._fields import document_settings, setting
+from learnopt.run import trainers
 
 __all__ = [
     "RunConfig",
@@ -48,25 +50,23 @@ DEFAULT_LOPT = "LearnableAdam"
 DEFAULT_TRAINER = "full_grad"
 #: Learned optimizers that ``--help`` names (the registry has more: ``learnopt list lopts``).
 LOPTS = ("LearnableSGD", "LearnableSGDM", "LearnableAdam", "MLPLOpt")
-#: The command line's trainer names: ``name -> (estimator class, what it does)``. The
-#: classes are registered in ``learnopt.outer_trainers.gradient_estimator.ESTIMATORS``.
-TRAINERS: dict[str, tuple[str, str]] = {
-    "full_grad": ("FullGrad", "backprop through a whole fresh inner run of T steps (exact)"),
-    "tbptt": ("TruncatedGrad", "backprop through K-step truncations of T-step runs (biased)"),
-    "full_es": ("FullES", "antithetic ES over a whole fresh inner run of T steps"),
-    "tes": ("TruncatedES", "antithetic ES over K-step truncations of T-step runs (biased)"),
-    "pes": ("TruncatedPES", "persistent ES over K-step truncations of T-step runs (unbiased)"),
-    "nres": ("NoiseReuseES", "noise-reuse ES over K-step truncations of T-step runs (unbiased)"),
-}
+#: The command line's trainer names: ``name -> (estimator class, what it does)``, from
+#: :data:`learnopt.run.trainers.SPECS` (as are the two below, all read at each use).
+TRAINERS = trainers.View(lambda: {n: (s.estimator, s.help) for n, s in trainers.SPECS.items()})
 #: Trainers that unroll whole fresh inner runs per estimate (no truncation).
-FULL_TRAINERS = ("full_grad", "full_es")
+FULL_TRAINERS = trainers.View(lambda: {n: s for n, s in trainers.SPECS.items() if s.full})
+#: Inner runs per meta-step by trainer (``"other"``: a trainer that sets none).
+DEFAULT_NUM_TASKS = trainers.View(
+    lambda: {
+        **{n: s.num_tasks for n, s in trainers.SPECS.items()},
+        "other": trainers.DEFAULT_POPULATION,
+    }
+)
 #: Inner steps per estimate of the truncated trainers.
 DEFAULT_TRUNC_LENGTH = 4
 #: Length of an inner run: the notes' 4-step walkthrough for the full-run trainers, 200
 #: steps (with staggered starts) for the truncated ones.
 DEFAULT_TOTAL_LENGTH = {"full": 4, "truncated": 200}
-#: Inner runs per meta-step: one exact gradient, else 8 runs (antithetic ES pairs).
-DEFAULT_NUM_TASKS = {"full_grad": 1, "other": 8}
 DEFAULT_OUTER_LR = 1e-2
 DEFAULT_STD = 0.01
 #: ``--meta-loss-split`` values (``lopt_truncated_step.META_LOSS_SPLITS`` less None).
@@ -81,7 +81,16 @@ _ESTIMATOR = "meta-gradient estimator"
 _OUTER = "outer optimizer"
 _OUTPUT = "output, checkpoints and resume"
 _DEVICES = "devices, processes and machines (docs/distributed.md)"
-_NOTE_RECIPE = "; an architecture's recipe may set its own (learnopt.recipes)"
+_NOTE_RECIPE = "; an architecture's recipe may set its own (learnopt.run.recipes)"
+#: Trainer names for the help texts: the full-run and truncated ones, those that take std.
+_FULL = "/".join(FULL_TRAINERS)
+_TRUNCATED = "/".join(n for n in TRAINERS if n not in FULL_TRAINERS)
+_ES = "/".join(n for n, s in trainers.SPECS.items() if "std" in s.takes)
+_POPULATIONS = "".join(
+    f"{s.num_tasks} for {n}, "
+    for n, s in trainers.SPECS.items()
+    if s.num_tasks != trainers.DEFAULT_POPULATION
+)
 
 
 @document_settings
@@ -99,7 +108,7 @@ class RunConfig:
 
     recipe: str | None = setting(
         None,
-        "a named recipe of learnopt.recipes.RECIPES (every setting of a documented run, "
+        "a named recipe of learnopt.run.recipes.RECIPES (every setting of a documented run, "
         "its --eval-* meta-validation and --steps); flags given beside it win",
         metavar="NAME",
         group=_WHAT,
@@ -125,7 +134,7 @@ class RunConfig:
         None,
         f"learned optimizer: {', '.join(LOPTS)}, ... ('learnopt list lopts' shows all; default: "
         f"{DEFAULT_LOPT}); built "
-        "with its meta-training defaults (learnopt.recipes), which also set --outer-lr, "
+        "with its meta-training defaults (learnopt.run.recipes), which also set --outer-lr, "
         "--max-grad-norm, --trunc-length, --total-length, --num-tasks and --std where not "
         "given",
         metavar="NAME",
@@ -143,13 +152,13 @@ class RunConfig:
     trainer: str | None = setting(
         None,
         f"gradient estimator (default: {DEFAULT_TRAINER}; see 'trainers' below)",
-        choices=tuple(TRAINERS),
+        choices=TRAINERS,
         group=_ESTIMATOR,
     )
     trunc_length: int | None = setting(
         None,
         "inner steps per meta-gradient estimate (a truncation) of the truncated trainers "
-        "tbptt/tes/pes/nres; must be <= T; full_grad/full_es unroll whole runs and take "
+        f"{_TRUNCATED}; must be <= T; {_FULL} unroll whole runs and take "
         f"--total-length instead (default: {DEFAULT_TRUNC_LENGTH}{_NOTE_RECIPE})",
         metavar="K",
         parse="positive_int",
@@ -157,8 +166,8 @@ class RunConfig:
     )
     total_length: int | None = setting(
         None,
-        "length of each inner training run: the whole horizon of full_grad/full_es "
-        f"(default: {DEFAULT_TOTAL_LENGTH['full']}); for tbptt/tes/pes/nres the runs start "
+        f"length of each inner training run: the whole horizon of {_FULL} "
+        f"(default: {DEFAULT_TOTAL_LENGTH['full']}); for {_TRUNCATED} the runs start "
         f"staggered in [0, T) and restart when they reach T (default: "
         f"{DEFAULT_TOTAL_LENGTH['truncated']}{_NOTE_RECIPE})",
         metavar="T",
@@ -167,17 +176,15 @@ class RunConfig:
     )
     num_tasks: int | None = setting(
         None,
-        "inner runs per meta-step (ES: antithetic pairs) (default: "
-        f"{DEFAULT_NUM_TASKS['full_grad']} for full_grad, {DEFAULT_NUM_TASKS['other']} for "
-        f"the others{_NOTE_RECIPE})",
+        f"inner runs per meta-step (ES: antithetic pairs) (default: {_POPULATIONS}"
+        f"{trainers.DEFAULT_POPULATION} for the others{_NOTE_RECIPE})",
         metavar="N",
         parse="positive_int",
         group=_ESTIMATOR,
     )
     std: float | None = setting(
         None,
-        "ES perturbation standard deviation (full_es/tes/pes/nres) (default: "
-        f"{DEFAULT_STD:g}{_NOTE_RECIPE})",
+        f"ES perturbation standard deviation ({_ES}) (default: {DEFAULT_STD:g}{_NOTE_RECIPE})",
         parse="positive_float",
         group=_ESTIMATOR,
     )
@@ -193,7 +200,7 @@ class RunConfig:
     meta_loss_weighting: str | None = setting(
         None,
         "weight of a step's meta-loss by its position t in its inner run of T steps "
-        "(weights of mean 1 over a run; every trainer, full_grad/full_es included): "
+        f"(weights of mean 1 over a run; every trainer, {_FULL} included): "
         "uniform (the default: the mean over each truncation); last_window: only the last "
         "--meta-loss-window steps count (an end-of-run objective); late: (p+1)((t+1/2)/T)^p "
         "with p = --meta-loss-power (see learnopt.outer_trainers.meta_objective)",
@@ -371,12 +378,15 @@ def lengths(
 
     Raises:
       ValueError: ``trunc_length`` given to a full-run trainer, or longer than a run.
+      UnknownNameError: an unknown trainer.
     """
-    full = trainer in FULL_TRAINERS
+    spec = trainers.SPECS[trainer]
+    full = spec.full
     if full and trunc_length is not None:
+        truncated = "/".join(n for n in TRAINERS if n not in FULL_TRAINERS)
         raise ValueError(
             f"{trainer} unrolls whole inner runs: set their length with total_length "
-            "(trunc_length is the truncation of tbptt/tes/pes/nres)"
+            f"(trunc_length is the truncation of {truncated})"
         )
     if total_length is None:
         total_length = DEFAULT_TOTAL_LENGTH["full" if full else "truncated"]
@@ -390,7 +400,7 @@ def lengths(
                 f"{trainer}"
             )
     if num_tasks is None:
-        num_tasks = DEFAULT_NUM_TASKS["full_grad" if trainer == "full_grad" else "other"]
+        num_tasks = spec.num_tasks
     return trunc_length, total_length, num_tasks
 
 
@@ -406,7 +416,9 @@ class LaunchConfig:
     out: str | None = setting(
         None,
         "output folder, created if needed; refused if it holds a run, unless --resume or "
-        "--overwrite (default: runs/meta-train-<timestamp>)",
+        "--overwrite, and always if it holds an evaluation (learnopt evaluate); checked "
+        "before any work: a file, or a place that cannot be written, is an error (default: "
+        "runs/meta-train-<timestamp>)",
         metavar="DIR",
         group=_OUTPUT,
     )
@@ -418,7 +430,13 @@ class LaunchConfig:
         group=_OUTPUT,
     )
     overwrite: bool = setting(
-        False, "replace the run in --out (its files and checkpoints)", switch="on", group=_OUTPUT
+        False,
+        "replace the run in --out: its files (config.json, metrics.csv, theta.msgpack, "
+        "plots, eval.csv, eval.png, theta_best.msgpack, eval_config.json) and checkpoints "
+        "are removed first, other files are kept; a folder that holds an evaluation is "
+        "refused even so",
+        switch="on",
+        group=_OUTPUT,
     )
     plots: bool = setting(
         True,
@@ -431,8 +449,9 @@ class LaunchConfig:
     tensorboard: str | None = setting(
         None,
         "also write metrics.csv's columns as TensorBoard scalars (meta_train/<column>) "
-        "into DIR (needs the 'tensorboard' extra: pip install 'learnopt[tensorboard]'; "
-        "default: off, metrics.csv is always written)",
+        "into DIR (a folder, checked before any work: a file or a place that cannot be "
+        "written is an error; needs the 'tensorboard' extra: pip install "
+        "'learnopt[tensorboard]'; default: off, metrics.csv is always written)",
         metavar="DIR",
         group=_OUTPUT,
     )

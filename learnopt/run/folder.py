@@ -42,6 +42,7 @@ __all__ = [
     "RunExistsError",
     "RunLockedError",
     "holds_run",
+    "evaluation_files",
     "CONFIG_FILE",
     "METRICS_FILE",
     "THETA_FILE",
@@ -79,6 +80,31 @@ def holds_run(out_dir: str | os.PathLike) -> bool:
         any((out / f).is_file() for f in (CONFIG_FILE, METRICS_FILE, THETA_FILE))
         or (out / checkpoints.CHECKPOINT_DIR).is_dir()
     )
+
+
+def evaluation_files(out_dir: str | os.PathLike) -> list[str]:
+    """The files of a ``learnopt evaluate`` output that ``out_dir`` holds.
+
+    A meta-training run never goes into such a folder, not even with ``overwrite``: the
+    two kinds of run would mix (their ``config.json`` in particular).
+
+    Args:
+      out_dir: a folder.
+
+    Returns:
+      Their names (``config.json`` if it is an evaluation's); empty when there are none.
+    """
+    from learnopt.evaluation.command import FIXED_OUTPUTS
+
+    out = Path(out_dir)
+    names = [n for n in FIXED_OUTPUTS if n != CONFIG_FILE and (out / n).is_file()]
+    try:
+        config = json.loads((out / CONFIG_FILE).read_text())
+    except (OSError, ValueError):
+        config = None
+    if isinstance(config, dict) and config.get("command") == "evaluate":
+        names.insert(0, CONFIG_FILE)
+    return names
 
 
 class RunFolder:
@@ -175,8 +201,12 @@ class RunFolder:
         checkpoints.write_atomic(self.config_path, data)
 
     def remove_run(self) -> None:
-        """Removes the run's files and checkpoints (``overwrite``); keeps other files."""
-        for name in RUN_FILES:
+        """Removes the run's files and checkpoints (``overwrite``), those of its periodic
+        evaluation included (``eval.csv``, ``theta_best.msgpack``, ...: a new run must
+        neither append to them nor be compared with their best); keeps other files."""
+        from learnopt.evaluation.periodic import OUTPUT_FILES
+
+        for name in (*RUN_FILES, *OUTPUT_FILES):
             (self.path / name).unlink(missing_ok=True)
         shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from learnopt import _validate, distributed
-from learnopt.run import build, folder, processes
+from learnopt.run import build, folder, processes, recipes
 from learnopt.run import config as run_config
 from learnopt.run import session as run_session
 from learnopt.run import settings as run_settings
@@ -50,8 +50,8 @@ def meta_train(
     checkpoint_every, keep_checkpoints, health_window, data_dir), given as ``config``,
     as keywords, or both (a keyword wins).
     A setting left unset takes its default, its recipe's for an architecture given by
-    name (:mod:`learnopt.recipes`), or, with ``resume=True``, the resumed run's value (a
-    value given for a setting that differs from the run's raises ``ValueError``). In a
+    name (:mod:`learnopt.run.recipes`), or, with ``resume=True``, the resumed run's value
+    (a value given for a setting that differs from the run's raises ``ValueError``). In a
     ``config``, a field at its default counts as unset. ``task`` and ``lopt`` may also be
     objects (a ``Task``/``TaskFamily``, a ``LearnedOptimizer``).
 
@@ -66,7 +66,8 @@ def meta_train(
       overwrite: replace the run in ``out_dir`` (its files and checkpoints).
       plots: write meta_loss.png and learning_rate.png at the end.
       progress: show a progress bar (stderr) and print the summary.
-      callbacks: called with a :class:`StepInfo` after each metrics flush.
+      callbacks: called with a :class:`StepInfo` after each metrics flush (a callback's
+        ``due(step)`` asks for a flush at that step: see :class:`StepInfo`).
       handle_signals: turn SIGINT/SIGTERM into "checkpoint and stop" (main thread only).
       mesh: the devices the population is split over: None (default) one device, or in
         a multi-process run (after :func:`learnopt.distributed.initialize`) every device
@@ -157,9 +158,7 @@ def _split_settings(
     given = {name: asked.get(name) for name in run_config.RUN_SETTINGS}
     options = {name: asked.get(name) for name in run_config.RUN_OPTIONS}
     if given["recipe"] is not None:
-        from learnopt import recipes
-
-        for name, value in recipes.get_recipe(given["recipe"]).settings.items():
+        for name, value in _recipe_settings_that_apply(given).items():
             if name == "lopt_config":
                 given[name] = {**value, **(given[name] or {})}
             elif name in given and given[name] is None:
@@ -167,6 +166,28 @@ def _split_settings(
             elif name in options and options[name] is None:
                 options[name] = value
     return given, options
+
+
+def _recipe_settings_that_apply(given: dict[str, Any]) -> dict[str, Any]:
+    """The recipe's settings, less those that belong to what the caller replaced.
+
+    A recipe's ``lopt_config`` holds its architecture's arguments: with another ``lopt``
+    given, they are dropped. A recipe's trainer settings (``trunc_length``, ``std``) are
+    dropped where the trainer given does not take them (``--trainer full_grad`` on a PES
+    recipe has no truncation).
+    """
+    from learnopt.run import trainers
+
+    recipe = recipes.get_recipe(given["recipe"]).settings
+    out = dict(recipe)
+    if given["lopt"] is not None and given["lopt"] != recipe.get("lopt"):
+        out.pop("lopt_config", None)
+    if given["trainer"] is not None and given["trainer"] in trainers.SPECS:
+        taken = set(trainers.SPECS[given["trainer"]].takes)
+        specific = {n for spec in trainers.SPECS.values() for n in spec.takes}
+        for name in specific - taken - {"total_length", "num_tasks"}:
+            out.pop(name, None)
+    return out
 
 
 def _start_session(
@@ -191,14 +212,9 @@ def _start_session(
         learner = build.build_learner(
             task=task_obj,
             lopt=lopt_obj,
-            **{k: settings[k] for k in ("trainer", "trunc_length", "total_length", "num_tasks")},
-            std=settings["std"],
-            **{k: settings[k] for k in build.META_OBJECTIVE_SETTINGS},
-            outer_lr=None if theta_opt is not None else settings["outer_lr"],
-            max_grad_norm=settings["max_grad_norm"],
-            steps=options["steps"],
             theta_opt=theta_opt,
             mesh=mesh,
+            settings=run_config.RunConfig(**settings, **options),
         )
         if theta_opt is not None:
             settings["outer_lr"] = run_settings.name_of(theta_opt)

@@ -109,6 +109,19 @@ def _open(out_dir: Any, resume: bool, overwrite: bool) -> tuple[folder.RunFolder
     if resume and not out.is_dir():
         raise ValueError(f"resume: there is no run at {out} (no such folder)")
     run_folder.check_names_free()
+    held = folder.evaluation_files(out) if out.is_dir() else []
+    if held:
+        files = f"{', '.join(held[:4])}{' ...' if len(held) > 4 else ''}"
+        if resume:
+            raise ValueError(
+                f"resume: {out} holds an evaluation (learnopt evaluate: {files}), not a "
+                "meta-training run: there is nothing to resume"
+            )
+        raise ValueError(
+            f"out_dir: {out} holds an evaluation (learnopt evaluate: {files}): a "
+            "meta-training run never writes into another kind of run's folder, not even "
+            "with overwrite=True (--overwrite); choose another folder"
+        )
     if out.is_dir():
         run_folder.lock()
     try:

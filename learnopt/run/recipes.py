@@ -1,4 +1,5 @@
-"""Meta-training recipes: the tables of per-architecture defaults.
+"""Meta-training recipes: the tables of per-architecture defaults (``learnopt.recipes``
+re-exports them at their old path).
 
 ``learnopt meta-train --lopt NAME --trainer pes --family NAME`` (and
 :func:`learnopt.train.meta_train` with ``lopt="NAME", families=[...]``) take what they
@@ -30,7 +31,7 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from learnopt.run.config import FULL_TRAINERS
+from learnopt.run.config import FULL_TRAINERS, RunConfig
 
 __all__ = [
     "RECIPES",
@@ -62,22 +63,17 @@ LOPT_DEFAULTS: dict[str, dict[str, Any]] = {
     "Celo2": dict(step_mult=0.003),
 }
 
+#: The recipes' truncation (docs/meta-training.md): 20-step truncations of 1000-step runs,
+#: 8 runs (antithetic pairs) per estimator, perturbations of 0.01.
+_TRUNCATION = dict(trunc_length=20, total_length=1000, num_tasks=8, std=0.01)
 #: Meta-training settings per architecture (used where a run leaves them unset). The
-#: truncation settings apply to the truncated trainers (tbptt, tes, pes, nres) only.
+#: truncation settings apply to the truncated trainers only (not to full-run trainers).
 TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
-    name: dict(
-        outer_lr=1e-3,
-        max_grad_norm=1.0,
-        trunc_length=20,
-        total_length=1000,
-        num_tasks=8,
-        std=0.01,
-    )
-    for name in LOPT_DEFAULTS
+    name: dict(outer_lr=1e-3, max_grad_norm=1.0, **_TRUNCATION) for name in LOPT_DEFAULTS
 }
 TRAINING_DEFAULTS["HyperV2"]["std"] = 0.003  # VeLO's mixing amplifies perturbations
 #: Settings of :data:`TRAINING_DEFAULTS` that only the truncated trainers take.
-TRUNCATION_SETTINGS = ("trunc_length", "total_length", "num_tasks", "std")
+TRUNCATION_SETTINGS = tuple(_TRUNCATION)
 
 
 def lopt_defaults(name: str) -> dict[str, Any]:
@@ -140,7 +136,6 @@ class Recipe:
 
         from learnopt._fields import flags_of
         from learnopt.evaluation.config import PeriodicEvalConfig
-        from learnopt.run.config import RunConfig
 
         out: list[str] = []
         for config_cls, values in (
@@ -164,8 +159,8 @@ class Recipe:
 
 
 _MLP_BUCKETS = ("MetaTrain_MLP_Digits8_32", "MetaTrain_MLP_Mnist5k8_32x32")
-#: PES over 20-step truncations of 1000-step runs, 8 runs per bucket (docs/meta-training.md).
-_PES = dict(trainer="pes", trunc_length=20, total_length=1000, num_tasks=8, std=0.01)
+#: PES over the recipes' truncation, 8 runs per bucket.
+_PES = dict(trainer="pes", **_TRUNCATION)
 #: The meta-objective that counts late training: log loss, weights growing as (t/T)^2.
 _LATE_LOG = dict(meta_loss_weighting="late", meta_loss_power=2.0, meta_loss_transform="log")
 

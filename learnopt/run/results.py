@@ -23,7 +23,11 @@ class StepInfo:
     """What callbacks receive after each metrics flush (every ``log_every`` steps).
 
     A callback with a true ``at_start`` attribute is also called once before the first
-    meta-step of a new run, with ``step = 0`` and no ``rows``.
+    meta-step of a new run, with ``step = 0`` and no ``rows``. A callback with a
+    ``due(step) -> bool`` method gets a flush (and so a call) after every meta-step for
+    which it returns true, whatever ``log_every`` is (``PeriodicEval`` asks for every
+    multiple of its ``every``). A callback's ``OSError`` stops the run as a failed write
+    naming the callback.
 
     Attributes:
       step: the number of meta-steps done so far.

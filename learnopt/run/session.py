@@ -92,6 +92,7 @@ class Session:
         self.history: dict[str, list] | None = None
         self.health = Health(options["health_window"])
         self.pending: list[dict] = []
+        self._due: list[Callable[[int], Any]] = []  # callbacks' due(step), set by loop()
         self.step = 0
         self.theta_saved_at: int | None = None  # the final theta saved without a checkpoint
         self.multi = distributed.process_count() > 1
@@ -233,6 +234,8 @@ class Session:
             for cb in starting:
                 cb(info)
             self.bar.set_postfix_str("compiling...")
+        # Callbacks that ask for a step (PeriodicEval.due) get a flush there.
+        self._due = [cb.due for cb in self.callbacks if callable(getattr(cb, "due", None))]
         with Signals(handle_signals) as signals:
             try:
                 while self.step < self.num_steps and self.status == "completed":
@@ -263,6 +266,7 @@ class Session:
             self.step % self.options["log_every"] == 0
             or self.step == self.num_steps
             or (signals.received and not self.multi)
+            or any(due(self.step) for due in self._due)
         )
         if flush:
             if not self._write(self._flush, folder.METRICS_FILE):
@@ -293,6 +297,8 @@ class Session:
             fn()
             return True
         except OSError as e:
+            if isinstance(e, _CallbackWriteError):  # not the run's own file: say whose
+                what, e = e.what, e.error
             if self.last_ckpt is not None:
                 where = f"the last good checkpoint is {self.last_ckpt}"
             else:
@@ -347,7 +353,11 @@ class Session:
             warnings.warn(text, MetaTrainWarning, stacklevel=5)
         info = StepInfo(self.step, self.num_steps, self.state, self.learner, infos, self.out)
         for cb in self.callbacks:
-            cb(info)
+            try:
+                cb(info)
+            except OSError as e:
+                what = f"the output of the {type(cb).__name__} callback"
+                raise _CallbackWriteError(what, e) from e
 
     def _show(self, last: dict[str, Any], count: int) -> None:
         postfix = f"meta_loss={float(last['meta_loss']):.4g}"
@@ -506,6 +516,19 @@ class Session:
             c: np.asarray([np.nan if v is None else v for v in vals], np.float64)
             for c, vals in self.history.items()
         }
+
+
+class _CallbackWriteError(OSError):
+    """A callback's write failed: the run's message names the callback, not metrics.csv.
+
+    Args:
+      what: what could not be written.
+      error: the callback's error.
+    """
+
+    def __init__(self, what: str, error: OSError):
+        super().__init__(error.errno, error.strerror)
+        self.what, self.error = what, error
 
 
 def _version() -> str:

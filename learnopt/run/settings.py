@@ -2,9 +2,9 @@
 
 Each setting of :class:`learnopt.run.config.RunConfig` is, in this order: the value the
 caller gave, the resumed run's (a resumed run keeps its settings; a given value that
-differs is refused), the recipe's (:mod:`learnopt.recipes`, for an architecture given by
-name), the default. Settings given as objects (a ``Task``, a learner, an outer optimizer)
-are recorded as "custom": resuming such a run needs the same objects again.
+differs is refused), the recipe's (:mod:`learnopt.run.recipes`, for an architecture
+given by name), the default. Settings given as objects (a ``Task``, a learner, an outer
+optimizer) are recorded as "custom": resuming such a run needs the same objects again.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from learnopt import _validate, recipes
+from learnopt import _validate
 from learnopt.run import config as run_config
+from learnopt.run import recipes
 
 __all__ = ["check_setting", "check_option", "resolve", "CUSTOM", "name_of"]
 
@@ -194,7 +195,7 @@ def resolve(
 
 
 def _recipe_settings(given: Mapping[str, Any], saved: Mapping[str, Any]) -> dict[str, Any]:
-    """The training settings that go with the run's architecture (see learnopt.recipes)."""
+    """The training settings that go with the run's architecture (learnopt.run.recipes)."""
     lopt = _first(given["lopt"], saved.get("lopt", run_config.DEFAULT_LOPT))
     if not isinstance(lopt, str):
         return {}
@@ -211,10 +212,10 @@ def _resolve_lopt_config(
 ) -> dict[str, Any] | None:
     """The constructor arguments of a learned optimizer given by name.
 
-    A new run: the architecture's defaults (``learnopt.recipes.LOPT_DEFAULTS``) updated
-    by ``lopt_config``. A resumed run keeps its own (``{}``, the constructor's defaults,
-    for runs written before lopt_config was recorded); a ``lopt_config`` that would
-    change it is refused.
+    A new run: the architecture's defaults (``learnopt.run.recipes.LOPT_DEFAULTS``)
+    updated by ``lopt_config``. A resumed run keeps its own (``{}``, the constructor's
+    defaults, for runs written before lopt_config was recorded); a ``lopt_config`` that
+    would change it is refused.
     """
     if learner is not None or "lopt" in custom or not isinstance(settings["lopt"], str):
         if given["lopt_config"]:
