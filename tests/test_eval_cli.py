@@ -122,7 +122,7 @@ def test_a_shipped_entry_is_evaluated_by_its_name(tmp_path):
     assert type(lopt).__name__ == "MLPLOpt"
     assert jax.tree.structure(theta) == jax.tree.structure(lopt.init(jax.random.PRNGKey(0)))
     # A file of that name in the working folder would win: a path is never a name.
-    with pytest.raises(command.EvalError, match="shipped entry by name: Celo"):
+    with pytest.raises(command.EvalError, match=r"no shipped entry of that name \(entries: Celo"):
         command.load_learned_candidate(str(tmp_path / "MLPLOpt_mlp8k"))
 
 
@@ -136,7 +136,7 @@ def test_bad_theta_files_get_clear_errors(tmp_path, capsys):
     base = ["evaluate", "--out", str(tmp_path / "out"), *FAST]
     missing = tmp_path / "missing.msgpack"
     code, err = _error([*base, "--theta", str(missing), "--lopt", "LearnableAdam"], capsys)
-    assert code == 2 and f"no file at {missing}" in err
+    assert code == 2 and f"no theta file at {missing}" in err
 
     corrupt = tmp_path / "corrupt.msgpack"
     corrupt.write_bytes(b"\xc1 this is not msgpack")

@@ -64,6 +64,8 @@ def test_an_empty_command_line_runs_with_the_configurations_defaults():
         "families": None,
         "lopt": run_config.DEFAULT_LOPT,
         "lopt_config": {},
+        "init_theta": None,
+        "freeze": None,
         "trainer": run_config.DEFAULT_TRAINER,
         "trunc_length": trunc,
         "total_length": total,

@@ -263,18 +263,12 @@ def load_learned_candidate(theta_path: str | os.PathLike, lopt_name: str | None 
     from learnopt.learned_optimizers import base as lopt_base
     from learnopt.learned_optimizers import theta_files
 
-    path = Path(theta_path)
-    if not path.is_file():
-        from learnopt import pretrained
+    from learnopt import pretrained
 
-        try:  # a shipped entry, by name (pretrained.path never takes a path)
-            path = pretrained.path(str(theta_path))
-        except KeyError:
-            entries = ", ".join(pretrained.names())
-            raise EvalError(
-                f"--theta: no file at {path} (a file, or a shipped entry by name: {entries})",
-                usage=True,
-            ) from None
+    try:  # a file, else a shipped entry by name
+        path = pretrained.find(theta_path)
+    except OSError as e:
+        raise EvalError(f"--theta: {e}", usage=True) from None
     try:
         metadata = theta_files.read_metadata(path)
     except ValueError as e:

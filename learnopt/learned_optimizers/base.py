@@ -92,6 +92,18 @@ class LearnedOptimizer:
         """A short name for logs and file names (the class name here)."""
         return type(self).__name__
 
+    def freeze_groups(self) -> dict[str, tuple[str, ...]]:
+        """Named parts of ``theta`` that meta-training can keep fixed (``--freeze NAME``).
+
+        Override to name an architecture's meta-training phases (``Celo``: ``phase1``
+        freezes the schedule, ``phase2`` the update rule). Not in the notes' library.
+
+        Returns:
+          ``{name: theta keys}``, the keys as ``frozen_keys`` of the learners take them
+          (paths joined by ``"/"``, or their prefixes); ``{}`` here.
+        """
+        return {}
+
     def as_optax(
         self,
         theta: MetaParams,

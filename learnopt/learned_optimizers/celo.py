@@ -240,6 +240,15 @@ class Celo(hyper_v2.HyperV2):
             raise ValueError(f"train_phase must be 1 or 2, got {phase!r}")
         return TRAIN_PHASES[phase]
 
+    def freeze_groups(self) -> dict[str, tuple[str, ...]]:
+        """The two meta-training phases: ``phase1`` (the update rule trains, the schedule
+        is frozen) and ``phase2`` (the reverse), as :data:`TRAIN_PHASES` names them.
+
+        Returns:
+          ``{"phase1": ("lstm_init_state", "rnn_params"), "phase2": ("ff_mod_stack",)}``.
+        """
+        return {f"phase{p}": keys for p, keys in TRAIN_PHASES.items()}
+
     def lstm_features_for_tensor(self, p, m, rms, fraction_trained, loss_features) -> jax.Array:
         """The scheduler's 18 inputs: 9 features of ``tau``, then the 9 loss features.
 

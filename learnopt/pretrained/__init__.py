@@ -88,10 +88,21 @@ Entries:
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT", "names", "path", "load", "metadata", "describe", "source", "reads"]
+__all__ = [
+    "DEFAULT",
+    "names",
+    "path",
+    "find",
+    "load",
+    "metadata",
+    "describe",
+    "source",
+    "reads",
+]
 
 #: The entry :func:`load` returns when no name is given.
 DEFAULT = "ScheduledAdam_cosine_hparams"
@@ -137,6 +148,40 @@ def path(name: str = DEFAULT) -> Path:
             unknown_name_message("pretrained theta", name, names(), listing="pretrained")
         )
     return file
+
+
+def find(name_or_path: str | os.PathLike) -> Path:
+    """A theta file given as a path or as a shipped entry's name, as every command takes it.
+
+    A file at ``name_or_path`` wins; otherwise it must be an entry's name. This is how
+    ``learnopt evaluate --theta`` and ``learnopt meta-train --init-theta`` read their
+    argument.
+
+    Args:
+      name_or_path: a theta file, or the name of an entry (see :func:`names`).
+
+    Returns:
+      The file's path.
+
+    Raises:
+      FileNotFoundError: neither a file nor an entry (the message lists the entries);
+        ``IsADirectoryError`` for a folder (a run folder: its ``theta.msgpack`` is named).
+    """
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise TypeError(f"expected a theta file or an entry's name, got {name_or_path!r}")
+    file = Path(name_or_path)
+    if file.is_file():
+        return file
+    if file.is_dir():
+        inner = file / "theta.msgpack"
+        hint = f" (its theta file: {inner})" if inner.is_file() else ""
+        raise IsADirectoryError(f"{file} is a folder, not a theta file{hint}")
+    if str(name_or_path) in names():
+        return path(str(name_or_path))
+    raise FileNotFoundError(
+        f"no theta file at {file}, and no shipped entry of that name (entries: "
+        f"{', '.join(names())})"
+    )
 
 
 def load(name: str = DEFAULT) -> Any:

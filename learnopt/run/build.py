@@ -10,6 +10,7 @@ estimator is built as its entry of :data:`learnopt.run.trainers.SPECS` says.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +35,8 @@ __all__ = [
     "make_estimator",
     "expand_families",
     "resolve_mesh",
+    "initial_theta",
+    "frozen_keys",
     "META_OBJECTIVE_SETTINGS",
 ]
 
@@ -100,6 +103,72 @@ def build_lopt(lopt: Any, config: dict[str, Any] | None = None) -> Any:
             f"{type(lopt).__name__}"
         )
     return lopt
+
+
+def initial_theta(lopt: Any, init_theta: str | os.PathLike | None) -> Any:
+    """The theta file a run starts from, checked to fit its learned optimizer.
+
+    Args:
+      lopt: the run's ``LearnedOptimizer``.
+      init_theta: a theta file or a shipped entry's name (see
+        :func:`learnopt.pretrained.find`), or None.
+
+    Returns:
+      The file's ``Path``, or None.
+
+    Raises:
+      ValueError: no such file or entry, or a theta that does not fit ``lopt`` (the
+        message names the file and the mismatching entries). A file meta-trained with
+        another configuration of the same architecture gives a ``UserWarning``.
+    """
+    if init_theta is None:
+        return None
+    from learnopt import pretrained
+    from learnopt.learned_optimizers import theta_files
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            path = pretrained.find(init_theta)
+            theta_files.load(path, lopt=lopt)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"init_theta: {e}") from None
+    for w in caught:  # said only for a theta that fits: another configuration's values
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return path
+
+
+def frozen_keys(lopt: Any, freeze: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The theta keys that ``freeze`` names: keys, or groups of ``lopt.freeze_groups()``.
+
+    Args:
+      lopt: the run's ``LearnedOptimizer``.
+      freeze: theta keys (``"rnn_params"``, ``"ff_mod_stack/0"``) or group names
+        (``"phase2"``), or None.
+
+    Returns:
+      The keys, for the learner's ``frozen_keys``; None when nothing is frozen.
+
+    Raises:
+      ValueError: a name that is neither a key of theta nor a group (the message lists
+        both), or names that freeze all of theta (nothing would be meta-trained).
+    """
+    if not freeze:
+        return None
+    from learnopt.outer_trainers.central_learner import frozen_mask
+
+    groups = lopt.freeze_groups() if isinstance(lopt, lopt_base.LearnedOptimizer) else {}
+    keys = tuple(k for name in freeze for k in groups.get(name, (name,)))
+    try:
+        mask = frozen_mask(jax.eval_shape(lopt.init, jax.random.PRNGKey(0)), keys)
+    except ValueError as e:
+        named = f"; named groups of {lopt.name}: {', '.join(groups)}" if groups else ""
+        raise ValueError(f"freeze: {str(e).removeprefix('frozen_keys: ')}{named}") from None
+    if all(jax.tree_util.tree_leaves(mask)):
+        raise ValueError(
+            f"freeze: {list(freeze)} freezes all of theta: nothing would be meta-trained"
+        )
+    return keys
 
 
 def expand_families(names: Sequence[str]) -> list[str]:
@@ -258,6 +327,8 @@ def build_learner(
     outer_lr: float = run_config.DEFAULT_OUTER_LR,
     max_grad_norm: float | None = None,
     steps: int | None = None,
+    init_theta: str | os.PathLike | None = None,
+    freeze: Sequence[str] | None = None,
     theta_opt: Any = None,
     data_dir: str | os.PathLike | None = None,
     mesh: Any = None,
@@ -279,6 +350,9 @@ def build_learner(
       outer_lr: the learning rate of the outer ``opt_base.Adam`` (unless ``theta_opt``).
       max_grad_norm: clip the meta-gradient to this global norm (None: no clipping).
       steps: the number of meta-steps (for outer learning-rate schedules).
+      init_theta: start from this theta file or shipped entry (:func:`initial_theta`)
+        instead of ``lopt.init``.
+      freeze: theta keys or named groups kept fixed (:func:`frozen_keys`).
       theta_opt: an outer optimizer instead of ``Adam(outer_lr)``.
       data_dir: the data dir of tasks given by name.
       mesh: where the population runs: None (one device; in a multi-process run every
@@ -286,7 +360,7 @@ def build_learner(
         ``jax.sharding.Mesh`` (see :func:`resolve_mesh`).
       settings: the run's resolved settings (a ``RunConfig`` with every setting filled
         in, as :func:`learnopt.train.meta_train` resolves them), read instead of the
-        keywords from ``trainer`` to ``steps`` and ``data_dir``.
+        keywords from ``trainer`` to ``freeze`` and ``data_dir``.
 
     Returns:
       The learner.
@@ -307,6 +381,8 @@ def build_learner(
             outer_lr=None if theta_opt is not None else check("outer_lr", outer_lr),
             max_grad_norm=check("max_grad_norm", max_grad_norm),
             steps=steps,
+            init_theta=check("init_theta", init_theta),
+            freeze=check("freeze", freeze),
             data_dir=data_dir,
         )
     tasks = list(task) if isinstance(task, list | tuple) else [task]
@@ -327,4 +403,6 @@ def build_learner(
         num_steps=settings.steps,
         max_grad_norm=settings.max_grad_norm,
         mesh=mesh,
+        init_theta_from_path=initial_theta(lopt, settings.init_theta),
+        frozen_keys=frozen_keys(lopt, settings.freeze),
     )

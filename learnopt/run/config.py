@@ -149,6 +149,24 @@ class RunConfig:
         repeat=True,
         group=_WHAT,
     )
+    init_theta: str | None = setting(
+        None,
+        "start from this theta instead of the architecture's initial one: a shipped entry's "
+        "name ('learnopt list pretrained') or a theta file (a run's theta.msgpack); the "
+        "learned optimizer and its configuration come from the file's metadata unless "
+        "--lopt names another architecture, whose theta must then have the same layout",
+        metavar="NAME_OR_PATH",
+        group=_WHAT,
+    )
+    freeze: tuple[str, ...] | None = setting(
+        None,
+        "keep these parts of theta fixed: a theta key ('rnn_params', 'ff_mod_stack/0') or a "
+        "group the architecture names (Celo: phase1 trains the update rule, freezing the "
+        "schedule; phase2 the reverse); repeatable",
+        metavar="KEY",
+        repeat=True,
+        group=_WHAT,
+    )
     trainer: str | None = setting(
         None,
         f"gradient estimator (default: {DEFAULT_TRAINER}; see 'trainers' below)",
@@ -314,6 +332,8 @@ RUN_SETTINGS = (
     "families",
     "lopt",
     "lopt_config",
+    "init_theta",
+    "freeze",
     "trainer",
     "trunc_length",
     "total_length",

@@ -10,7 +10,9 @@ optimizer) are recorded as "custom": resuming such a run needs the same objects 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -86,6 +88,23 @@ def check_setting(name: str, value: Any) -> Any:
         if not all(isinstance(v, str) for v in value):
             raise TypeError(f"families must be family names (strings), got {value!r}")
         return list(value)
+    if name == "init_theta":
+        if not isinstance(value, str | os.PathLike) or not str(value):
+            raise TypeError(
+                f"init_theta must be a theta file or a shipped entry's name, got {value!r}"
+            )
+        path = Path(value)  # a file is recorded by its absolute path (resume from anywhere)
+        return str(path.absolute()) if path.is_file() else str(value)
+    if name == "freeze":
+        if isinstance(value, str):
+            value = [value]
+        if (
+            not isinstance(value, list | tuple)
+            or not value
+            or not all(isinstance(v, str) and v.strip("/") for v in value)
+        ):
+            raise TypeError(f"freeze must be a non-empty list of theta keys, got {value!r}")
+        return list(value)
     if name == "lopt_config":
         if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
             raise TypeError(f"lopt_config must be a dict of constructor arguments, got {value!r}")
@@ -142,6 +161,14 @@ def resolve(
     """
     settings: dict[str, Any] = {}
     custom = set(saved.get("custom", ()))
+    if learner is not None and (given["init_theta"] is not None or given["freeze"] is not None):
+        raise ValueError(
+            "init_theta and freeze apply to a learner built from the settings; with "
+            "learner=, give it init_theta_from_path= and frozen_keys= instead"
+        )
+    origin = None if saved or learner is not None else _init_theta_origin(given)
+    if origin is not None and given["lopt"] is None:
+        given = {**given, "lopt": origin[0]}  # the file says what it is a theta of
     recipe = _recipe_settings(given, saved) if learner is None else {}
     for name in run_config.RUN_SETTINGS:
         if name == "lopt_config":
@@ -174,7 +201,7 @@ def resolve(
         settings[name] = default if value is None else value
         if is_object:
             custom.add(name)
-    settings["lopt_config"] = _resolve_lopt_config(given, saved, settings, learner, custom)
+    settings["lopt_config"] = _resolve_lopt_config(given, saved, settings, learner, custom, origin)
     if settings["families"]:
         settings["task"] = None
     options = {
@@ -203,19 +230,51 @@ def _recipe_settings(given: Mapping[str, Any], saved: Mapping[str, Any]) -> dict
     return recipes.training_defaults(lopt, trainer)
 
 
+def _init_theta_origin(given: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The architecture and configuration that a new run's ``init_theta`` file records.
+
+    ``None`` without ``init_theta``, or for a file without a usable description when
+    ``lopt`` is given (the theta must then fit that learned optimizer, checked when it is
+    built); without ``lopt``, such a file is an error.
+    """
+    if given["init_theta"] is None:
+        return None
+    from learnopt import pretrained
+    from learnopt.learned_optimizers import theta_files
+
+    try:
+        path = pretrained.find(given["init_theta"])
+        metadata = theta_files.read_metadata(path)
+    except (OSError, ValueError) as e:  # ThetaFileError is a ValueError
+        raise ValueError(f"init_theta: {e}") from None
+    name = (metadata or {}).get("architecture")
+    config = (metadata or {}).get("config")
+    if isinstance(name, str) and metadata.get("registered", True) and isinstance(config, dict):
+        return name, config
+    if given["lopt"] is None:
+        what = "has no metadata" if metadata is None else "does not say its learned optimizer"
+        raise ValueError(
+            f"init_theta: {path} {what} (a checkpoints.save_theta file or an older run): "
+            "name the learned optimizer it holds a theta of with lopt (--lopt)"
+        )
+    return None
+
+
 def _resolve_lopt_config(
     given: Mapping[str, Any],
     saved: Mapping[str, Any],
     settings: Mapping[str, Any],
     learner: Any,
     custom: set[str],
+    origin: tuple[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """The constructor arguments of a learned optimizer given by name.
 
-    A new run: the architecture's defaults (``learnopt.run.recipes.LOPT_DEFAULTS``)
-    updated by ``lopt_config``. A resumed run keeps its own (``{}``, the constructor's
-    defaults, for runs written before lopt_config was recorded); a ``lopt_config`` that
-    would change it is refused.
+    A new run: the architecture's defaults (``learnopt.run.recipes.LOPT_DEFAULTS``), or
+    the configuration recorded in the ``init_theta`` file (``origin``) when the run
+    trains that file's architecture, updated by ``lopt_config``. A resumed run keeps its
+    own (``{}``, the constructor's defaults, for runs written before lopt_config was
+    recorded); a ``lopt_config`` that would change it is refused.
     """
     if learner is not None or "lopt" in custom or not isinstance(settings["lopt"], str):
         if given["lopt_config"]:
@@ -231,4 +290,8 @@ def _resolve_lopt_config(
                 f"lopt_config={old!r}; a resumed run keeps its settings"
             )
         return dict(old)
-    return {**recipes.lopt_defaults(settings["lopt"]), **(given["lopt_config"] or {})}
+    if origin is not None and origin[0] == settings["lopt"]:
+        base = origin[1]  # the theta means what it means under the file's configuration
+    else:
+        base = recipes.lopt_defaults(settings["lopt"])
+    return {**base, **(given["lopt_config"] or {})}
