@@ -259,11 +259,9 @@ def load_learned_candidate(theta_path: str | os.PathLike, lopt_name: str | None 
     """
     import jax
 
-    from learnopt import checkpoints
+    from learnopt import checkpoints, pretrained
     from learnopt.learned_optimizers import base as lopt_base
     from learnopt.learned_optimizers import theta_files
-
-    from learnopt import pretrained
 
     try:  # a file, else a shipped entry by name
         path = pretrained.find(theta_path)

@@ -38,6 +38,7 @@ __all__ = [
     "check_fits_schedule",
     "check_weighted_loss_type",
     "FullHorizon",
+    "WholeRuns",
     "unroll_info",
     "AntitheticEstimator",
     "TruncatedAntitheticEstimator",
@@ -330,6 +331,69 @@ def check_weighted_loss_type(who: str, truncated_step: Any, loss_type: str) -> N
             f"meta_loss_weighting={weighting!r} needs loss_type='avg' (the weighted mean over "
             "the run)"
         )
+
+
+class WholeRuns:
+    """What the estimators over whole fresh runs (``FullES``, ``FullGrad``) share: their
+    loss type checked, their :class:`FullHorizon`, an empty worker state and the batches
+    of one run.
+
+    Subclasses set ``LOSS_TYPES`` and ``STATE`` (the empty state class), and call
+    :meth:`_whole_runs` from ``__init__`` (after ``truncated_step`` is set).
+    """
+
+    LOSS_TYPES: tuple[str, ...] = ()
+    STATE: type = type(None)
+    truncated_step: Any
+
+    def _whole_runs(
+        self,
+        truncation_schedule: ts_mod.TruncationSchedule | None,
+        steps_per_jit: int | None,
+        loss_type: str,
+        recompute_samples: int,
+    ) -> None:
+        """Checks and keeps the run settings (names the estimator in every error)."""
+        if loss_type not in self.LOSS_TYPES:
+            raise ValueError(f"loss_type must be one of {self.LOSS_TYPES}, got {loss_type!r}")
+        if int(recompute_samples) < 1:
+            raise ValueError(f"recompute_samples must be >= 1, got {recompute_samples}")
+        who = type(self).__name__
+        self.loss_type = loss_type
+        self.recompute_samples = int(recompute_samples)
+        self._horizon = FullHorizon(who, self.truncated_step, truncation_schedule, steps_per_jit)
+        check_weighted_loss_type(who, self.truncated_step, loss_type)
+        self.truncation_schedule = self._horizon.schedule
+        self.steps_per_jit = steps_per_jit
+
+    @property
+    def horizon(self) -> int:
+        """Inner steps of a run (the maximum, for a variable length)."""
+        return self._horizon.num_steps
+
+    def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> Any:
+        """The (empty) state: every estimate starts fresh runs.
+
+        Args:
+          theta: the meta-parameters.
+          key: randomness of nothing (unused).
+          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+
+        Returns:
+          An empty ``STATE()``.
+        """
+        return self.STATE()
+
+    def get_datas(self) -> Any:
+        """The batches of one whole run (host side).
+
+        Returns:
+          ``(batches of horizon steps, recompute batches or None)``.
+        """
+        data = self.truncated_step.get_batch(self.horizon)
+        if self.loss_type == "last_recompute":
+            return data, self.truncated_step.get_outer_batch(self.recompute_samples)
+        return data, None
 
 
 def unroll_info(state: TruncatedUnrollState, out: TruncatedUnrollOut) -> UnrollInfo:

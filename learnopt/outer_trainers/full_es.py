@@ -9,8 +9,6 @@ through the unroll, so it is unaffected by chaotic or non-differentiable inner t
 
 from __future__ import annotations
 
-from typing import Any
-
 import flax.struct
 import jax
 
@@ -20,8 +18,6 @@ from learnopt.outer_trainers.gradient_estimator import ESTIMATORS, GradientEstim
 from learnopt.outer_trainers.lopt_truncated_step import VectorizedLOptTruncatedStep
 
 __all__ = ["FullES", "FullESState", "UnrollState"]
-
-_LOSS_TYPES = ("avg", "min", "last", "last_recompute")
 
 
 @flax.struct.dataclass
@@ -34,7 +30,7 @@ UnrollState = FullESState
 
 
 @ESTIMATORS.register
-class FullES(common.AntitheticEstimator):
+class FullES(common.WholeRuns, common.AntitheticEstimator):
     """Antithetic ES on complete fresh runs (all members share one sampled length).
 
     Args:
@@ -64,6 +60,9 @@ class FullES(common.AntitheticEstimator):
         difference (None: the difference).
     """
 
+    LOSS_TYPES = ("avg", "min", "last", "last_recompute")
+    STATE = FullESState
+
     def __init__(
         self,
         truncated_step: VectorizedLOptTruncatedStep,
@@ -76,10 +75,6 @@ class FullES(common.AntitheticEstimator):
         stack_antithetic_samples: bool = True,
         sign_delta_loss_scalar: float | None = None,
     ):
-        if loss_type not in _LOSS_TYPES:
-            raise ValueError(f"loss_type must be one of {_LOSS_TYPES}, got {loss_type!r}")
-        if int(recompute_samples) < 1:
-            raise ValueError(f"recompute_samples must be >= 1, got {recompute_samples}")
         super().__init__(
             truncated_step,
             std=std,
@@ -87,43 +82,7 @@ class FullES(common.AntitheticEstimator):
             clip_loss_diff=clip_loss_diff,
             sign_delta_loss_scalar=sign_delta_loss_scalar,
         )
-        self.loss_type = loss_type
-        self.recompute_samples = int(recompute_samples)
-        self._horizon = common.FullHorizon(
-            "FullES", truncated_step, truncation_schedule, steps_per_jit
-        )
-        common.check_weighted_loss_type("FullES", truncated_step, loss_type)
-        self.truncation_schedule = self._horizon.schedule
-        self.steps_per_jit = steps_per_jit
-
-    @property
-    def horizon(self) -> int:
-        """Inner steps of a run (the maximum, for a variable length)."""
-        return self._horizon.num_steps
-
-    def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> FullESState:
-        """The (empty) state: every estimate starts fresh runs.
-
-        Args:
-          theta: the meta-parameters.
-          key: randomness of nothing (unused).
-          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
-
-        Returns:
-          ``FullESState()``.
-        """
-        return FullESState()
-
-    def get_datas(self) -> Any:
-        """The batches of one whole run (host side).
-
-        Returns:
-          ``(batches of horizon steps, recompute batches or None)``.
-        """
-        data = self.truncated_step.get_batch(self.horizon)
-        if self.loss_type == "last_recompute":
-            return data, self.truncated_step.get_outer_batch(self.recompute_samples)
-        return data, None
+        self._whole_runs(truncation_schedule, steps_per_jit, loss_type, recompute_samples)
 
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
         """The antithetic ES estimate over whole fresh runs (traced).

@@ -26,8 +26,6 @@ from learnopt.outer_trainers.lopt_truncated_step import VectorizedLOptTruncatedS
 
 __all__ = ["FullGrad", "FullGradState", "UnrollState"]
 
-_LOSS_TYPES = ("avg", "last", "last_recompute")
-
 
 @flax.struct.dataclass
 class FullGradState(GradientEstimatorState):
@@ -39,7 +37,7 @@ UnrollState = FullGradState
 
 
 @ESTIMATORS.register
-class FullGrad(GradientEstimator):
+class FullGrad(common.WholeRuns, GradientEstimator):
     """Backprop through whole fresh runs (all members share one sampled length).
 
     Args:
@@ -57,6 +55,9 @@ class FullGrad(GradientEstimator):
       steps_per_jit: if given, lengths are rounded down to a multiple of it, as FullES.
     """
 
+    LOSS_TYPES = ("avg", "last", "last_recompute")
+    STATE = FullGradState
+
     def __init__(
         self,
         truncated_step: VectorizedLOptTruncatedStep,
@@ -65,50 +66,8 @@ class FullGrad(GradientEstimator):
         recompute_samples: int = 4,
         steps_per_jit: int | None = None,
     ):
-        if loss_type not in _LOSS_TYPES:
-            raise ValueError(f"loss_type must be one of {_LOSS_TYPES}, got {loss_type!r}")
-        if int(recompute_samples) < 1:
-            raise ValueError(f"recompute_samples must be >= 1, got {recompute_samples}")
         self.truncated_step = truncated_step
-        self.loss_type = loss_type
-        self.recompute_samples = int(recompute_samples)
-        self._horizon = common.FullHorizon(
-            "FullGrad", truncated_step, truncation_schedule, steps_per_jit
-        )
-        common.check_weighted_loss_type("FullGrad", truncated_step, loss_type)
-        self.truncation_schedule = self._horizon.schedule
-        self.steps_per_jit = steps_per_jit
-
-    @property
-    def horizon(self) -> int:
-        """Inner steps of a run (the maximum, for a variable length)."""
-        return self._horizon.num_steps
-
-    def init_worker_state(
-        self, theta: Any, key: jax.Array, outer_state: Any = None
-    ) -> FullGradState:
-        """The (empty) state: every estimate starts fresh runs.
-
-        Args:
-          theta: the meta-parameters.
-          key: randomness of nothing (unused).
-          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
-
-        Returns:
-          ``FullGradState()``.
-        """
-        return FullGradState()
-
-    def get_datas(self) -> Any:
-        """The batches of one whole run (host side).
-
-        Returns:
-          ``(batches of horizon steps, recompute batches or None)``.
-        """
-        data = self.truncated_step.get_batch(self.horizon)
-        if self.loss_type == "last_recompute":
-            return data, self.truncated_step.get_outer_batch(self.recompute_samples)
-        return data, None
+        self._whole_runs(truncation_schedule, steps_per_jit, loss_type, recompute_samples)
 
     def meta_loss(
         self, theta: Any, key: jax.Array, datas: Any, outer_state: Any = None

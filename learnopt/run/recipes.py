@@ -258,6 +258,31 @@ _COSINE_HPARAMS_WIDE_ONE_RATE = {
     },
 }
 
+#: The released Celo-Adam (Celo's LSTM scheduler on Adam) with everything frozen but the
+#: scheduler's output head (``step_size``: 65 values mapping the LSTM's state to the log
+#: rate multiplier), meta-trained on the late log *validation* loss of the two 8x8 MLP
+#: buckets: Celo-Adam drives training loss low and overfits the held-out suite (3 of 9
+#: valid wins against tuned warmup-cosine Adam), and a 65-value head is within PES's
+#: reach where the scheduler's 36,865 values are not.
+_CELOADAM_HEAD_VALID = dict(
+    lopt="CeloAdam",
+    init_theta="CeloAdam",
+    freeze=(
+        "lstm_init_state",
+        "rnn_params/linear",
+        "rnn_params/linear_1",
+        "rnn_params/linear_2",
+        "rnn_params/rnn/linear",
+    ),
+    families=_MLP_BUCKETS,
+    **_PES,
+    **_LATE_LOG,
+    meta_loss_split="outer_valid",
+    outer_lr=1e-3,
+    max_grad_norm=1.0,
+    steps=3000,
+)
+
 #: The recipes of the table in ``docs/meta-training.md`` ("Runs with the fair evaluation").
 RECIPES: dict[str, Recipe] = {
     r.name: r
@@ -361,6 +386,13 @@ RECIPES: dict[str, Recipe] = {
             "(the rate, betas and epsilon of Adam on a fixed warmup-cosine schedule)",
             _COSINE_HPARAMS_WIDE_ONE_RATE,
             dict(every=3000, steps=1000, at_start=True),
+        ),
+        Recipe(
+            "celoadam-head-valid",
+            "the released CeloAdam with all but its scheduler's output head frozen (65 "
+            "values), fine-tuned on the MLP buckets' late log validation loss",
+            _CELOADAM_HEAD_VALID,
+            dict(every=1000, steps=1000, at_start=True),
         ),
     )
 }

