@@ -47,6 +47,8 @@ ALL_FLAGS = (
     # the recipe (tests/test_recipe.py)
     "--family",
     "--lopt-arg",
+    "--init-theta",
+    "--freeze",
     "--eval-every",
     "--eval-tasks",
     "--eval-suite",
