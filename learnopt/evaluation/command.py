@@ -41,12 +41,12 @@ import dataclasses
 import json
 import os
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from learnopt._signals import SignalHandlers
 from learnopt.evaluation import report
 from learnopt.evaluation.config import DEFAULT_LEARNING_RATES, EvaluateConfig
 from learnopt.evaluation.results import SuiteResult
@@ -142,7 +142,7 @@ class EvaluationInterrupted(KeyboardInterrupt):
         )
 
 
-class _Signals:
+class _Signals(SignalHandlers):
     """SIGINT/SIGTERM stop the evaluation at once, except while results are written.
 
     A signal raises :class:`EvaluationInterrupted` where the program is (the task being
@@ -157,10 +157,8 @@ class _Signals:
     """
 
     def __init__(self, enabled: bool):
-        self.enabled = enabled and threading.current_thread() is threading.main_thread()
-        self.received: str | None = None
+        super().__init__(enabled)
         self._writing = 0
-        self._old: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.received = signal.Signals(signum).name
@@ -182,18 +180,6 @@ class _Signals:
             self._writing -= 1
         if not self._writing:
             self.check()
-
-    def __enter__(self) -> _Signals:
-        if self.enabled:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.getsignal(sig)
-                signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old if old is not None else signal.SIG_DFL)
-        self._old.clear()
 
 
 # ------------------------------------------------------------------------ candidates

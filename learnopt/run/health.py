@@ -13,13 +13,14 @@ import collections
 import math
 import signal
 import sys
-import threading
 from typing import Any
+
+from learnopt._signals import SignalHandlers
 
 __all__ = ["Signals", "Health"]
 
 
-class Signals:
+class Signals(SignalHandlers):
     """SIGINT/SIGTERM: the first asks the loop to stop after its step; a second acts at once.
 
     A context manager: the handlers are installed on entry and restored on exit.
@@ -27,11 +28,6 @@ class Signals:
     Args:
       enabled: whether to install the handlers (only done in the main thread).
     """
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled and threading.current_thread() is threading.main_thread()
-        self.received: str | None = None
-        self._old: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.received = signal.Signals(signum).name
@@ -43,18 +39,6 @@ class Signals:
             file=sys.stderr,
             flush=True,
         )
-
-    def __enter__(self) -> Signals:
-        if self.enabled:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.getsignal(sig)
-                signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old if old is not None else signal.SIG_DFL)
-        self._old.clear()
 
 
 # ------------------------------------------------------------------------------ health
