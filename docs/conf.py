@@ -87,7 +87,7 @@ nitpick_ignore_regex = [
     (r"py:.*", rf"({'|'.join(sorted(sys.stdlib_module_names))})(\..*)?"),
     (r"py:.*", r"(matplotlib|array_record|sklearn|mlxtend|tqdm|msgpack)(\..*)?"),
     (r"py:.*", r"(Any|Callable|Iterable|Iterator|Mapping|Sequence|Optional|Union|TypeVar)"),
-    (r"py:.*", r"learnopt(\.\w+)*\.T"),  # type variables (``T = TypeVar("T")``)
+    (r"py:.*", r"learnopt(\.\w+)*\.[TF]"),  # type variables (``T = TypeVar("T")``, ``F``)
     (r"py:class", r"(int|float|str|bool|bytes|dict|list|tuple|set|object|type|None|Ellipsis)"),
 ]
 

@@ -10,7 +10,7 @@ import signal
 import threading
 from typing import Any
 
-__all__ = ["SignalHandlers"]
+__all__ = ["SignalHandlers", "RaiseOnSignal", "Interrupted"]
 
 
 class SignalHandlers:
@@ -39,3 +39,29 @@ class SignalHandlers:
         for sig, old in self._old.items():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
         self._old.clear()
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM received where there is nothing to finish (a run's set-up).
+
+    A ``KeyboardInterrupt`` (code that handles Ctrl-C handles it), with the signal's name
+    in :attr:`signal` (``"SIGINT"`` or ``"SIGTERM"``) and :attr:`exit_code` (130 or 143).
+    """
+
+    def __init__(self, signal_name: str):
+        super().__init__(signal_name)
+        self.signal = signal_name
+        self.exit_code = 128 + int(signal.Signals[signal_name])
+
+
+class RaiseOnSignal(SignalHandlers):
+    """SIGINT and SIGTERM raise :class:`Interrupted` inside the ``with`` block.
+
+    For the stretches where stopping at once loses nothing (building a run, loading data,
+    evaluating the initial theta): SIGTERM then ends the program the way Ctrl-C does, with
+    ``finally`` blocks run, instead of killing it without a word.
+    """
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.received = signal.Signals(signum).name
+        raise Interrupted(self.received)

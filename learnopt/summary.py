@@ -168,7 +168,7 @@ def summary_decorator(name: str) -> Callable[[F], F]:
 
 
 def reset_summary_counter() -> None:
-    """Clears :data:`count_per_tags` (kept for the library's callers)."""
+    """Clears ``count_per_tags`` (kept for the library's callers)."""
     count_per_tags.clear()
 
 

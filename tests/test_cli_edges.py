@@ -343,3 +343,41 @@ def test_sigterm_during_evaluate_ends_with_143_and_says_what_it_kept(tmp_path, d
     code, err = _stop_evaluate(out, signal.SIGTERM, 1.0, digits_data)
     assert code == 143, (code, err[-2000:])
     _kept_the_first_task(out, err, "SIGTERM")
+
+
+# ------------------------------------------------- signals before the first meta-step
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("where", ["start", "begin"])
+def test_a_signal_before_the_first_meta_step_ends_the_run_cleanly_and_frees_the_folder(
+    tmp_path, monkeypatch, capsys, sig, where
+):
+    # SIGTERM while the run was being built (data, compile) or the initial theta evaluated
+    # used to kill the process with no word (rc -15).
+    from learnopt.run import session as run_session
+
+    original = getattr(run_session.Session, where)
+
+    def interrupted(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        os.kill(os.getpid(), sig)
+        time.sleep(1.0)  # the handler raises here
+        raise AssertionError("the signal did not stop the set-up")
+
+    monkeypatch.setattr(run_session.Session, where, interrupted)
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "run"
+    code = cli.main([*QUAD, "--steps", "4", "--out", str(out)])
+    name = signal.Signals(sig).name
+    assert code == 128 + int(sig)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (
+        f"learnopt meta-train: interrupted by {name} before the first meta-step of this "
+        "call: nothing was trained (checkpoints already in the folder are kept)"
+    )
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+    monkeypatch.undo()  # the folder is free: the run goes on where it was
+    assert cli.main(["meta-train", "--resume", str(out), "--steps", "4", "--quiet"]) == 0
+    assert (out / "theta.msgpack").is_file()
+    assert (out / "metrics.csv").read_text().splitlines()[-1].split(",")[0] == "4"

@@ -433,3 +433,58 @@ def test_grafted_zero_steps_stay_finite_in_value_and_meta_gradient():
 
     value, grad = jax.value_and_grad(loss_after_step)(jnp.float32(0.1))
     assert float(value) == 2.0 and np.isfinite(float(grad))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf], ids=["nan", "inf", "-inf"])
+def test_a_non_finite_step_is_skipped_and_not_counted(bad):
+    # One bad element used to poison the param (Adam) or the whole tensor (MLPLOpt) for
+    # every later step; the notes' style user subclass gets the policy from the base class.
+    lopt = lopt_base.get_learned_optimizer("MLPLOpt")
+    opts = {
+        "Adam": opt_base.Adam(0.1),
+        "notes' MomentumOptimizer": MomentumOptimizer(lr=0.1),
+        "MLPLOpt": lopt.opt_fn(lopt.init(jax.random.PRNGKey(0))),
+    }
+    params = {"w": jnp.array([1.0, 2.0, 3.0])}
+    for name, opt in opts.items():
+        state = opt.init(params, num_steps=10)
+        state = opt.update(state, {"w": jnp.array([0.1, 0.2, 0.3])}, 1.0)
+        skipped = opt.update(state, {"w": jnp.array([0.1, bad, 0.3])}, 1.0)
+        leaves = jax.tree_util.tree_leaves(skipped), jax.tree_util.tree_leaves(state)
+        for x, y in zip(*leaves, strict=True):
+            np.testing.assert_array_equal(x, y, err_msg=name)
+        assert int(skipped.iteration) == 1, name  # a skipped step is not counted
+        bad_loss = opt.update(state, {"w": jnp.array([0.1, 0.2, 0.3])}, bad)
+        np.testing.assert_array_equal(bad_loss.params["w"], state.params["w"], err_msg=name)
+        after = opt.update(skipped, {"w": jnp.array([0.1, 0.2, 0.3])}, 1.0)
+        assert np.all(np.isfinite(after.params["w"])), name
+        assert not np.array_equal(after.params["w"], state.params["w"]), name
+        assert int(after.iteration) == 2, name
+    assert bool(opt_base.all_finite({"w": jnp.ones(2)}, 1.0))
+    assert not bool(opt_base.all_finite({"w": jnp.array([1.0, bad])}))
+    assert not bool(opt_base.all_finite({"w": jnp.ones(2)}, bad))
+
+
+def test_a_non_finite_step_is_skipped_in_optax_form_and_under_jit():
+    tx = opt_base.Adam(0.1).as_optax()
+    params = {"w": jnp.array([1.0, 2.0])}
+    state = tx.init(params)
+
+    @jax.jit
+    def step(params, state, grads):
+        updates, state = tx.update(grads, state, params)
+        return optax.apply_updates(params, updates), state
+
+    same, state2 = step(params, state, {"w": jnp.array([jnp.nan, 1.0])})
+    np.testing.assert_array_equal(same["w"], params["w"])
+    assert int(state2.iteration) == 0
+    moved, _ = step(params, state, {"w": jnp.array([1.0, 1.0])})
+    assert np.all(moved["w"] < params["w"])
+
+
+def test_skip_nonfinite_false_propagates_as_optax_does():
+    opt = opt_base.Adam(0.1)
+    opt.skip_nonfinite = False
+    state = opt.update(opt.init({"w": jnp.array([1.0, 2.0])}), {"w": jnp.array([jnp.nan, 1.0])})
+    assert np.isnan(state.params["w"][0]) and np.isfinite(state.params["w"][1])
+    assert int(state.iteration) == 1

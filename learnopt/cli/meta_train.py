@@ -372,9 +372,14 @@ def run(args: argparse.Namespace) -> int:
         sub.error(as_flags(str(text)))  # exits 2
     except RuntimeError as e:  # data unavailable, the folder in use, ...
         sub.exit(1, f"{sub.prog}: error: {as_flags(str(e))}\n")
-    except KeyboardInterrupt:  # before the loop (e.g. while loading data)
-        print(f"\n{sub.prog}: interrupted before the first meta-step", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # before the loop (building, loading data, first eval)
+        name = getattr(e, "signal", "SIGINT")
+        print(
+            f"\n{sub.prog}: interrupted by {name} before the first meta-step of this call: "
+            "nothing was trained (checkpoints already in the folder are kept)",
+            file=sys.stderr,
+        )
+        return getattr(e, "exit_code", 130)
     if not kwargs["progress"]:  # meta_train printed nothing: the summary alone
         print(result.summary, flush=True)
     return result.exit_code

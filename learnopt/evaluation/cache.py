@@ -17,7 +17,7 @@ as one ``.npz`` file, ``<task>__<sweep>__<digest>.npz``, whose digest is a hash 
 * every :class:`~learnopt.evaluation.engine.TrainingSettings` field (steps, seeds,
   evaluation cadence, valid split and batches, seed, dtype, layout);
 * a hash of the ``learnopt`` source a baseline's training can run (every file but those
-  of :data:`NOT_IN_BASELINES`: learned optimizers, meta-training, the command line), the
+  of ``NOT_IN_BASELINES``: learned optimizers, meta-training, the command line), the
   JAX version and the backend.
 
 Changed code, data or settings never reuse old curves, while a change to a learned
@@ -138,7 +138,7 @@ def source_hash() -> str:
 
     Returns:
       The SHA-256 hex digest of the relative path and bytes of every ``.py`` file of the
-      ``learnopt`` package outside :data:`NOT_IN_BASELINES`, in sorted order.
+      ``learnopt`` package outside ``NOT_IN_BASELINES``, in sorted order.
     """
     return _hash_sources(PACKAGE_ROOT)
 

@@ -47,6 +47,7 @@ from learnopt.optimizers.common import safe_sqrt
 from learnopt.optimizers.interface import (
     OPTIMIZERS,
     Optimizer,
+    all_finite,
     clear_eager_cache,
     eager_cache_info,
     get_optimizer,
@@ -84,6 +85,7 @@ __all__ = [
     "get_optimizer",
     "registered_optimizers",
     "safe_sqrt",
+    "all_finite",
     "eager_cache_info",
     "clear_eager_cache",
 ]

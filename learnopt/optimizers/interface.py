@@ -52,6 +52,7 @@ from learnopt.tree_utils import tree_cast_like, tree_path_str
 
 __all__ = [
     "Optimizer",
+    "all_finite",
     "OPTIMIZERS",
     "register_optimizer",
     "get_optimizer",
@@ -141,6 +142,36 @@ def _check_grads(grads: PyTree, params: PyTree) -> PyTree:
     return jax.tree_util.tree_map_with_path(convert, grads, params)
 
 
+def all_finite(grads: PyTree, loss: Any = None) -> jax.Array:
+    """True (a boolean scalar) when no element of ``grads`` (nor ``loss``, if given) is
+    NaN or infinite: the test behind :attr:`Optimizer.skip_nonfinite`.
+
+    Args:
+      grads: a pytree of arrays.
+      loss: a scalar, or None.
+
+    Returns:
+      A boolean scalar array (traced under ``jit``).
+    """
+    leaves = jax.tree_util.tree_leaves(grads) + ([] if loss is None else [loss])
+    checks = [jnp.all(jnp.isfinite(x)) for x in leaves if jnp.size(x)]
+    return jnp.all(jnp.stack(checks)) if checks else jnp.asarray(True)
+
+
+def _skip_if_nonfinite(
+    new_state: OptState, opt_state: OptState, grads: PyTree, loss: Any
+) -> OptState:
+    """``new_state``, or ``opt_state`` unchanged where the step's inputs were not finite."""
+    finite = all_finite(grads, loss)
+
+    def pick(new: Any, old: Any) -> Any:
+        if not isinstance(new, jax.Array | np.ndarray):
+            return new
+        return jax.lax.select(finite, new, jnp.asarray(old))
+
+    return jax.tree_util.tree_map(pick, new_state, opt_state)
+
+
 def _opt(num_steps: Any, key: Any) -> dict[str, Any]:
     out = {}
     if num_steps is not None:
@@ -187,6 +218,8 @@ def _wrap_update(raw_update: Callable) -> Callable:
             new_state = run(self, opt_state, grads, loss, model_state, kwargs)
         if jax.tree_util.tree_structure(new_state) == jax.tree_util.tree_structure(opt_state):
             new_state = tree_cast_like(new_state, opt_state)
+            if self.skip_nonfinite:
+                new_state = _skip_if_nonfinite(new_state, opt_state, grads, loss)
         return new_state
 
     @functools.wraps(raw_update)
@@ -241,6 +274,15 @@ class Optimizer:
     the optimizer from ``theta``).
     """
 
+    #: A step whose gradients or loss hold a NaN or an infinity is skipped: ``update``
+    #: returns the state it was given, unchanged (params, accumulators and ``iteration``:
+    #: a skipped step is not counted as training, so ``iteration`` is the number of
+    #: applied steps and the steps taken minus ``iteration`` the number skipped; test
+    #: inputs with :func:`all_finite`). One non-finite element would otherwise poison a
+    #: tensor (a learned optimizer normalizing over the tensor turns all of it NaN) and
+    #: every later step. Set to False on a class or an instance to propagate non-finite
+    #: values as optax does, e.g. to find where they come from.
+    skip_nonfinite: bool = True
     #: Eager calls of ``init``/``update`` run as cached jitted programs. Set to False on
     #: a subclass (or an instance) whose methods have side effects or read state
     #: other than their arguments and the optimizer's attributes.

@@ -339,7 +339,7 @@ class WholeRuns:
     of one run.
 
     Subclasses set ``LOSS_TYPES`` and ``STATE`` (the empty state class), and call
-    :meth:`_whole_runs` from ``__init__`` (after ``truncated_step`` is set).
+    ``_whole_runs`` from ``__init__`` (after ``truncated_step`` is set).
     """
 
     LOSS_TYPES: tuple[str, ...] = ()

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from learnopt import _validate, distributed
+from learnopt._signals import RaiseOnSignal
 from learnopt.run import build, folder, processes, recipes
 from learnopt.run import config as run_config
 from learnopt.run import session as run_session
@@ -128,13 +129,20 @@ def meta_train(
     processes.check_same_everywhere(given, options, resume, overwrite, learner, theta_opt, mesh)
 
     run_folder, saved = processes.open_out_dir(out_dir, resume, overwrite)
+    session = None
     try:
-        session = _start_session(
-            given, options, saved, learner, theta_opt, mesh, run_folder, resume, overwrite
-        )
-        session.callbacks, session.progress = callbacks, progress and session.primary
-        session.start()
+        # Until the first meta-step there is nothing to finish: SIGINT and SIGTERM stop at
+        # once (learnopt._signals.Interrupted), releasing the folder.
+        with RaiseOnSignal(handle_signals):
+            session = _start_session(
+                given, options, saved, learner, theta_opt, mesh, run_folder, resume, overwrite
+            )
+            session.callbacks, session.progress = callbacks, progress and session.primary
+            session.start()
+            session.begin()
     except BaseException:
+        if getattr(session, "bar", None) is not None:
+            session.bar.close()
         if run_folder is not None and distributed.is_primary():
             run_folder.release_reserve()
             run_folder.unlock()

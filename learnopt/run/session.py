@@ -196,12 +196,9 @@ class Session:
             ) from None
 
     # -------------------------------------------------------------------------- loop
-    def loop(self, handle_signals: bool) -> None:
-        """Runs meta-steps until ``steps``, a stop decision, a signal or a failed write.
-
-        Args:
-          handle_signals: turn SIGINT/SIGTERM into "checkpoint and stop".
-        """
+    def begin(self) -> None:
+        """Prints the run's header, opens the progress bar and, for a new run, calls the
+        callbacks that ask to see the initial theta (``at_start``)."""
         # tqdm.auto only for a visible bar: in Jupyter without ipywidgets importing it warns.
         if self.progress:
             from tqdm.auto import tqdm
@@ -236,6 +233,14 @@ class Session:
             self.bar.set_postfix_str("compiling...")
         # Callbacks that ask for a step (PeriodicEval.due) get a flush there.
         self._due = [cb.due for cb in self.callbacks if callable(getattr(cb, "due", None))]
+
+    def loop(self, handle_signals: bool) -> None:
+        """Runs meta-steps until ``steps``, a stop decision, a signal or a failed write
+        (after :meth:`begin`).
+
+        Args:
+          handle_signals: turn SIGINT/SIGTERM into "checkpoint and stop".
+        """
         with Signals(handle_signals) as signals:
             try:
                 while self.step < self.num_steps and self.status == "completed":

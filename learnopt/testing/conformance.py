@@ -147,6 +147,8 @@ class ConformanceResult:
       finite: whether every float leaf of the final states and every loss is finite.
       first_loss: the loss of the first jitted step's call.
       last_loss: the loss of the last one.
+      skips_nonfinite: whether a step given one NaN gradient element returned the state
+        it was given, unchanged (:attr:`Optimizer.skip_nonfinite`).
     """
 
     step_traces: int  # traces of the jitted step over ``num_calls`` calls (want 1)
@@ -155,12 +157,18 @@ class ConformanceResult:
     finite: bool  # every float leaf of the final states and every loss is finite
     first_loss: float
     last_loss: float
+    skips_nonfinite: bool = True  # a NaN gradient element left the state unchanged
 
     @property
     def ok(self) -> bool:
-        """Whether every check passed (one trace each, dtypes kept, everything finite)."""
+        """Whether every check passed (one trace each, dtypes kept, everything finite,
+        a non-finite step skipped)."""
         return (
-            self.step_traces == 1 and self.scan_traces == 1 and self.params_dtype_ok and self.finite
+            self.step_traces == 1
+            and self.scan_traces == 1
+            and self.params_dtype_ok
+            and self.finite
+            and self.skips_nonfinite
         )
 
 
@@ -172,6 +180,30 @@ def _all_finite(tree: PyTree) -> bool:
         if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)
     ]
     return all(np.isfinite(np.asarray(x).astype(np.float64)).all() for x in leaves)
+
+
+def _same_values(a: PyTree, b: PyTree) -> bool:
+    """Whether two states hold the same structure and bit-identical leaves (keys by data)."""
+
+    def data(x: Any) -> np.ndarray:
+        if hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x = jax.random.key_data(x)
+        return np.asarray(x)
+
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    same_tree = jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+    return same_tree and all(
+        np.array_equal(data(x), data(y), equal_nan=True) for x, y in zip(la, lb, strict=True)
+    )
+
+
+def _poison_first(grads: PyTree, bad: jax.Array) -> PyTree:
+    """``grads`` with its first element NaN where ``bad`` (a boolean scalar) is true."""
+    leaves, treedef = jax.tree_util.tree_flatten(grads)
+    first = leaves[0]
+    at = (0,) * first.ndim
+    leaves[0] = first.at[at].set(jnp.where(bad, jnp.nan, first[at]).astype(first.dtype))
+    return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
 def _same_dtypes(a: PyTree, b: PyTree) -> bool:
@@ -218,12 +250,14 @@ def check_conformance(
 
         jit = functools.partial(jax.jit, compiler_options=compiler_options)
 
-        def step_fn(state):
+        def step_fn(state, bad=False):
             loss, grads = jax.value_and_grad(loss_fn)(opt.get_params(state))
             grads = jax.tree_util.tree_map(lambda g: g.astype(grads_dtype), grads)
+            grads = _poison_first(grads, jnp.asarray(bad))
             return opt.update(state, grads, loss, **extra), loss
 
         step = jit(step_counter.wrap(step_fn))
+        fine = jnp.asarray(False)
 
         @jit
         @scan_counter.wrap
@@ -232,8 +266,9 @@ def check_conformance(
 
         state, losses = state0, []
         for _ in range(num_calls):
-            state, loss = step(state)
+            state, loss = step(state, fine)
             losses.append(loss)
+        skipped, _ = step(state, jnp.asarray(True))  # one NaN gradient element
         scanned, scan_losses = scan(state0)
         scanned, scan_losses2 = scan(scanned)
 
@@ -247,4 +282,5 @@ def check_conformance(
             finite=_all_finite((state, scanned, all_losses)),
             first_loss=float(losses[0]),
             last_loss=float(losses[-1]),
+            skips_nonfinite=_same_values(skipped, state),
         )
