@@ -11,7 +11,11 @@ validation-loss statistics.
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import flax.serialization
+import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,7 +30,10 @@ from learnopt.learned_optimizers import (
     hyper_v2,
     nn_adam,
     rnn_mlp_lopt,
+    theta_files,
 )
+from learnopt.learned_optimizers import base as lopt_base
+from learnopt.testing import conformance
 
 
 def _shapes(lopt):
@@ -293,3 +300,60 @@ def test_library_lstm_checkpoint_formats_load(tmp_path):
             jax.tree_util.tree_leaves(loaded), jax.tree_util.tree_leaves(theta), strict=True
         ):
             np.testing.assert_array_equal(np.asarray(a), b)
+
+
+# ------------------------------------------------- a new architecture from the base alone
+
+
+@flax.struct.dataclass
+class _ToyState:
+    params: Any
+    model_state: Any
+    iteration: jax.Array
+
+
+class _ToySignOptimizer(common.ThetaOptimizer):
+    def init(self, params, model_state=None, num_steps=None, key=None):
+        return _ToyState(params, model_state, jnp.zeros((), jnp.int32))
+
+    def update(self, opt_state, grads, loss=None, model_state=None, **kwargs):
+        lr = jnp.exp(self.theta["log_lr"])
+        params = jax.tree_util.tree_map(
+            lambda p, g: p - (lr * jnp.sign(g)).astype(p.dtype), opt_state.params, grads
+        )
+        model_state = opt_state.model_state if model_state is None else model_state
+        return _ToyState(params, model_state, opt_state.iteration + 1)
+
+
+class ToySign(lopt_base.LearnedOptimizer):
+    """signSGD with a learned rate: an architecture is its init and its optimizer class."""
+
+    optimizer_class = _ToySignOptimizer
+
+    def __init__(self, initial_lr: float = 0.01, name_tag: str = "toy"):
+        self.initial_lr = initial_lr
+        self.name_tag = name_tag
+
+    def init(self, key):
+        return {"log_lr": jnp.asarray(np.log(self.initial_lr), jnp.float32)}
+
+
+def test_a_new_architecture_gets_checking_repr_registration_and_conformance_from_the_base(
+    monkeypatch,
+):
+    monkeypatch.setitem(lopt_base.LOPTS._entries, "ToySign", ToySign)
+    assert "ToySign" in lopt_base.registered_learned_optimizers()
+    lopt = lopt_base.get_learned_optimizer("ToySign", initial_lr=0.1)
+    assert repr(lopt) == "ToySign(initial_lr=0.1)"
+    assert repr(ToySign()) == "ToySign()"
+    assert theta_files.lopt_config(lopt) == {"initial_lr": 0.1, "name_tag": "toy"}
+    with pytest.raises(ValueError, match=r"ToySign\(\): theta does not match.*wrong shapes"):
+        ToySign().opt_fn({"log_lr": jnp.zeros(3)})
+    opt = lopt.opt_fn(lopt.init(jax.random.PRNGKey(0)))
+    assert isinstance(opt, _ToySignOptimizer) and opt.lopt is lopt
+    for case in conformance.DTYPE_CASES:
+        result = conformance.check_conformance(
+            functools.partial(conformance._learned, "ToySign"), case, num_calls=3
+        )
+        assert result.ok, (case, result)
+        assert result.last_loss < result.first_loss

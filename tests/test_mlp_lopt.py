@@ -200,7 +200,8 @@ def test_registered_named_and_the_notes_constructor_works(lopt):
     )
     assert lopt.name == "MLPLOpt"
     assert "1810.10180" in mlp_lopt.MLPLOpt.__doc__
-    assert "hidden_size=32" in repr(lopt)
+    assert repr(lopt) == "MLPLOpt()"  # the base class's repr: arguments off their defaults
+    assert repr(built) == "MLPLOpt(exp_mult=0.1, step_mult=0.01, hidden_size=16)"
 
 
 def test_opt_fn_rejects_mismatched_theta(theta):

@@ -483,26 +483,8 @@ class AdafacMLPLOpt(lopt_base.LearnedOptimizer):
         """
         return init_adafac_theta(self, key, num_outputs=2)
 
-    def opt_fn(self, theta: dict, is_training: bool = False) -> common.ThetaOptimizer:
-        """The optimizer with meta-parameters ``theta``.
-
-        Args:
-          theta: a theta of this layout (checked; ValueError if it does not match).
-          is_training: unused (the update is the same in meta-training).
-
-        Returns:
-          An optimizer whose ``init``/``update`` run the learned update.
-        """
-        common.check_theta(self, theta)
-        return _AdafacOptimizer(theta, self)
-
-    def __repr__(self) -> str:
-        return (
-            f"AdafacMLPLOpt(exp_mult={self.exp_mult}, step_mult={self.step_mult}, "
-            f"hidden_size={self.hidden_size}, hidden_layers={self.hidden_layers}"
-            + (", tau_features=True" if self.tau_features else "")
-            + ")"
-        )
+    #: What :meth:`opt_fn` builds from a checked theta.
+    optimizer_class = _AdafacOptimizer
 
 
 lopt_base.register_learned_optimizer("AdafacMLPLOpt", AdafacMLPLOpt)

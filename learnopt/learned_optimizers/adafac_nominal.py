@@ -219,27 +219,8 @@ class MLPNomLOpt(adafac.AdafacMLPLOpt):
         """
         return adafac.init_adafac_theta(self, key, num_outputs=4)
 
-    def opt_fn(self, theta: dict, is_training: bool = False) -> common.ThetaOptimizer:
-        """The optimizer with meta-parameters ``theta``.
-
-        Args:
-          theta: a theta of this layout (checked; ValueError if it does not match).
-          is_training: unused (the update is the same in meta-training).
-
-        Returns:
-          An optimizer whose ``init``/``update`` run the update of the module docstring.
-        """
-        common.check_theta(self, theta)
-        return _NomOptimizer(theta, self)
-
-    def __repr__(self) -> str:
-        return (
-            f"MLPNomLOpt(step_mult={self.step_mult}, nominal_stepsize={self.nominal_stepsize}, "
-            f"weight_decay={self.weight_decay}, "
-            f"nominal_grad_estimator={self.nominal_grad_estimator!r}"
-            + (", tau_features=True" if self.tau_features else "")
-            + ")"
-        )
+    #: What :meth:`opt_fn` builds from a checked theta.
+    optimizer_class = _NomOptimizer
 
 
 lopt_base.register_learned_optimizer("MLPNomLOpt", MLPNomLOpt)

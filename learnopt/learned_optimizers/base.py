@@ -8,6 +8,7 @@ stored in an unconstrained form (``log_lr``; ``one_minus_beta1`` is ``log(1 - be
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 import optax
 
 from learnopt import _validate
+from learnopt.learned_optimizers import common
 from learnopt.optimizers import base as opt_base
 from learnopt.registry import Registry
 
@@ -50,13 +52,21 @@ def _check_scalar_theta(lopt: LearnedOptimizer, theta: Any, names: tuple[str, ..
 class LearnedOptimizer:
     """Base class: ``init(key) -> theta`` and ``opt_fn(theta, is_training) -> Optimizer``.
 
-    Subclasses implement :meth:`init` and :meth:`opt_fn` (and usually ``name`` and
-    ``__repr__``); meta-training differentiates (or perturbs) the inner training run
-    with respect to ``theta`` through :meth:`opt_fn`, so ``opt_fn`` must build the
-    optimizer from ``theta`` with JAX operations only. The base class's constructor
-    takes no arguments; a subclass's constructor takes its architecture and the initial
-    values of its hyperparameters.
+    Subclasses implement :meth:`init` and either set :attr:`optimizer_class` (the
+    :class:`~learnopt.learned_optimizers.common.ThetaOptimizer` that :meth:`opt_fn`
+    builds as ``optimizer_class(theta, self)`` once theta is checked against
+    :meth:`init`'s layout) or override :meth:`opt_fn`; meta-training differentiates (or
+    perturbs) the inner training run with respect to ``theta`` through :meth:`opt_fn`,
+    so ``opt_fn`` must build the optimizer from ``theta`` with JAX operations only. The
+    base class's constructor takes no arguments; a subclass's constructor takes its
+    architecture and the initial values of its hyperparameters, each stored under its
+    own name (the repr, theta files and ``learnopt list`` read them back from there).
     """
+
+    #: The optimizer :meth:`opt_fn` builds, ``optimizer_class(theta, self)``, after
+    #: checking ``theta`` against :meth:`init`'s layout; None: the subclass overrides
+    #: :meth:`opt_fn`.
+    optimizer_class: type[opt_base.Optimizer] | None = None
 
     def init(self, key: jax.Array) -> MetaParams:
         """Draws the initial meta-parameters ``theta``.
@@ -84,8 +94,17 @@ class LearnedOptimizer:
         Returns:
           An :class:`~learnopt.optimizers.base.Optimizer` whose ``init``/``update``
           run the update ``theta`` defines.
+
+        Raises:
+          ValueError: ``theta`` does not have :meth:`init`'s structure and shapes (the
+            message names the missing, unexpected and misshapen entries).
         """
-        raise NotImplementedError
+        if self.optimizer_class is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} sets neither optimizer_class nor opt_fn"
+            )
+        common.check_theta(self, theta)
+        return self.optimizer_class(theta, self)
 
     @property
     def name(self) -> str:
@@ -135,7 +154,52 @@ class LearnedOptimizer:
         )
 
     def __repr__(self) -> str:
-        return f"{self.name}()"
+        """``Name(arg=value, ...)`` with the constructor arguments that differ from their
+        defaults, read from the attributes of the same names."""
+        params = _init_parameters(type(self))
+        shown = [
+            f"{k}={v!r}"
+            for k, v in (constructor_args(self) or {}).items()
+            if not _same(v, params[k].default)
+        ]
+        return f"{self.name}({', '.join(shown)})"
+
+
+def _init_parameters(cls: type) -> dict[str, inspect.Parameter]:
+    """The named parameters of ``cls.__init__`` (not ``self``, ``*args``, ``**kwargs``)."""
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return {}
+    skip = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return {k: p for k, p in params.items() if k != "self" and p.kind not in skip}
+
+
+def _same(value: Any, default: Any) -> bool:
+    if default is inspect.Parameter.empty:
+        return False
+    try:
+        return bool(value == default) and type(value) is type(default)
+    except Exception:  # arrays and other values without a single truth value
+        return False
+
+
+def constructor_args(lopt: LearnedOptimizer) -> dict[str, Any] | None:
+    """``{argument: value}`` of every named constructor argument of ``lopt``, read from
+    the attribute of the same name, or None when one has no such attribute.
+
+    Args:
+      lopt: a learned optimizer.
+
+    Returns:
+      The arguments that rebuild it, ``type(lopt)(**constructor_args(lopt))``, or None.
+    """
+    args = {}
+    for name in _init_parameters(type(lopt)):
+        if not hasattr(lopt, name):
+            return None
+        args[name] = getattr(lopt, name)
+    return args
 
 
 class LearnableSGD(LearnedOptimizer):

@@ -302,12 +302,5 @@ class Celo(hyper_v2.HyperV2):
             lr_mult = jnp.ones_like(step_size)
         return controls, lr_mult, state
 
-    def __repr__(self) -> str:
-        return (
-            f"Celo(lstm_hidden_size={self.lstm_hidden_size}, "
-            f"ff_hidden_size={self.ff_hidden_size}, param_inits={self.param_inits}, "
-            f"step_mult={self.step_mult}, train_phase={self.train_phase})"
-        )
-
 
 lopt_base.register_learned_optimizer("Celo", Celo)

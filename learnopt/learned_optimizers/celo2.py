@@ -591,25 +591,8 @@ class Celo2(lopt_base.LearnedOptimizer):
             layer[f"b{i}"] = np.zeros((sizes[i],), np.float32)
         return common.draw(key, {"ff_mod_stack": {"~": layer}})
 
-    def opt_fn(self, theta: dict, is_training: bool = True) -> common.ThetaOptimizer:
-        """The optimizer with meta-parameters ``theta``.
-
-        Args:
-          theta: a theta of this layout (checked; ValueError if it does not match).
-          is_training: unused (the update is the same in meta-training).
-
-        Returns:
-          An optimizer whose ``init``/``update`` run the learned update.
-        """
-        common.check_theta(self, theta)
-        return _Celo2Optimizer(theta, self)
-
-    def __repr__(self) -> str:
-        return (
-            f"Celo2(ff_hidden_size={self.ff_hidden_size}, step_mult={self.step_mult}, "
-            f"orthogonalize={self.orthogonalize}, regex_1d={self.regex_1d!r}, "
-            f"mult_1d={self.mult_1d})"
-        )
+    #: What :meth:`opt_fn` builds from a checked theta.
+    optimizer_class = _Celo2Optimizer
 
 
 lopt_base.register_learned_optimizer("Celo2", Celo2)

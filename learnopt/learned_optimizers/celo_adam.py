@@ -328,25 +328,8 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         spec = {"lstm_init_state": common.lstm_initial_state(h), "rnn_params": rnn}
         return common.draw(key, spec)
 
-    def opt_fn(self, theta: dict, is_training: bool = True) -> common.ThetaOptimizer:
-        """The optimizer with meta-parameters ``theta``.
-
-        Args:
-          theta: a theta of this layout (checked; ValueError if it does not match).
-          is_training: unused.
-
-        Returns:
-          An optimizer whose ``init``/``update(..., loss=loss)`` run Celo-Adam.
-        """
-        common.check_theta(self, theta)
-        return _CeloAdamOptimizer(theta, self)
-
-    def __repr__(self) -> str:
-        return (
-            f"CeloAdam(lstm_hidden_size={self.lstm_hidden_size}, step_mult={self.step_mult}, "
-            f"initial_momentum_decays={self.initial_momentum_decays}, "
-            f"initial_rms_decays={self.initial_rms_decays})"
-        )
+    #: What :meth:`opt_fn` builds from a checked theta.
+    optimizer_class = _CeloAdamOptimizer
 
 
 lopt_base.register_learned_optimizer("CeloAdam", CeloAdam)

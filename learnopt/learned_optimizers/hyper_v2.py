@@ -725,27 +725,8 @@ class HyperV2(lopt_base.LearnedOptimizer):
         }
         return common.draw(key, spec)
 
-    def opt_fn(self, theta: dict, is_training: bool = True) -> common.ThetaOptimizer:
-        """The optimizer with meta-parameters ``theta``.
-
-        Args:
-          theta: a theta of this layout (checked; ValueError if it does not match).
-          is_training: unused (the update is the same in meta-training).
-
-        Returns:
-          An optimizer whose ``init``/``update(..., loss=loss)`` run the learned update.
-        """
-        common.check_theta(self, theta)
-        return _HyperV2Optimizer(theta, self)
-
-    def __repr__(self) -> str:
-        return (
-            f"HyperV2(lstm_hidden_size={self.lstm_hidden_size}, "
-            f"ff_hidden_size={self.ff_hidden_size}, param_inits={self.param_inits}, "
-            f"step_mult={self.step_mult}"
-            + (", tau_features=True" if self.tau_features else "")
-            + ")"
-        )
+    #: What :meth:`opt_fn` builds from a checked theta.
+    optimizer_class = _HyperV2Optimizer
 
 
 lopt_base.register_learned_optimizer("HyperV2", HyperV2)

@@ -303,28 +303,8 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
         sizes = [self.num_features] + [self.hidden_size] * self.hidden_layers + [2]
         return common.mlp_init(key, sizes)
 
-    def opt_fn(self, theta: Any, is_training: bool = False) -> MLPLOptOptimizer:
-        """The optimizer with meta-parameters ``theta``.
-
-        Args:
-          theta: a theta of this layout (checked; ValueError if it does not match).
-          is_training: unused (the update is the same in meta-training).
-
-        Returns:
-          An :class:`MLPLOptOptimizer`.
-        """
-        common.check_theta(self, theta)
-        return MLPLOptOptimizer(theta, self)
-
-    def __repr__(self) -> str:
-        return (
-            f"MLPLOpt(exp_mult={self.exp_mult}, step_mult={self.step_mult}, "
-            f"hidden_size={self.hidden_size}, hidden_layers={self.hidden_layers}, "
-            f"compute_summary={self.compute_summary}"
-            + (", tau_features=True" if self.tau_features else "")
-            + (", param_scale_steps=True" if self.param_scale_steps else "")
-            + ")"
-        )
+    #: What :meth:`opt_fn` builds from a checked theta.
+    optimizer_class = MLPLOptOptimizer
 
 
 lopt_base.register_learned_optimizer("MLPLOpt", MLPLOpt)

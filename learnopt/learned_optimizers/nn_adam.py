@@ -322,27 +322,8 @@ class NNAdam(lopt_base.LearnedOptimizer):
         }
         return common.draw(key, spec)
 
-    def opt_fn(self, theta: dict, is_training: bool = True) -> common.ThetaOptimizer:
-        """The optimizer with meta-parameters ``theta``.
-
-        Args:
-          theta: a theta of this layout (checked; ValueError if it does not match).
-          is_training: unused (the update is the same in meta-training).
-
-        Returns:
-          An optimizer whose ``init``/``update`` run Adam with LSTM-controlled
-          per-tensor hyperparameters.
-        """
-        common.check_theta(self, theta)
-        return _NNAdamOptimizer(theta, self)
-
-    def __repr__(self) -> str:
-        return (
-            f"NNAdam(output_scale={self.output_scale}, "
-            f"initial_learning_rate={self.initial_learning_rate}"
-            + (", tau_features=True" if self.tau_features else "")
-            + ")"
-        )
+    #: What :meth:`opt_fn` builds from a checked theta.
+    optimizer_class = _NNAdamOptimizer
 
 
 lopt_base.register_learned_optimizer("NNAdam", NNAdam)

@@ -464,28 +464,8 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
         }
         return common.draw(key, spec)
 
-    def opt_fn(self, theta: dict, is_training: bool = False) -> common.ThetaOptimizer:
-        """The optimizer with meta-parameters ``theta``.
-
-        Args:
-          theta: a theta of this layout (checked; ValueError if it does not match).
-          is_training: unused (the update is the same in meta-training).
-
-        Returns:
-          An optimizer whose ``update(state, grads, loss=loss)`` runs the learned
-          update (``is_valid=True`` updates the validation-loss feature instead).
-        """
-        common.check_theta(self, theta)
-        return _RNNMLPOptimizer(theta, self)
-
-    def __repr__(self) -> str:
-        return (
-            f"RNNMLPLOpt(step_multiplier={self.step_multiplier}, "
-            f"magnitude_rate={self.magnitude_rate}, hidden_size={self.hidden_size}, "
-            f"lstm_hidden_size={self.lstm_hidden_size}"
-            + (", tau_features=True" if self.tau_features else "")
-            + ")"
-        )
+    #: What :meth:`opt_fn` builds from a checked theta.
+    optimizer_class = _RNNMLPOptimizer
 
 
 lopt_base.register_learned_optimizer("RNNMLPLOpt", RNNMLPLOpt)

@@ -414,28 +414,8 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
         schedule = common.mlp_apply(theta["schedule"], features[None])[0, 0]
         return theta["log_lr"] + schedule + offsets
 
-    def opt_fn(self, theta: dict, is_training: bool = False) -> common.ThetaOptimizer:
-        """The optimizer with meta-parameters ``theta``.
-
-        Args:
-          theta: a theta of this layout (checked; ValueError if it does not match).
-          is_training: unused (the update is the same in meta-training).
-
-        Returns:
-          An optimizer whose ``init(params, num_steps=T)`` / ``update`` run the update.
-        """
-        common.check_theta(self, theta)
-        return _ScheduledAdamOptimizer(theta, self)
-
-    def __repr__(self) -> str:
-        return (
-            f"ScheduledAdam(initial_lr={self.initial_lr}, initial_beta1={self.initial_beta1}, "
-            f"initial_beta2={self.initial_beta2}, initial_epsilon={self.initial_epsilon}, "
-            f"hidden_size={self.hidden_size}, default_num_steps={self.default_num_steps}, "
-            f"schedule_prior={self.schedule_prior!r}, warmup_fraction={self.warmup_fraction}, "
-            f"tensor_features={self.tensor_features}, learn_schedule={self.learn_schedule}, "
-            f"offset_kinds={self.offset_kinds})"
-        )
+    #: What :meth:`opt_fn` builds from a checked theta.
+    optimizer_class = _ScheduledAdamOptimizer
 
 
 lopt_base.register_learned_optimizer("ScheduledAdam", ScheduledAdam)

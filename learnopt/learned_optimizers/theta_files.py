@@ -111,21 +111,11 @@ def lopt_config(lopt: lopt_base.LearnedOptimizer) -> dict[str, Any] | None:
     """
     if not isinstance(lopt, lopt_base.LearnedOptimizer):
         raise TypeError(f"lopt must be a LearnedOptimizer, got {type(lopt).__name__}")
+    args = lopt_base.constructor_args(lopt)
     try:
-        params = inspect.signature(type(lopt).__init__).parameters
-    except (TypeError, ValueError):
+        return None if args is None else {k: _jsonable(v) for k, v in args.items()}
+    except TypeError:
         return None
-    config = {}
-    for name, param in params.items():
-        if name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        if not hasattr(lopt, name):
-            return None
-        try:
-            config[name] = _jsonable(getattr(lopt, name))
-        except TypeError:
-            return None
-    return config
 
 
 def registered_name(lopt: lopt_base.LearnedOptimizer) -> str | None:
