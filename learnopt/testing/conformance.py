@@ -148,7 +148,7 @@ class ConformanceResult:
       first_loss: the loss of the first jitted step's call.
       last_loss: the loss of the last one.
       skips_nonfinite: whether a step given one NaN gradient element returned the state
-        it was given, unchanged (:attr:`Optimizer.skip_nonfinite`).
+        it was given, unchanged (:attr:`~learnopt.optimizers.base.Optimizer.skip_nonfinite`).
     """
 
     step_traces: int  # traces of the jitted step over ``num_calls`` calls (want 1)
