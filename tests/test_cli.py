@@ -55,6 +55,7 @@ ALL_FLAGS = (
     "--eval-steps",
     "--eval-seeds",
     "--eval-at-start",
+    "--eval-select",
     # several processes (tests/test_distributed.py)
     "--coordinator",
     "--num-processes",

@@ -136,6 +136,21 @@ def test_eval_score_is_the_geometric_mean_and_a_diverged_task_is_never_best():
     assert periodic.eval_score([]) == math.inf
 
 
+def test_selection_by_the_validation_loss_scores_the_final_valid_losses():
+    rows = [
+        {"normalized_loss": 0.5, "final_train": 1.0, "final_valid": 2.0},
+        {"normalized_loss": 8.0, "final_train": 4.0, "final_valid": 8.0},
+    ]
+    assert periodic.eval_score(rows, "valid") == pytest.approx(4.0)  # sqrt(2 * 8)
+    assert periodic.eval_score([rows[0], {**rows[1], "final_valid": math.nan}], "valid") == math.inf
+    callback = periodic.PeriodicEval(2, ["QuadraticTask"], select_by="valid", progress=False)
+    assert periodic.from_settings(periodic.settings(callback)).select_by == "valid"
+    older = {k: v for k, v in periodic.settings(callback).items() if k != "select_by"}
+    assert periodic.from_settings(older).select_by == "train"  # a run from before the option
+    with pytest.raises(ValueError, match="select_by must be one of"):
+        periodic.PeriodicEval(2, select_by="test")
+
+
 def test_the_best_theta_is_kept_and_a_resumed_run_keeps_its_best(tmp_path):
     from learnopt.learned_optimizers import theta_files
 

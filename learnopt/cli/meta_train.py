@@ -286,6 +286,7 @@ def _new_eval(cfg: PeriodicEvalConfig, given: dict[str, Any], quiet: bool) -> An
         seeds=cfg.seeds,
         at_start=cfg.at_start,
         progress=not quiet,
+        select_by=cfg.select_by,
     )
 
 

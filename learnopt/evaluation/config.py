@@ -39,6 +39,7 @@ __all__ = [
     "VECTORIZE_CHOICES",
     "SELECT_BY",
     "SELECT_BY_CHOICES",
+    "EVAL_SELECT_CHOICES",
 ]
 
 
@@ -76,7 +77,7 @@ OPT_LIST_TRIALS = 9
 #: ``heldout``: the lowest geometric-mean final train loss relative to each task's best
 #: rate, over the grid 1e-3 ... 10^-0.5 (``python benchmarks/choose_reference_schedule.py``,
 #: 1000 steps, 2 seeds: 0.1 scores 2.89, 0.0316 3.28, 0.316 11.8; table and plot in
-#: ``docs/meta-training.md``).
+#: ``docs/meta-training-results.md``).
 REFERENCE_SCHEDULE_LR = 0.1
 REFERENCE_SCHEDULE = "Reference"
 
@@ -300,6 +301,10 @@ class EvaluateConfig:
     quiet: bool = setting(False, "no progress bar, only the summary", switch="on", group=_OUTPUT)
 
 
+#: What the periodic evaluation's best theta minimizes (``PeriodicEvalConfig.select_by``).
+EVAL_SELECT_CHOICES = ("train", "valid")
+
+
 @document_settings
 @dataclasses.dataclass(frozen=True)
 class PeriodicEvalConfig:
@@ -368,4 +373,15 @@ class PeriodicEvalConfig:
         EVAL_LEARNING_RATES,
         "Adam's learning-rate grid, tuned once per run on the same batches (empty: no baseline)",
         flag=None,
+    )
+    select_by: str = setting(
+        "train",
+        "what theta_best.msgpack minimizes: 'train' (the geometric mean over the tasks of "
+        "the final training loss / tuned Adam's) or 'valid' (the geometric mean of the "
+        "final validation losses, for a run whose meta-objective is the validation loss) "
+        "(default: {default})",
+        flag="--eval-select",
+        metavar="WHAT",
+        choices=EVAL_SELECT_CHOICES,
+        group=_PERIODIC,
     )

@@ -116,6 +116,8 @@ class PeriodicEval:
         (:class:`~learnopt.evaluation.cache.BaselineCache`); ``"default"`` (the default)
         is ``learnopt evaluate``'s folder
         (:func:`~learnopt.evaluation.cache.default_cache_dir`), None keeps nothing.
+      select_by: what the best theta minimizes, ``"train"`` (the default) or
+        ``"valid"`` (see :func:`eval_score`).
 
     Attributes:
       best_score: the lowest :func:`eval_score` so far (``inf`` before any).
@@ -135,9 +137,14 @@ class PeriodicEval:
         progress: bool = True,
         keep_best: bool = True,
         baseline_cache: str | Path | None = "default",
+        select_by: str = _DEFAULT.select_by,
     ):
         from learnopt import _validate
+        from learnopt.evaluation.config import EVAL_SELECT_CHOICES
 
+        if select_by not in EVAL_SELECT_CHOICES:
+            raise ValueError(f"select_by must be one of {EVAL_SELECT_CHOICES}, got {select_by!r}")
+        self.select_by = select_by
         self.every = _validate.positive_int("every", every)
         self.steps = _validate.positive_int("steps", steps)
         self.seeds = _validate.positive_int("seeds", seeds)
@@ -247,7 +254,7 @@ class PeriodicEval:
         if writes and not self._restored:
             self.restore(out)
         self._restored = True
-        score = eval_score(rows)
+        score = eval_score(rows, self.select_by)
         improved = score < self.best_score
         if improved:
             self.best_score, self.best_step = score, int(step)
@@ -303,7 +310,7 @@ class PeriodicEval:
             )
             return
         for step in sorted({r["step"] for r in table}):
-            score = eval_score([r for r in table if r["step"] == step])
+            score = eval_score([r for r in table if r["step"] == step], self.select_by)
             if score < self.best_score:
                 self.best_score, self.best_step = score, step
         if not self.keep_best or self.best_step is None:
@@ -326,7 +333,10 @@ class PeriodicEval:
         from learnopt.learned_optimizers import theta_files
 
         info = {
-            "selected_by": "periodic evaluation (learnopt.evaluation.periodic.eval_score)",
+            "selected_by": (
+                f"periodic evaluation (learnopt.evaluation.periodic.eval_score, "
+                f"select_by={self.select_by!r})"
+            ),
             "step": int(step),
             "score": float(score),
             "tasks": list(self.tasks),
@@ -434,7 +444,7 @@ def settings(evaluator: PeriodicEval) -> dict[str, Any]:
 
     Returns:
       ``{"at_start", "every", "tasks", "steps", "seeds", "learning_rates", "keep_best",
-      "baseline_cache"}``.
+      "select_by", "baseline_cache"}``.
     """
     return {
         "at_start": evaluator.at_start,
@@ -444,6 +454,7 @@ def settings(evaluator: PeriodicEval) -> dict[str, Any]:
         "seeds": evaluator.seeds,
         "learning_rates": list(evaluator.learning_rates),
         "keep_best": evaluator.keep_best,
+        "select_by": evaluator.select_by,
         "baseline_cache": None
         if evaluator.baseline_cache is None
         else str(evaluator.baseline_cache),
@@ -470,25 +481,35 @@ def from_settings(values: Mapping[str, Any], *, progress: bool = True) -> Period
         at_start=values.get("at_start", False),
         progress=progress,
         baseline_cache=values.get("baseline_cache", "default"),
+        select_by=values.get("select_by", "train"),
     )
 
 
-def eval_score(rows: Sequence[Mapping[str, Any]]) -> float:
+def eval_score(rows: Sequence[Mapping[str, Any]], select_by: str = "train") -> float:
     """One evaluation's score (lower is better): the geometric mean over its tasks.
 
-    Of each task's ``normalized_loss`` (final train loss / tuned Adam's) when every row
-    has one, else of the ``final_train`` losses (an evaluation without a baseline). A
-    task that diverged (or has no positive finite figure) makes the score ``inf``, so a
-    theta that breaks one task is never the best.
+    With ``select_by="train"``, of each task's ``normalized_loss`` (final train loss /
+    tuned Adam's) when every row has one, else of the ``final_train`` losses (an
+    evaluation without a baseline). With ``"valid"``, of the ``final_valid`` losses: the
+    tasks' scales cancel when two evaluations of the same tasks are compared, as the
+    ratio of two geometric means is the geometric mean of the ratios. A task that
+    diverged (or has no positive finite figure) makes the score ``inf``, so a theta that
+    breaks one task is never the best.
 
     Args:
       rows: the rows of one evaluation (one per task, keyed by :data:`EVAL_COLUMNS`).
+      select_by: ``"train"`` or ``"valid"``.
 
     Returns:
       The score; ``inf`` for no rows.
     """
     if not rows:
         return math.inf
+    if select_by == "valid":
+        values = [float(r.get("final_valid", math.nan)) for r in rows]
+        if not all(math.isfinite(v) and v > 0 for v in values):
+            return math.inf
+        return float(math.exp(sum(math.log(v) for v in values) / len(values)))
     key = "normalized_loss"
     if not all(math.isfinite(float(r.get(key, math.nan))) for r in rows):
         if any(math.isfinite(float(r.get("adam_final_train", math.nan))) for r in rows):

@@ -226,7 +226,7 @@ _COSINE_FROM_ADAM_WIDE = {
 #: The warmup-cosine prior with a fixed shape (``learn_schedule=False``): 8 meta-parameters
 #: (base rate, per-kind offsets, betas, epsilon), started at Adam's defaults. With the
 #: learned schedule (153 values) the same objective and bucket learned a schedule that
-#: stops training halfway through the run (docs/meta-training.md).
+#: stops training halfway through the run (docs/meta-training-results.md).
 _COSINE_HPARAMS_WIDE = {
     **_FROM_ADAM_WIDE,
     "lopt_config": {
@@ -283,7 +283,7 @@ _CELOADAM_HEAD_VALID = dict(
     steps=3000,
 )
 
-#: The recipes of the table in ``docs/meta-training.md`` ("Runs with the fair evaluation").
+#: The recipes of the table in ``docs/meta-training-results.md`` ("Runs with the fair evaluation").
 RECIPES: dict[str, Recipe] = {
     r.name: r
     for r in (
@@ -390,9 +390,10 @@ RECIPES: dict[str, Recipe] = {
         Recipe(
             "celoadam-head-valid",
             "the released CeloAdam with all but its scheduler's output head frozen (65 "
-            "values), fine-tuned on the MLP buckets' late log validation loss",
+            "values), fine-tuned on the MLP buckets' late log validation loss; the best "
+            "theta chosen on meta-valid's validation loss over 3 seeds",
             _CELOADAM_HEAD_VALID,
-            dict(every=1000, steps=1000, at_start=True),
+            dict(every=1000, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )
 }
