@@ -19,7 +19,7 @@ step S (``meta-valid`` suite, 1 seed, the recipe's inner steps). Writes ``OUT.cs
 (one row: the recipe, population, steps asked and done (the last step ``metrics.csv``
 logged: every 50, and the last), wall seconds, outer steps per second, the
 meta-valid score at the start and at the end, and the CPU's figures for the same
-recipe from ``docs/meta-training.md`` beside them), ``OUT_eval.csv`` (the run's
+recipe from ``docs/meta-training-results.md`` beside them), ``OUT_eval.csv`` (the run's
 ``eval.csv``) and ``OUT_theta.msgpack`` (the final theta). Exit status: the run's.
 """
 
@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 DEFAULT_RECIPE = "scheduledadam-cosine-hparams-wide-shared"
-#: The shipped recipe's CPU run (docs/meta-training.md, "Runs with the fair evaluation"):
+#: The shipped recipe's CPU run (docs/meta-training-results.md, "Runs with the fair evaluation"):
 #: PES with 8 inner runs, 3,000 outer steps in 43 minutes on 2 cores; meta-valid score
 #: (1 seed, 1000 steps) 10.2 at the start and 0.611 at step 3000.
 CPU_FIGURES = {

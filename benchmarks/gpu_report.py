@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if rows:
         r = rows[0]
         md += [
-            "| | device | CPU (docs/meta-training.md) |",
+            "| | device | CPU (docs/meta-training-results.md) |",
             "| --- | ---: | ---: |",
             f"| PES inner runs per outer step | {r['num_tasks']} | {r.get('cpu_num_tasks', '')} |",
             f"| outer steps | {r['steps']} | {r.get('cpu_steps', '')} |",

@@ -1,4 +1,4 @@
-"""The recipe table of docs/meta-training.md: heldout results of each recipe, side by side.
+"""The recipe table of docs/meta-training-results.md: heldout results of each recipe, side by side.
 
 Reads ``learnopt evaluate`` folders (their ``summary.csv``) and, where given, the
 meta-training run folder of each row (``metrics.csv``, ``eval.csv``: outer steps, wall

@@ -7,7 +7,7 @@ Build it (offline, warnings are errors), from the repository root:
 Sources: ``index.md`` (the README, included), the pages in ``docs/*.md``, the tutorials
 (``notebooks/*.ipynb``, copied into ``docs/tutorials/`` when the build starts and rendered
 from their stored outputs, never executed) and the API reference (``api/``: one page per
-public module, written by ``_ext/learnopt_api.py`` from the list in ``api/index.md``).
+public module, written by ``_ext/learnopt_api.py`` from the lists in ``api/*.md``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",  # Google-style Args: / Returns:
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # copies MathJax 3 into _static/mathjax: no CDN
     "sphinx.ext.viewcode",
     "learnopt_api",  # docs/_ext/learnopt_api.py: the API pages
 ]
@@ -59,6 +60,10 @@ for _copy in TUTORIALS.glob("*.ipynb"):
 
 nb_execution_mode = "off"  # render the stored outputs; the build never runs a notebook
 nb_merge_streams = True
+
+# The formulas render offline: MathJax from the site's own _static/, never from a CDN
+# (docs/check_site.py fails a build whose pages load anything from the network).
+mathjax_path = "mathjax/tex-chtml.js"
 
 # --- MyST ------------------------------------------------------------------------------------
 myst_enable_extensions = ["colon_fence", "dollarmath"]

@@ -11,8 +11,15 @@ import pathlib
 import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-API_INDEX = ROOT / "docs" / "api" / "index.md"
+API = ROOT / "docs" / "api"
+API_INDEX = API / "index.md"
+INTERNALS = API / "internals.md"
 TUTORIALS_INDEX = ROOT / "docs" / "tutorials" / "index.md"
+
+
+def api_pages_text() -> str:
+    """The text of every page of the API reference (one per group of modules)."""
+    return "\n".join(page.read_text() for page in sorted(API.glob("*.md")))
 
 
 def public_modules(package_dir: pathlib.Path) -> set[str]:
@@ -41,12 +48,28 @@ def missing_and_stale(package_dir: pathlib.Path, index_text: str) -> tuple[set, 
 
 
 def test_every_public_module_is_in_the_api_reference():
-    missing, stale = missing_and_stale(ROOT / "learnopt", API_INDEX.read_text())
-    assert not missing, f"add these modules to {API_INDEX}: {sorted(missing)}"
-    assert not stale, f"{API_INDEX} lists modules that do not exist: {sorted(stale)}"
+    missing, stale = missing_and_stale(ROOT / "learnopt", api_pages_text())
+    assert not missing, f"add these modules to a page of {API}: {sorted(missing)}"
+    assert not stale, f"{API} lists modules that do not exist: {sorted(stale)}"
     assert {"learnopt", "learnopt.tasks.base", "learnopt.outer_trainers.truncated_pes"} <= (
-        listed_modules(API_INDEX.read_text())
+        listed_modules(api_pages_text())
     )
+
+
+def test_each_module_is_on_one_api_page_and_internals_stay_out_of_the_navigation():
+    pages = {page.name: listed_modules(page.read_text()) for page in sorted(API.glob("*.md"))}
+    seen: dict[str, str] = {}
+    for name, modules in pages.items():
+        for module in modules:
+            assert module not in seen, f"{module} is listed on {seen[module]} and {name}"
+            seen[module] = name
+    assert len(pages) >= 8 and not pages["index.md"]  # the index holds the groups, no modules
+    internals = INTERNALS.read_text()
+    assert ":toctree:" not in internals  # a table of links: no toctree, so no navigation
+    assert {"learnopt.run.session", "learnopt.cli.args"} <= pages["internals.md"]
+    for page in set(pages) - {"index.md", "internals.md"}:
+        assert f"\n{page.removesuffix('.md')}\n" in API_INDEX.read_text(), page
+        assert ":toctree: generated" in (API / page).read_text(), page
 
 
 def test_the_check_catches_a_forgotten_and_a_stale_module(tmp_path):
@@ -64,6 +87,66 @@ def test_the_check_catches_a_forgotten_and_a_stale_module(tmp_path):
 
 def test_every_notebook_is_a_tutorial_page():
     notebooks = {path.stem for path in (ROOT / "notebooks").glob("*.ipynb")}
-    entries = set(TUTORIALS_INDEX.read_text().split())
     assert len(notebooks) >= 7
-    assert notebooks <= entries, f"add to {TUTORIALS_INDEX}: {sorted(notebooks - entries)}"
+    # in the site's Tutorials section, and linked from the page that says how to run them
+    entries = set(re.findall(r"^tutorials/(\w+)$", (ROOT / "docs" / "index.md").read_text(), re.M))
+    assert notebooks <= entries, f"add to docs/index.md: {sorted(notebooks - entries)}"
+    links = set(re.findall(r"\]\((\w+)\.ipynb\)", TUTORIALS_INDEX.read_text()))
+    assert notebooks <= links, f"link from {TUTORIALS_INDEX}: {sorted(notebooks - links)}"
+
+
+def _check_site():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_site", ROOT / "docs" / "check_site.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _page(body: str, nav: str = "", head: str = "") -> str:
+    return (
+        f"<html><head>{head}</head><body>"
+        f'<nav class="bd-links bd-docs-nav" aria-label="Main"><ul>{nav}</ul></nav>'
+        f"{body}</body></html>"
+    )
+
+
+def test_the_site_check_finds_remote_loads_internals_in_the_navigation_and_missing_maths(
+    tmp_path,
+):
+    check_site = _check_site()
+    internals = check_site.internal_modules(INTERNALS)
+    assert "learnopt.run.session" in internals and "learnopt.train" not in internals
+    site = tmp_path / "html"
+    (site / "_static" / "mathjax").mkdir(parents=True)
+    (site / "_static" / "mathjax" / "tex-chtml.js").write_text("")
+    mathjax = '<script defer="defer" src="_static/mathjax/tex-chtml.js"></script>'
+    formulas = '<div class="math notranslate nohighlight">\\(x\\)</div>' * 25
+    nav = '<li><a href="api/generated/learnopt.train.html">learnopt.train</a></li>'
+    (site / "index.html").write_text(_page("<p>hi</p>", nav))
+    (site / "algorithms.html").write_text(_page(formulas, nav, mathjax))
+    # the body of the internals page links to internal modules: allowed
+    body = '<a href="generated/learnopt.run.session.html">learnopt.run.session</a>'
+    (site / "internals.html").write_text(_page(body, nav))
+    assert check_site.check(site, internals) == []
+
+    cdn = '<script src="https://cdn.jsdelivr.net/npm/mathjax@4/tex-mml-chtml.js"></script>'
+    (site / "index.html").write_text(
+        _page("<p>hi</p>", nav, cdn + '<link rel="stylesheet" href="//x/y.css">')
+    )
+    bad_nav = nav + '<li><a href="api/generated/learnopt.run.session.html#x">session</a></li>'
+    (site / "tasks.html").write_text(_page("", bad_nav))
+    (site / "algorithms.html").write_text(_page(formulas[: len(formulas) // 5], nav))
+    problems = check_site.check(site, internals)
+    assert problems == [
+        "algorithms.html: 5 formulas shown, at least 20 expected",
+        "algorithms.html: its MathJax script is missing (none)",
+        "index.html: loads from the network: <script> https://cdn.jsdelivr.net/npm/mathjax@4/tex-mml-chtml.js",
+        "index.html: loads from the network: <link> //x/y.css",
+        "tasks.html: the navigation links to the internal module learnopt.run.session",
+    ]
+    assert check_site.main([str(site)]) == 1
+    assert check_site.check(tmp_path / "empty", internals) == [
+        f"{tmp_path / 'empty'}: no HTML pages (build the site first)"
+    ]

@@ -33,14 +33,41 @@ def test_readme_pretrained_snippet_builds_an_optax_transformation():
     assert np.isfinite(np.asarray(updates["w"])).all()
 
 
-def test_readme_flax_snippet_is_python_and_its_import_exists():
-    """The Flax loops block is a fragment (model and loss_fn are the reader's); the
-    examples it names run in tests/test_flax_loops.py."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    code = blocks[2]
-    compile(code, str(README), "exec")
-    assert "apply_gradients(grads=grads, loss=loss)" in code
-    assert "optimizer.update(model, grads, value=loss)" in code
+def _flax_losses(code: str, steps: int) -> tuple[float, float]:
+    """The NNX and Linen models' losses after running the README's Flax block for
+    ``steps`` steps."""
     namespace: dict = {}
-    exec(code.splitlines()[0], namespace)  # the import line
-    assert namespace["TrainState"].apply_gradients
+    exec(compile(code.replace("range(100)", f"range({steps})"), str(README), "exec"), namespace)
+    x, y = np.asarray(namespace["x"]), np.asarray(namespace["y"])
+    model, state = namespace["model"], namespace["state"]
+    nnx_loss = float(np.mean((np.asarray(model(x)) - y) ** 2))
+    linen_loss = float(np.mean((np.asarray(state.apply_fn(state.params, x)) - y) ** 2))
+    return nnx_loss, linen_loss
+
+
+def test_readme_flax_snippet_trains_in_nnx_and_linen():
+    """The Flax block is complete: it trains an NNX and a Linen model with Celo, which
+    reads the loss (value= in NNX, loss= in learnopt's TrainState)."""
+    code = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)[2]
+    assert "optimizer.update(model, grads, value=loss)" in code
+    assert "state.apply_gradients(grads=grads, loss=loss)" in code
+    start = _flax_losses(code, 0)
+    trained = _flax_losses(code, 30)
+    for before, after in zip(start, trained, strict=True):
+        assert after < 0.1 * before, (start, trained)
+
+
+QUICKSTART = README.parent / "docs" / "quickstart.md"
+
+
+def test_quickstart_examples_run_as_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEARNOPT_DATA_DIR", str(tmp_path / "tfds"))
+    blocks = re.findall(r"```python\n(.*?)```", QUICKSTART.read_text(), flags=re.S)
+    assert len(blocks) == 2, "expected two python blocks (pretrained in optax, meta-training)"
+    trained: dict = {}
+    exec(compile(blocks[0], str(QUICKSTART), "exec"), trained)
+    first = float(np.mean(np.square(trained["y"])))  # the loss at the start (w2 = 0)
+    assert float(trained["loss_fn"](trained["params"])) < 1e-2 < first
+    meta: dict = {}
+    exec(compile(blocks[1].replace("steps=200", "steps=30"), str(QUICKSTART), "exec"), meta)
+    assert meta["result"].ok and meta["result"].step == 30

@@ -1,7 +1,9 @@
 """Writes the API reference pages, one per public module of learnopt, before Sphinx reads.
 
-The modules come from the ``autosummary`` list in ``docs/api/index.md`` (the one list a new
-module is added to; ``tests/test_docs_site.py`` checks that it names every public module).
+The modules come from the ``autosummary`` lists of the pages in ``docs/api/`` (one page per
+group of modules; a new module is added to one of them, and ``tests/test_docs_site.py``
+checks that together they name every public module; ``internals.md`` lists the modules kept
+out of the navigation).
 Each page documents, with autodoc, the classes, functions and constants its module defines
 (or re-exports from a private module), in the order of the module's ``__all__``. A name that
 a module re-exports from another public module is listed as a link to the page where it is
@@ -33,17 +35,19 @@ from sphinx.util.nodes import make_refnode
 logger = logging.getLogger(__name__)
 
 API_DIR = "api"
-INDEX = "index.md"
 OUT_DIR = "generated"
+#: The page that lists the internal modules: their pages are written (cross-references
+#: resolve to them) but marked orphan, so that no toctree, and so no navigation, holds them.
+INTERNALS = "internals.md"
 
 _ENTRY = re.compile(r"^\s+(learnopt(?:\.\w+)*)\s*$")
 
 
 def listed_modules(index: pathlib.Path) -> list[str]:
-    """The module names listed, one per line, in the autosummary block of ``index``.
+    """The module names listed, one per line, in the autosummary blocks of ``index``.
 
     Args:
-      index: path of ``docs/api/index.md``.
+      index: path of one page of ``docs/api/`` (``tasks.md``, ``internals.md``, ...).
 
     Returns:
       The dotted module names in the order they are listed.
@@ -223,7 +227,8 @@ def generate(app: Sphinx) -> None:
       app: the Sphinx application.
     """
     api = pathlib.Path(app.srcdir) / API_DIR
-    modules = listed_modules(api / INDEX)
+    modules = [m for page in sorted(api.glob("*.md")) for m in listed_modules(page)]
+    internal = set(listed_modules(api / INTERNALS))
     out = api / OUT_DIR
     out.mkdir(exist_ok=True)
     wanted = set()
@@ -232,6 +237,8 @@ def generate(app: Sphinx) -> None:
         path = out / f"{modname}.rst"
         wanted.add(path.name)
         text = render(modname, entries)
+        if modname in internal:
+            text = f":orphan:\n\n{text}"
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
     app._learnopt_api_plan = entries_by_module  # for resolve_reexports

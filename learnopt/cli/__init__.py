@@ -115,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
             "meta-train  meta-train a learned optimizer on a task\n"
             "evaluate    evaluate a learned optimizer against tuned baselines on a suite\n"
             "list        list the registered tasks, learned optimizers, ... (list TOPIC:\n"
-            "            one name per line)"
+            "            one name per line)\n"
+            "doctor      what learnopt finds here: versions, devices, the fused kernel,\n"
+            "            data and caches"
         ),
         dest="command",
         metavar="COMMAND",
@@ -137,6 +139,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ls.set_defaults(parser=ls)
     evaluate_cmd.add_parser(sub, HelpFormatter)
+    doctor = sub.add_parser(
+        "doctor",
+        formatter_class=HelpFormatter,
+        description=(
+            "What learnopt finds on this machine: versions, JAX's backend and devices, the\n"
+            "fused CPU kernel (on, or off and why), the data folder and which datasets are\n"
+            "prepared or can be, the caches. Prepares no data."
+        ),
+    )
+    doctor.set_defaults(parser=doctor)
     return parser
 
 
@@ -277,6 +289,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return 0
     if args.command == "evaluate":
         return evaluate_cmd.run(args)
+    if args.command == "doctor":
+        from learnopt.cli import doctor  # JAX: only for this command
+
+        return doctor.run()
     return meta_train_cmd.run(args)
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "register_learned_optimizer",
     "get_learned_optimizer",
     "registered_learned_optimizers",
+    "constructor_args",
 ]
 
 

@@ -69,7 +69,7 @@ import tempfile
 import threading
 import warnings
 from importlib import resources
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import jax
 import jax.numpy as jnp
@@ -78,6 +78,7 @@ import numpy as np
 __all__ = [
     "available",
     "unavailable_reason",
+    "status",
     "supports",
     "fused_mlp",
     "fused_mlp_step",
@@ -439,12 +440,33 @@ def available() -> bool:
                     _state.update(ok=False, reason=reason)
                     warnings.warn(
                         f"learnopt: the fused CPU kernel is off: {reason}. The per-element "
-                        "MLPs use the blocked matmuls instead (same values, slower); "
+                        "MLPs use the blocked matmuls instead (same values; their updates "
+                        "about 2.3-2.6x slower on ~2M parameters, docs/benchmarks.md); "
                         f"{ENV_SWITCH}=0 skips the kernel without this warning.",
                         FusedKernelWarning,
                         stacklevel=2,
                     )
         return bool(_state["ok"])
+
+
+def status() -> dict[str, Any]:
+    """What the kernel is doing on this machine, for ``learnopt doctor``.
+
+    Calls :func:`available` (which may compile the library once, saying so).
+
+    Returns:
+      ``{"on": bool, "reason": str | None, "library": path or None, "compiler": str or
+      None, "switch": the value of ``LEARNOPT_FUSED_KERNEL`` or None}``.
+    """
+    cxx = _compiler() if _enabled() else None
+    on = available()
+    return {
+        "on": on,
+        "reason": unavailable_reason(),
+        "library": _library_path(cxx) if cxx else None,
+        "compiler": shlex.join(cxx) if cxx else None,
+        "switch": os.environ.get(ENV_SWITCH),
+    }
 
 
 def unavailable_reason() -> str | None:

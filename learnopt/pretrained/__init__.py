@@ -30,7 +30,7 @@ Entries:
     7 of 9 on final valid loss against Adam tuned per task over 9 rates, 8 of 9 against
     the untuned reference schedule, 2 of 9 (train) / 4 of 9 (valid) against Adam with
     warmup and cosine decay tuned per task, and ends below its starting point (the same
-    schedule at 1e-3) on 9 of 9 (``docs/meta-training.md``).
+    schedule at 1e-3) on 9 of 9 (``docs/meta-training-results.md``).
 ``ScheduledAdam_cosine_valid``
     ``ScheduledAdam`` on a warmup-cosine prior (153 values, 2.3 kB): Adam's direction
     with a learned correction of a 5%-warmup, cosine-to-zero schedule over the fraction
@@ -44,7 +44,7 @@ Entries:
     (valid) against Adam with warmup and cosine decay tuned per task. Against its own
     starting point (Adam with that schedule at 0.0316, untrained) it is better on valid
     loss on 7 of 9 tasks and worse on train loss on 7 of 9: most of its strength is the
-    hand-designed schedule it starts from (``docs/meta-training.md``).
+    hand-designed schedule it starts from (``docs/meta-training-results.md``).
 ``Celo``
     The released weights of Celo (Moudgil et al., 2025, arXiv:2501.12670;
     github.com/amoudgl/celo at 66d9761, ``algoperf/submissions/celo/theta.state``, MIT

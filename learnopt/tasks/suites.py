@@ -270,7 +270,7 @@ META_TRAIN_BUCKETS = {
 #: Wider meta-train families, registered but not in the ``meta-train`` mixture: MLPs on
 #: larger images whose tuned rates are those of the held-out and meta-valid MLPs (on the
 #: 8x8 buckets the training loss keeps improving up to rates of 0.1-0.3;
-#: ``benchmarks/meta_objective_landscape.py``, ``docs/meta-training.md``).
+#: ``benchmarks/meta_objective_landscape.py``, ``docs/meta-training-results.md``).
 WIDE_BUCKETS = {
     "MetaTrain_MLP_Mnist5k20_64x64": lambda: _image_mlp_family(
         "mnist5k", 20, (64, 64), "MetaTrain_MLP_Mnist5k20_64x64"

@@ -1,0 +1,128 @@
+"""Checks a built documentation site: offline, internals out of the navigation, maths shown.
+
+    python docs/check_site.py docs/_build/html   # after a fresh build (as CI makes)
+
+Run by ``.ci/run`` after ``sphinx-build``. Fails (exit 1, one line per problem) when
+
+* a page loads anything from the network: a ``<script src>``, a stylesheet or preloaded
+  ``<link href>``, an ``<img src>`` or an ``<iframe src>`` that starts with ``http:``,
+  ``https:`` or ``//`` (the site must work offline; MathJax is served from ``_static``);
+* the main navigation (the sidebar ``<nav class="bd-links ...">``) of any page links to the
+  page of a module listed in ``docs/api/internals.md``;
+* a page of :data:`MATH_PAGES` shows fewer formulas than it should (``class="math"``
+  elements: the algorithms' maths must render), or the MathJax script it loads is missing.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import pathlib
+import re
+import sys
+
+DOCS = pathlib.Path(__file__).resolve().parent
+#: Pages whose maths is their point, and the fewest formulas each must show.
+MATH_PAGES = {"algorithms.html": 20}
+_REMOTE = re.compile(r"^(https?:)?//", re.IGNORECASE)
+_ENTRY = re.compile(r"^\s+(learnopt(?:\.\w+)*)\s*$")
+
+
+class _Page(html.parser.HTMLParser):
+    """Collects a page's remote resources, its main navigation's links and its formulas."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.remote: list[str] = []
+        self.nav_links: list[str] = []
+        self.scripts: list[str] = []
+        self.formulas = 0
+        self._nav_depth = 0  # >0 inside the main navigation
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        classes = a.get("class", "").split()
+        if tag == "nav":
+            if self._nav_depth or "bd-links" in classes:
+                self._nav_depth += 1
+        elif tag == "a" and self._nav_depth:
+            self.nav_links.append(a.get("href", ""))
+        if "math" in classes:
+            self.formulas += 1
+        url = ""
+        if tag in ("script", "img", "iframe"):
+            url = a.get("src", "")
+        elif tag == "link" and set(a.get("rel", "").split()) & {"stylesheet", "preload"}:
+            url = a.get("href", "")
+        if tag == "script" and url:
+            self.scripts.append(url)
+        if url and _REMOTE.match(url):
+            self.remote.append(f"<{tag}> {url}")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "nav" and self._nav_depth:
+            self._nav_depth -= 1
+
+
+def internal_modules(internals: pathlib.Path) -> set[str]:
+    """The modules listed on the internals page (kept out of the navigation).
+
+    Args:
+      internals: ``docs/api/internals.md``.
+
+    Returns:
+      Their dotted names.
+    """
+    return {m.group(1) for line in internals.read_text().splitlines() if (m := _ENTRY.match(line))}
+
+
+def check(site: pathlib.Path, internals: set[str]) -> list[str]:
+    """The problems of the built site in ``site`` (empty: it passes).
+
+    Args:
+      site: the HTML output folder of ``sphinx-build``.
+      internals: modules whose pages must not be in the main navigation.
+
+    Returns:
+      One line per problem.
+    """
+    problems = []
+    pages = sorted(site.rglob("*.html"))
+    if not pages:
+        return [f"{site}: no HTML pages (build the site first)"]
+    for path in pages:
+        rel = path.relative_to(site).as_posix()
+        page = _Page()
+        page.feed(path.read_text(errors="replace"))
+        problems += [f"{rel}: loads from the network: {r}" for r in page.remote]
+        for href in page.nav_links:
+            stem = href.split("#")[0].rsplit("/", 1)[-1].removesuffix(".html")
+            if stem in internals:
+                problems.append(f"{rel}: the navigation links to the internal module {stem}")
+        if rel in MATH_PAGES:
+            if page.formulas < MATH_PAGES[rel]:
+                problems.append(
+                    f"{rel}: {page.formulas} formulas shown, at least {MATH_PAGES[rel]} expected"
+                )
+            local = [s for s in page.scripts if "mathjax" in s.lower()]
+            if not local or not all((path.parent / s).is_file() for s in local):
+                problems.append(f"{rel}: its MathJax script is missing ({local or 'none'})")
+    for name in MATH_PAGES:
+        if not (site / name).is_file():
+            problems.append(f"{name}: not built")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    """Checks the site in ``argv[0]``; prints each problem; 0 when there is none."""
+    if len(argv) != 1:
+        print("usage: python docs/check_site.py SITE_DIR", file=sys.stderr)
+        return 2
+    problems = check(pathlib.Path(argv[0]), internal_modules(DOCS / "api" / "internals.md"))
+    for line in problems:
+        print(f"check_site: {line}", file=sys.stderr)
+    print(f"check_site: {'FAILED' if problems else 'passed'} ({len(problems)} problems)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
