@@ -10,7 +10,11 @@ Run by ``.ci/run`` after ``sphinx-build``. Fails (exit 1, one line per problem) 
 * the main navigation (the sidebar ``<nav class="bd-links ...">``) of any page links to the
   page of a module listed in ``docs/api/internals.md``;
 * a page of :data:`MATH_PAGES` shows fewer formulas than it should (``class="math"``
-  elements: the algorithms' maths must render), or the MathJax script it loads is missing.
+  elements: the algorithms' maths must render), or the MathJax script it loads is missing;
+* a code block of a guide or an API page (not the tutorials' stored notebook cells and
+  outputs, not the highlighted source pages) has a line longer than :data:`CODE_WIDTH`
+  characters: at a 1280-px-wide window the theme shows about that many before a block
+  scrolls, and a clipped command is a command that gets copied wrong.
 """
 
 from __future__ import annotations
@@ -23,6 +27,11 @@ import sys
 DOCS = pathlib.Path(__file__).resolve().parent
 #: Pages whose maths is their point, and the fewest formulas each must show.
 MATH_PAGES = {"algorithms.html": 20}
+#: The longest code line a guide or API page may show (characters).
+CODE_WIDTH = 88
+#: Pages whose code blocks are not checked for width: stored notebook cells and outputs,
+#: and the highlighted source of each module.
+_WIDTH_EXEMPT = ("tutorials/", "_modules/")
 _REMOTE = re.compile(r"^(https?:)?//", re.IGNORECASE)
 _ENTRY = re.compile(r"^\s+(learnopt(?:\.\w+)*)\s*$")
 
@@ -36,7 +45,10 @@ class _Page(html.parser.HTMLParser):
         self.nav_links: list[str] = []
         self.scripts: list[str] = []
         self.formulas = 0
+        self.code_lines: list[str] = []  # the text lines of <pre> blocks
         self._nav_depth = 0  # >0 inside the main navigation
+        self._pre_depth = 0
+        self._pre_text: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = {k: v or "" for k, v in attrs}
@@ -46,6 +58,8 @@ class _Page(html.parser.HTMLParser):
                 self._nav_depth += 1
         elif tag == "a" and self._nav_depth:
             self.nav_links.append(a.get("href", ""))
+        if tag == "pre":
+            self._pre_depth += 1
         if "math" in classes:
             self.formulas += 1
         url = ""
@@ -61,6 +75,15 @@ class _Page(html.parser.HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag == "nav" and self._nav_depth:
             self._nav_depth -= 1
+        if tag == "pre" and self._pre_depth:
+            self._pre_depth -= 1
+            if not self._pre_depth:
+                self.code_lines += "".join(self._pre_text).splitlines()
+                self._pre_text = []
+
+    def handle_data(self, data: str) -> None:
+        if self._pre_depth:
+            self._pre_text.append(data)
 
 
 def internal_modules(internals: pathlib.Path) -> set[str]:
@@ -98,6 +121,13 @@ def check(site: pathlib.Path, internals: set[str]) -> list[str]:
             stem = href.split("#")[0].rsplit("/", 1)[-1].removesuffix(".html")
             if stem in internals:
                 problems.append(f"{rel}: the navigation links to the internal module {stem}")
+        if not rel.startswith(_WIDTH_EXEMPT):
+            for line in page.code_lines:
+                if len(line) > CODE_WIDTH:
+                    problems.append(
+                        f"{rel}: a code line of {len(line)} characters (at most {CODE_WIDTH}): "
+                        f"{line[:60]}..."
+                    )
         if rel in MATH_PAGES:
             if page.formulas < MATH_PAGES[rel]:
                 problems.append(

@@ -138,12 +138,18 @@ def test_the_site_check_finds_remote_loads_internals_in_the_navigation_and_missi
     bad_nav = nav + '<li><a href="api/generated/learnopt.run.session.html#x">session</a></li>'
     (site / "tasks.html").write_text(_page("", bad_nav))
     (site / "algorithms.html").write_text(_page(formulas[: len(formulas) // 5], nav))
+    long = "x" * 89
+    code = f'<div class="highlight"><pre><span>{long[:40]}</span>{long[40:]}\nok</pre></div>'
+    (site / "quickstart.html").write_text(_page(code, nav))
+    (site / "tutorials").mkdir()
+    (site / "tutorials" / "Part1.html").write_text(_page(code, nav))  # notebooks: exempt
     problems = check_site.check(site, internals)
     assert problems == [
         "algorithms.html: 5 formulas shown, at least 20 expected",
         "algorithms.html: its MathJax script is missing (none)",
         "index.html: loads from the network: <script> https://cdn.jsdelivr.net/npm/mathjax@4/tex-mml-chtml.js",
         "index.html: loads from the network: <link> //x/y.css",
+        f"quickstart.html: a code line of 89 characters (at most 88): {'x' * 60}...",
         "tasks.html: the navigation links to the internal module learnopt.run.session",
     ]
     assert check_site.main([str(site)]) == 1

@@ -2,10 +2,10 @@
 
 ::
 
-    learnopt evaluate --theta runs/meta-train-X/theta.msgpack          # lopt from config.json
-    learnopt evaluate --theta Celo                                      # a shipped entry
+    learnopt evaluate --theta runs/meta-train-X/theta.msgpack  # lopt from config.json
+    learnopt evaluate --theta Celo                             # a shipped entry
     learnopt evaluate --theta theta.msgpack --lopt LearnableAdam --suite smoke --steps 500
-    learnopt evaluate --optimizer Adam --lr 3e-3                          # a hand-designed one
+    learnopt evaluate --optimizer Adam --lr 3e-3               # a hand-designed one
 
 The candidate (a learned optimizer with the theta of ``--theta``, or ``--optimizer``
 at ``--lr`` evaluated "as if it were a learned optimizer") and the baselines

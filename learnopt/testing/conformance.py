@@ -11,7 +11,9 @@ dtype, a finite state. Registering an optimizer (or adding a zoo line) adds it t
 ``tests/test_conformance.py`` and to the table of ``docs/dtypes.md``.
 
 >>> from learnopt.testing import conformance
->>> result = conformance.check_conformance(conformance.conformance_optimizers()["Adam"], "bf16")
+>>> result = conformance.check_conformance(
+...     conformance.conformance_optimizers()["Adam"], "bf16"
+... )
 >>> result.step_traces, result.params_dtype_ok, result.finite
 (1, True, True)
 """
