@@ -25,8 +25,44 @@ import re
 import sys
 
 DOCS = pathlib.Path(__file__).resolve().parent
-#: Pages whose maths is their point, and the fewest formulas each must show.
-MATH_PAGES = {"algorithms.html": 20}
+#: Pages whose maths is their point, and the fewest formulas each must show: the
+#: Algorithms page and the API page of every estimator, meta-objective and architecture.
+MATH_PAGES = {
+    "algorithms.html": 20,
+    **{
+        f"api/generated/learnopt.{module}.html": 1
+        for module in (
+            *(
+                f"outer_trainers.{m}"
+                for m in (
+                    "truncated_pes",
+                    "truncated_es",
+                    "noise_reuse_es",
+                    "truncated_grad",
+                    "full_es",
+                    "full_grad",
+                    "meta_objective",
+                )
+            ),
+            *(
+                f"learned_optimizers.{m}"
+                for m in (
+                    "scheduled_adam",
+                    "mlp_lopt",
+                    "adafac_mlp_lopt",
+                    "adafac_nominal",
+                    "nn_adam",
+                    "rnn_mlp_lopt",
+                    "hyper_v2",
+                    "celo",
+                    "celo_adam",
+                    "celo2",
+                    "progress",
+                )
+            ),
+        )
+    },
+}
 #: The longest code line a guide or API page may show (characters).
 CODE_WIDTH = 88
 #: Pages whose code blocks are not checked for width: stored notebook cells and outputs,
@@ -134,7 +170,7 @@ def check(site: pathlib.Path, internals: set[str]) -> list[str]:
                     f"{rel}: {page.formulas} formulas shown, at least {MATH_PAGES[rel]} expected"
                 )
             local = [s for s in page.scripts if "mathjax" in s.lower()]
-            if not local or not all((path.parent / s).is_file() for s in local):
+            if not local or not all((path.parent / s).resolve().is_file() for s in local):
                 problems.append(f"{rel}: its MathJax script is missing ({local or 'none'})")
     for name in MATH_PAGES:
         if not (site / name).is_file():

@@ -1,4 +1,4 @@
-"""AdafacMLPLOpt: a per-parameter MLP fed momentum, RMS and Adafactor-style features.
+r"""AdafacMLPLOpt: a per-parameter MLP fed momentum, RMS and Adafactor-style features.
 
 The "small_fc_lopt" family of Metz et al., "Practical tradeoffs between memory,
 compute, and performance in learned optimizers" (2022, arXiv:2203.11860), as
@@ -14,11 +14,21 @@ Adafactor-preconditioned gradient ``fac_g``. Per element, the feature groups
     row, col, 1 / sqrt(row + 1e-8), 1 / sqrt(col + 1e-8), m * fac_rsqrt
 
 (for tensors of rank < 2 the factored groups are ``v, v, 1 / sqrt(v + 1e-8)`` twice
-and ``m / sqrt(v)``) are concatenated (28 with the defaults), normalized by their root
+and ``m / sqrt(v + 1e-6)``) are concatenated (28 with the defaults), normalized by their root
 mean square over the tensor, joined by the 11 ``tanh(t / s - 1)`` time features and
 fed to an MLP (ReLU) with outputs ``(d, a)``:
 
     p <- p - step_mult * d * exp(exp_mult * a)
+
+.. math::
+
+   (d, a) = \mathrm{MLP}_\theta(\text{features};\ \phi(t)), \qquad
+   p \leftarrow p - \lambda_s\, d\, \exp(\lambda_e\, a)
+
+   \beta = 1 - (1 - \beta^{0}) \exp(10\, \theta_\beta)
+
+with ``lambda_s = step_mult``, ``lambda_e = exp_mult``, ``phi(t)`` the time features and
+``beta^0`` a decay's initial value.
 
 ``theta = {"momentum_decays": [3], "rms_decays": [1], "adafactor_decays": [3],
 "nn": {"~": {"w0": [39, hidden], "b0", ..., "w{L}": [hidden, 2], "b{L}"}}}``. A decay

@@ -1,4 +1,4 @@
-"""MLPNomLOpt: the Adafactor-feature MLP optimizer plus a "nominal" hand-designed term.
+r"""MLPNomLOpt: the Adafactor-feature MLP optimizer plus a "nominal" hand-designed term.
 
 learned_optimization's ``adafac_nominal.MLPNomLOpt`` (same constructor, maths and
 ``theta`` layout): the features of :mod:`~learnopt.learned_optimizers.adafac_mlp_lopt`
@@ -9,6 +9,17 @@ nominal step along a hand-designed direction ``g_est`` and weight decay:
     step     = step_mult * d * exp(exp_mult[0] * a)        [* rsqrt(rms_0 + 1e-6)]
     nom_step = nominal_stepsize * exp(exp_mult[1] * a_nom) * g_est
     p       <- (1 - weight_decay * exp(exp_mult[2] * a_reg)) * p - step - nom_step
+
+.. math::
+
+   p \leftarrow \big(1 - \lambda_{\mathrm{wd}}\, e^{\lambda_{e,2}\, a_{\mathrm{reg}}}\big)\, p
+   - \lambda_s\, d\, e^{\lambda_{e,0}\, a}
+   - \eta_{\mathrm{nom}}\, e^{\lambda_{e,1}\, a_{\mathrm{nom}}}\, g_{\mathrm{est}}
+
+   g_{\mathrm{est}}^{\text{AdamAggMo}} = \frac{1}{K} \sum_{k=1}^{K} \frac{m_k}{\sqrt{v + 10^{-6}}}
+
+with ``lambda_s = step_mult``, ``lambda_(e,j) = exp_mult[j]``,
+``lambda_wd = weight_decay``, ``eta_nom = nominal_stepsize`` and ``m_1 .. m_K`` the momenta.
 
 ``a_nom`` is 1 and ``a_reg`` is 0 unless ``nominal_controller`` /
 ``regularization_controller`` let the MLP set them. ``g_est`` is the gradient ("SGD"),

@@ -1,4 +1,4 @@
-"""Celo: a learned MLP update rule scaled by a learned LSTM schedule.
+r"""Celo: a learned MLP update rule scaled by a learned LSTM schedule.
 
 Moudgil, Knyazev, Lajoie & Belilovsky, "Celo: Training versatile learned optimizers on
 a compute diet" (2025, arXiv:2501.12670). Not in learned_optimization; written for
@@ -26,6 +26,20 @@ replaces the hypernetwork by a scheduler:
        step = step_mult * d * exp(exp_mult * a) * sqrt(mean(p^2) + 1e-9)
        p <- p - lr_mult * step   (train_phase 2)
        p <- p - step             (train_phase 1: the scheduler does not act)
+
+In symbols, with ``h`` the LSTM output, ``K = param_inits``, ``lambda_s = step_mult`` and
+``lambda_e = exp_mult``:
+
+.. math::
+
+   c = \operatorname{softmax}(W_c h + b_c), \qquad
+   \lambda_p = 0.1 \exp(w_s^\top h + b_s), \qquad
+   W_p = \frac{1}{K}\sum_{i=1}^{K} c_i\, W^{(i)}
+
+   \Delta = \lambda_s\, d\, \exp(\lambda_e\, a)\, \sqrt{\operatorname{mean}(p^2) + 10^{-9}},
+   \qquad
+   p \leftarrow \begin{cases} p - \lambda_p\, \Delta & \text{phase 2}, \\
+   p - \Delta & \text{phase 1}. \end{cases}
 
 Meta-training has two phases (the paper's section 3; the release's ``--train_partial``):
 phase 1 trains the update rule (``ff_mod_stack``) with the scheduler frozen, phase 2

@@ -1,4 +1,4 @@
-"""Celo2: a compute-efficient learned update rule with normalized inputs and outputs.
+r"""Celo2: a compute-efficient learned update rule with normalized inputs and outputs.
 
 Moudgil, Knyazev & Belilovsky, "Celo2: Towards learned optimization free lunch"
 (2026, arXiv:2602.19142), the successor of "Celo: Training versatile learned optimizers
@@ -28,11 +28,26 @@ tensors take one of two rules.
 
       p <- p - step_mult * normalize(NS(d)) - step_mult * weight_decay * p
 
+In symbols, with ``lambda_s = step_mult``, ``lambda_e = exp_mult``,
+``lambda_wd = weight_decay`` and ``NS`` the identity for tensors of rank < 2:
+
+.. math::
+
+   p \leftarrow p - \lambda_s\, \operatorname{nrm}\!\big(\mathrm{NS}(d\, e^{\lambda_e a})\big)
+   - \lambda_s\, \lambda_{\mathrm{wd}}\, p,
+   \qquad \operatorname{nrm}(x) = \frac{x}{\sqrt{\operatorname{mean}(x^2) + 10^{-9}}}
+
 **Adam** (tensors of rank <= 1 and embeddings by default): ``m <- 0.9 m + 0.1 g``,
 ``v <- 0.95 v + 0.05 g^2`` (unclipped gradients, no bias correction, as in the
 authors' meta-training wrapper) and
 
       p <- p - 20 step_mult * m / sqrt(v + 1e-8) - 20 step_mult * weight_decay * p.
+
+.. math::
+
+   m \leftarrow 0.9 m + 0.1 g, \quad v \leftarrow 0.95 v + 0.05 g^2, \quad
+   p \leftarrow p - 20 \lambda_s \frac{m}{\sqrt{v + 10^{-8}}}
+   - 20 \lambda_s \lambda_{\mathrm{wd}}\, p
 
 Accumulators of the learned rule: momenta (0.9, 0.99, 0.999), second moment (0.95),
 factored second moments (0.9, 0.99, 0.999); its gradients are clipped to [-1000, 1000].

@@ -1,4 +1,4 @@
-"""Celo-Adam: Celo's learned LSTM scheduler driving Adam's update.
+r"""Celo-Adam: Celo's learned LSTM scheduler driving Adam's update.
 
 Moudgil, Knyazev, Lajoie & Belilovsky, "Celo: Training versatile learned optimizers on
 a compute diet" (2025, arXiv:2501.12670). The authors' release (github.com/amoudgl/celo
@@ -26,6 +26,18 @@ learned update rule: each step,
    with ``m_hat = m / (1 - b1^(t+1))`` and ``v_hat = v / (1 - b2^(t+1))``
    (``bias_correction``), ``step_mult = 0.001`` and ``eps = 1e-8``: Adam at 1e-3 times
    the learned multiplier.
+
+In symbols, with ``h`` the LSTM output, ``g_bar = clip(g, -1000, 1000)`` and
+``lambda_s = step_mult``:
+
+.. math::
+
+   m \leftarrow \beta_1 m + (1 - \beta_1)\, \bar g, \quad
+   v \leftarrow \beta_2 v + (1 - \beta_2)\, \bar g^2, \quad
+   p \leftarrow p - \lambda_p\, \lambda_s\, \frac{m / (1 - \beta_1^{t+1})}
+   {\epsilon + \sqrt{v / (1 - \beta_2^{t+1}) + 10^{-10}}}
+
+   \lambda_p = 0.1 \exp(w_s^\top h + b_s)
 
 ``theta``: ``{"lstm_init_state": LSTMState([1, 64], [1, 64]), "rnn_params": {"linear",
 "linear_1", "linear_2", "rnn/linear", "step_size"}}`` (12 arrays, 36,865 values with the

@@ -1,4 +1,4 @@
-"""HyperV2: VeLO's architecture, a per-tensor LSTM that generates a per-parameter MLP.
+r"""HyperV2: VeLO's architecture, a per-tensor LSTM that generates a per-parameter MLP.
 
 The learned optimizer of Metz et al., "VeLO: Training versatile learned optimizers by
 scaling up" (2022, arXiv:2211.09760), as learned_optimization's
@@ -31,6 +31,16 @@ Each step:
    factored row/column statistics), each normalized by its RMS over the tensor:
 
        p <- p - lr_mult * step_mult * d * exp(exp_mult * a) * sqrt(mean(p^2) + 1e-9)
+
+In symbols, with ``K = param_inits``, ``W^(i)`` the bank's MLPs, ``lambda_p = lr_mult``,
+``lambda_s = step_mult`` and ``lambda_e = exp_mult``:
+
+.. math::
+
+   W_p = \frac{100}{K} \sum_{i=1}^{K} c_i\, W^{(i)}
+
+   p \leftarrow p - \lambda_p\, \lambda_s\, d\, \exp(\lambda_e\, a)\,
+   \sqrt{\operatorname{mean}(p^2) + 10^{-9}}
 
 ``theta = {"lstm_init_state": LSTMState([1, H], [1, H]), "rnn_params": {"linear",
 "linear_1", "linear_2", "rnn/linear", "rnn_to_controls", "step_size"}, "ff_mod_stack":

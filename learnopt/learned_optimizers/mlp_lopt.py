@@ -1,4 +1,4 @@
-"""MLPLOpt: one small MLP applied to every parameter ("LOLv2").
+r"""MLPLOpt: one small MLP applied to every parameter ("LOLv2").
 
 The per-parameter model of Metz et al., "Understanding and correcting pathologies in
 the training of learned optimizers" (2019, arXiv:1810.10180), as learned_optimization's
@@ -17,6 +17,17 @@ timescales ``s`` from 1 to 1e5: 19 inputs. An MLP (ReLU, ``hidden_layers`` layer
 ``hidden_size``) maps them to a direction ``d`` and a magnitude ``a``:
 
     p <- p - step_mult * d * exp(exp_mult * a)
+
+.. math::
+
+   (d, a) = \mathrm{MLP}_\theta\big(\hat g, \hat p, \hat m_{1..6};\ \phi(t)\big),
+   \qquad
+   p \leftarrow p - \lambda_s\, d\, \exp(\lambda_e\, a)
+
+   \hat x = \frac{x}{\sqrt{10^{-5} + \operatorname{mean}(x^2)}}, \qquad
+   \phi(t) = \big(\tanh(t/s - 1)\big)_{s \in \{1, 3, 10, 30, \dots, 10^5\}}
+
+with ``lambda_s = step_mult`` and ``lambda_e = exp_mult`` (both 1e-3 by default).
 
 ``theta`` is Haiku's ``hk.nets.MLP`` parameter dict::
 

@@ -1,4 +1,4 @@
-"""NNAdam: Adam whose per-tensor hyperparameters are steered by an LSTM.
+r"""NNAdam: Adam whose per-tensor hyperparameters are steered by an LSTM.
 
 learned_optimization's ``nn_adam.NNAdam`` (same constructor, maths and ``theta``
 layout), the "LSTM-controlled Adam hyperparameters" baseline of Metz et al.,
@@ -11,6 +11,19 @@ form: ``lr = clip(exp(10 x), 1e-8, 1e3)``, ``epsilon = clip(exp(10 x), 1e-11, 1e
 
     m <- beta1 m + (1 - beta1) g;   v <- beta2 v + (1 - beta2) g^2
     p <- p - lr (1 + epsilon) m / (epsilon + sqrt(v + 1e-10))
+
+.. math::
+
+   m \leftarrow \beta_1 m + (1 - \beta_1)\, \bar g, \quad
+   v \leftarrow \beta_2 v + (1 - \beta_2)\, \bar g^2, \quad
+   p \leftarrow p - \eta\, (1 + \epsilon)\, \frac{m}{\epsilon + \sqrt{v + 10^{-10}}}
+
+   \eta = \operatorname{clip}(e^{10 x_{\mathrm{lr}}}, 10^{-8}, 10^{3}), \quad
+   \epsilon = \operatorname{clip}(e^{10 x_\epsilon}, 10^{-11}, 10^{4}), \quad
+   \beta_i = 1 - \exp\big(\operatorname{clip}(10 x_{\beta_i}, -10, 0)\big)
+
+with ``g_bar = clip(g, -1000, 1000)`` (the gradient is clipped before the moments) and
+``x`` the unconstrained hyperparameters.
 
 (the ``(1 + epsilon)`` factor lets a large epsilon turn the update into momentum SGD
 without a compensating learning rate). Then an LSTM (hidden 32, shared by all

@@ -1,4 +1,4 @@
-"""Fraction of training done, as inputs of learned optimizers.
+r"""Fraction of training done, as inputs of learned optimizers.
 
 A learned optimizer that sees only the step count ``t`` cannot tell a run of 100 steps
 from one of 10,000, so it cannot learn a schedule that transfers between them (the
@@ -6,7 +6,13 @@ learned optimizers of Maheswaranathan et al., 2020, arXiv:2011.02159, learn warm
 decay schedules). Celo (Moudgil et al., 2025, arXiv:2501.12670) therefore feeds its
 update rule the fraction of training done, ``tau = t / T`` with ``T`` the run length.
 ``opt.init(params, num_steps=T)`` receives ``T``; meta-training passes each inner
-run's length there.
+run's length there. With ``t`` the step count before the update:
+
+.. math::
+
+   \tau = \operatorname{clip}\!\Big(\frac{t}{\max(T, 1)}, 0, 1\Big), \qquad
+   e(\tau) = \Big(\tau,\ \tau^2,\ \cos \pi\tau,\ \sin \pi\tau,\ \cos 2\pi\tau,\ \sin 2\pi\tau,\
+   \min\!\Big(1, \frac{\log(1 + t)}{\log(1 + \max(T, 1))}\Big)\Big)
 
 * :func:`tau_embedding`: :data:`NUM_TAU_FEATURES` smooth features of ``tau`` (and of
   ``log(1 + t) / log(1 + T)``), the same for every element of every tensor, so the

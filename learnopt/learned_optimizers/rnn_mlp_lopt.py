@@ -1,4 +1,4 @@
-"""RNNMLPLOpt: a per-tensor LSTM that conditions a per-parameter MLP.
+r"""RNNMLPLOpt: a per-tensor LSTM that conditions a per-parameter MLP.
 
 The hierarchical learned optimizer of Metz et al., "Tasks, stability, architecture, and
 compute: training more effective learned optimizers, and using them to train
@@ -22,6 +22,19 @@ Each step, in this order:
    features, log #tensors, log norm of ``p``, log #elements and 17 values from the LSTM.
    Outputs ``(d, a, 16 values to the LSTM)``; ``p <- p - step_multiplier * d *
    exp(magnitude_rate * a)``.
+
+In symbols: with ``mu <- 0.9 mu + 0.1 l`` and ``sigma^2 <- 0.9 sigma^2 + 0.1 (mu - l)^2``
+the running statistics of the training losses ``l`` (``n`` of them so far), the training
+feature ``z`` (the validation one is the same with the bias-corrected running mean of the
+validation losses in place of ``l``, normalized by the training statistics) and the step,
+with ``lambda_s = step_multiplier`` and ``lambda_e = magnitude_rate``, are
+
+.. math::
+
+   z = \operatorname{clip}\Big(\frac{\ell - c\,\mu}{\sqrt{c\,\sigma^2 + 10^{-8}}}, -5, 5\Big),
+   \qquad c = \frac{1}{1 - 0.9^{n} + 10^{-8}}
+
+   p \leftarrow p - \lambda_s\, d\, \exp(\lambda_e\, a)
 
 ``theta = {"initial_from_lstm": [18], "initial_from_mlp": [16], "lstm_init_state":
 LSTMState([1, 64], [1, 64]), "rnn_params": {"rnn/linear": {"w": [116, 256], "b"}},

@@ -1,4 +1,4 @@
-"""ScheduledAdam: Adam's direction with a learned schedule over the fraction of training.
+r"""ScheduledAdam: Adam's direction with a learned schedule over the fraction of training.
 
 Learned optimizers meta-trained over runs of one length learn warm-up and decay
 schedules (Maheswaranathan et al., "Reverse engineering learned optimizers reveals
@@ -14,6 +14,21 @@ quantity) and of the kind of tensor. For a tensor ``p`` of kind ``k`` with gradi
     d  = m_hat / (sqrt(v_hat) + eps)        (bias-corrected, optax's scale_by_adam)
     p <- p - exp(log_lr + s(tau) + offset_k) * d
 
+.. math::
+
+   p \leftarrow p - c(t, T)\, \exp\!\big(\theta_{\mathrm{lr}} + s_\theta(\tau)
+   + o_{\kappa(p)} \,[\, + r_\theta(\varphi_p)\,]\big)\, \frac{\hat m}{\sqrt{\hat v} + \epsilon},
+   \qquad \tau = \frac{t}{T}
+
+   c(t, T) =
+   \begin{cases}
+   \dfrac{\bar t}{wT} & \bar t < wT, \\[8pt]
+   \dfrac{1}{2}\left(1 + \cos \dfrac{\pi (\bar t - wT)}{T - wT}\right) & \text{otherwise,}
+   \end{cases}
+   \qquad \bar t = \min(t, T)
+
+(``c = 1`` unless ``schedule_prior="warmup_cosine"``, ``w = warmup_fraction``; the
+per-tensor offset ``r(phi_p)`` only with ``tensor_features=True``; both below.)
 with ``s`` a small MLP over :func:`~learnopt.learned_optimizers.progress.tau_embedding`
 (ReLU, ``hidden_size`` units) whose output layer starts at zero, ``offset`` one scalar
 per tensor kind (:data:`TENSOR_KINDS`, zero at first), ``b = sigmoid(beta_logit)``

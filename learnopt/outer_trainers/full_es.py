@@ -1,10 +1,24 @@
-"""Antithetic evolution strategies over whole inner training runs.
+r"""Antithetic evolution strategies over whole inner training runs.
 
 ``g = mean_i eps_i (L(theta + eps_i) - L(theta - eps_i)) / (2 std^2)`` with
 ``eps_i ~ N(0, std^2 I)`` (Salimans et al., 2017, arXiv:1703.03864): an unbiased
 estimate of the gradient of the Gaussian-smoothed meta-loss that needs no backprop
 through the unroll, so it is unaffected by chaotic or non-differentiable inner training
 (Metz et al., 2019, arXiv:1810.10180).
+
+With ``sigma = std``, ``N`` antithetic pairs and ``J`` the meta-loss of a whole run
+(``loss_type``; ``"avg"`` is the weighted mean ``J_w`` of
+:mod:`~learnopt.outer_trainers.meta_objective`):
+
+.. math::
+
+   \hat g_{\text{FullES}} = \frac{1}{N} \sum_{i=1}^{N}
+   \frac{J(\theta + \varepsilon_i) - J(\theta - \varepsilon_i)}{2\sigma^2}\, \varepsilon_i,
+   \qquad \varepsilon_i \sim \mathcal N(0, \sigma^2 I)
+
+   \nabla_\theta\, \mathbb E_{\varepsilon}\big[J(\theta + \varepsilon)\big]
+   = \frac{1}{2\sigma^2} \mathbb E_{\varepsilon}\big[\varepsilon\, \big(J(\theta + \varepsilon)
+   - J(\theta - \varepsilon)\big)\big]
 """
 
 from __future__ import annotations

@@ -1,9 +1,20 @@
-"""Full backpropagation through whole inner training runs.
+r"""Full backpropagation through whole inner training runs.
 
 The exact meta-gradient of the mean (or last) meta-loss over a complete inner run,
 computed by reverse-mode autodiff through the unrolled ``lax.scan`` (Maclaurin et al.,
 2015, arXiv:1502.03492; the notes' walkthrough with a run of 4 steps). Memory grows
 with the run length; pass ``remat=True`` to the truncated step to trade compute for it.
+
+The estimate over ``N`` fresh runs of length ``T`` differentiates everything from the
+initialization of the runs' optimizer states from theta on; ``J_i`` is run ``i``'s
+meta-loss (``loss_type``), for ``"avg"`` the weighted mean of its steps' meta-losses
+``v_t`` (weights ``w(t, T)``, 1 by default; :mod:`~learnopt.outer_trainers.meta_objective`):
+
+.. math::
+
+   \hat g_{\text{FullGrad}} = \nabla_\theta\, \frac{1}{N} \sum_{i=1}^{N} J_i(\theta),
+   \qquad
+   J_i^{\text{avg}} = \frac{1}{T} \sum_{t<T} w(t, T)\, v_{i,t}
 """
 
 from __future__ import annotations

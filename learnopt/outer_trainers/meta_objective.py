@@ -1,4 +1,4 @@
-"""Meta-objectives: which steps of an inner run the meta-loss counts, and on what scale.
+r"""Meta-objectives: which steps of an inner run the meta-loss counts, and on what scale.
 
 By default the meta-loss of a ``K``-step truncation is the mean of its steps' meta-losses,
 so over an inner run of ``T`` steps every step counts alike and, with ``T = 1000``, the end
@@ -19,6 +19,15 @@ that its mean over the run's ``T`` steps is 1:
   ``p = meta_loss_power`` (1: linear in ``t / T``). The mean over ``t < T`` is exactly 1
   for ``p`` in {0, 1} (midpoint rule) and ``1 - 1 / (4 T^2)`` for ``p = 2``.
 
+.. math::
+
+   w(t, T) =
+   \begin{cases}
+   1 & \text{uniform (the default)}, \\[2pt]
+   \dfrac{T}{W}\ \text{ if } t \ge T - W, \text{ else } 0 & \text{last window}, \\[8pt]
+   (p + 1) \left(\dfrac{t + 1/2}{T}\right)^{p} & \text{late}.
+   \end{cases}
+
 The meta-loss of a truncation of steps ``t_1 .. t_K`` is ``(1/K) sum_k w(t_k, T) L_{t_k}``
 (:func:`learnopt.outer_trainers.common.reduce_loss`). Summed over the ``T / K``
 truncations of a run it is ``(T / K) J_w`` with ``J_w = sum_t w_t L_t / sum_t w_t`` the
@@ -30,6 +39,14 @@ meta-loss 0 and give a zero estimate (PES still accumulates their perturbations:
 window's loss depends on theta's effect on every earlier step). Steps past ``T`` (the
 first, staggered runs end at the end of the truncation in which they reach ``T``) keep
 the formula: they belong to the end of their run.
+
+.. math::
+
+   L_{\text{trunc}} = \frac{1}{K} \sum_{k=1}^{K} w(t_k, T)\, L_{t_k},
+   \qquad
+   \sum_{\text{truncations}} L_{\text{trunc}} = \frac{T}{K}\, J_w,
+   \qquad
+   J_w = \frac{\sum_{t<T} w(t, T)\, L_t}{\sum_{t<T} w(t, T)}
 
 **Transform** (``meta_loss_transform``), applied to each step's meta-loss value ``v``
 (the task's ``normalizer(loss)``, or the aux entry of ``meta_loss_with_aux_key``) before

@@ -1,10 +1,22 @@
-"""Noise-reuse evolution strategies (NRES; Li, Wu, Sohl-Dickstein & Metz, 2023, arXiv:2304.12180).
+r"""Noise-reuse evolution strategies (NRES; Li, Wu, Sohl-Dickstein & Metz, 2023, arXiv:2304.12180).
 
 Each antithetic pair samples one perturbation when its inner run starts and reuses it
 for every truncation of that run; the estimate of a truncation is
 ``mean_i eps_i (L+_i - L-_i) / (2 std^2)``. Like PES it is unbiased for the whole run's
 smoothed meta-loss, with lower variance than PES (no accumulated noise), and it is
 the same as FullES when the truncation covers the whole run.
+
+With ``N`` pairs, ``sigma = std``, ``K = trunc_length`` and ``L^+-`` the halves'
+meta-losses of the current truncation (the halves keep separate states, as in PES):
+
+.. math::
+
+   s_i^{\pm} \leftarrow \mathrm{unroll}_K\big(\theta \pm \varepsilon_i,\, s_i^{\pm}\big),
+   \qquad
+   \hat g_{\text{NRES}} = \frac{1}{N} \sum_{i=1}^{N}
+   \frac{L_i^{+} - L_i^{-}}{2\sigma^2}\, \varepsilon_i
+
+A restarted run draws a fresh ``eps_i``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,18 @@
-"""Truncated evolution strategies: antithetic ES over short unrolls of ongoing runs.
+r"""Truncated evolution strategies: antithetic ES over short unrolls of ongoing runs.
 
 Both halves of each antithetic pair start from the same inner state; the run then
 continues from the positive half. Cheap and parallel, but biased like TBPTT: it only
 sees theta's effect within the current truncation (Vicol et al., 2021, arXiv:2112.13835).
+
+Each truncation draws fresh ``eps_i ~ N(0, sigma^2 I)`` (``sigma = std``) for the ``N``
+pairs; with ``L(theta; s_i)`` the meta-loss of the next ``K`` (``trunc_length``) steps from
+pair ``i``'s state ``s_i`` and ``s_i^+`` the positive half's state after them:
+
+.. math::
+
+   \hat g_{\text{TES}} = \frac{1}{N} \sum_{i=1}^{N}
+   \frac{L(\theta + \varepsilon_i; s_i) - L(\theta - \varepsilon_i; s_i)}{2\sigma^2}\,
+   \varepsilon_i, \qquad s_i \leftarrow s_i^{+}
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Truncated backpropagation through time (TBPTT) over a population of inner runs.
+r"""Truncated backpropagation through time (TBPTT) over a population of inner runs.
 
 Each estimate backpropagates through the next ``trunc_length`` inner steps only; the
 inner state carried between estimates is treated as a constant. Cheap and low-variance
@@ -8,6 +8,18 @@ but biased: it ignores the effect of theta on the state at the start of the unro
 The meta-loss of a step is the loss *before* that step's update (as in
 learned_optimization), so with ``trunc_length=1`` it does not depend on theta and the
 estimate is zero: use ``trunc_length >= 2`` (or a ``meta_loss_split``).
+
+With ``N`` runs, ``K = trunc_length``, ``v_t`` the meta-loss of step ``t`` of a run of
+length ``T``, ``w(t, T)`` its weight (:mod:`~learnopt.outer_trainers.meta_objective`; 1 by
+default) and ``sg`` stop-gradient, the estimate of a truncation starting at step ``t_0``
+from state ``s_i`` is
+
+.. math::
+
+   \hat g_{\text{TBPTT}} = \nabla_\theta\, \frac{1}{N} \sum_{i=1}^{N}
+   L\big(\theta; \operatorname{sg}(s_i)\big),
+   \qquad
+   L(\theta; s) = \frac{1}{K} \sum_{k=0}^{K-1} w(t_0 + k, T)\, v_{t_0 + k}
 """
 
 from __future__ import annotations

@@ -1,10 +1,24 @@
-"""Persistent evolution strategies (PES; Vicol, Metz & Sohl-Dickstein, 2021, arXiv:2112.13835).
+r"""Persistent evolution strategies (PES; Vicol, Metz & Sohl-Dickstein, 2021, arXiv:2112.13835).
 
 Antithetic pairs keep *separate* inner states across truncations and every pair keeps
 the sum of all perturbations it has received since its run started. The estimate of a
 truncation is ``mean_i xi_i (L+_i - L-_i) / (2 std^2)`` with ``xi_i`` that accumulated
 perturbation, which makes the sum of estimates over a run an unbiased estimate of the
 gradient of the whole run's (smoothed) meta-loss, unlike TBPTT and truncated ES.
+
+At the ``j``-th truncation of a run, pair ``i`` (of ``N``) draws
+``eps_i^(j) ~ N(0, sigma^2 I)`` (``sigma = std``), both halves unroll ``K``
+(``trunc_length``) steps from their own states, and ``L^+-`` are their meta-losses:
+
+.. math::
+
+   s_i^{\pm} \leftarrow \mathrm{unroll}_K\big(\theta \pm \varepsilon_i^{(j)},\, s_i^{\pm}\big),
+   \qquad \xi_i^{(j)} = \sum_{j' \le j} \varepsilon_i^{(j')}
+
+   \hat g_{\text{PES}} = \frac{1}{N} \sum_{i=1}^{N}
+   \frac{L_i^{+,(j)} - L_i^{-,(j)}}{2\sigma^2}\, \xi_i^{(j)}
+
+When a run ends, both halves restart from the same fresh state and ``xi_i`` is reset to 0.
 """
 
 from __future__ import annotations
