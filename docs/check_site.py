@@ -57,6 +57,7 @@ MATH_PAGES = {
                     "celo",
                     "celo_adam",
                     "celo2",
+                    "controlled_adam",
                     "progress",
                 )
             ),

@@ -70,6 +70,7 @@ SMALL = {
     "CeloAdam": dict(lstm_hidden_size=8, step_mult=0.1),  # Adam at 0.1 * lr_mult
     "Celo2": dict(ff_hidden_size=4, step_mult=0.03),
     "ScheduledAdam": dict(initial_lr=1e-2),
+    "ControlledAdam": dict(initial_lr=1e-2, hidden_size=4),
 }  # fmt: skip
 # The *_tau variants (fraction-of-training inputs): their architecture's arguments.
 for _name in ("MLPLOpt", "AdafacMLPLOpt", "MLPNomLOpt", "RNNMLPLOpt", "NNAdam", "HyperV2"):
@@ -82,6 +83,7 @@ for _name in (
     "RNNMLPLOpt_tau",
     "NNAdam_tau",
     "ScheduledAdam",
+    "ControlledAdam",
 ):
     SMALL[_name] = {**SMALL[_name], "default_num_steps": 20}
 #: PES perturbation size where 0.01 is too coarse: VeLO's 100 * mean_i c_i W_i mixing
@@ -91,8 +93,14 @@ PES_STD = {"HyperV2": 0.003, "HyperV2_tau": 0.003}
 #: amplification: HyperV2's meta-gradients turn non-finite a few steps from its start).
 OUTER_LR = {"HyperV2": 1e-3, "HyperV2_tau": 1e-3}
 #: Architectures whose initial theta is a hand-designed optimizer (descent expected).
-DESCENDS = {"LearnableSGD", "LearnableSGDM", "LearnableAdam", "NNAdam", "NNAdam_tau",
-            "ScheduledAdam"}  # fmt: skip
+DESCENDS = {
+    "LearnableSGD",
+    "LearnableSGDM",
+    "LearnableAdam",
+    "NNAdam",
+    "NNAdam_tau",
+    "ScheduledAdam",
+}  # fmt: skip  (ControlledAdam's warmup makes its first step 0)
 
 NAMES = lopt_base.registered_learned_optimizers()
 INNER_STEPS = 20  # length of an inner run (meta-training and evaluation)

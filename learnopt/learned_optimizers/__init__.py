@@ -19,6 +19,8 @@ end of this file register them all):
 * ``celo_adam.CeloAdam``: Adam's update under Celo's learned LSTM schedule (the
   release's ``celo_adam``, Moudgil et al., 2025);
 * ``celo2.Celo2``: a normalized, compute-efficient update rule (Moudgil et al., 2026);
+* ``controlled_adam.ControlledAdam``: a learned, bounded per-tensor controller of
+  ScheduledAdam's warmup-cosine step and weight decay (LHOPT-style, arXiv:2106.00958);
 * ``progress``: fraction-of-training features (``tau = t / T``) and the ``*_tau``
   variants of the architectures above;
 * ``common``: shared accumulators, features and Haiku-layout layers;
@@ -35,6 +37,7 @@ from learnopt.learned_optimizers import (  # noqa: F401  (each registers its arc
     celo,
     celo2,
     celo_adam,
+    controlled_adam,
     hyper_v2,
     mlp_lopt,
     nn_adam,

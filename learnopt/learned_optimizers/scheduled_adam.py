@@ -92,6 +92,7 @@ from learnopt.canonical import leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.learned_optimizers import common, progress
 from learnopt.optimizers.adam import adam_direction_from_decays
+from learnopt.optimizers.common import safe_sqrt
 from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any
@@ -168,8 +169,12 @@ def tensor_features(
     f32 = jnp.float32
     ms = lambda x: jnp.mean(jnp.square(x.astype(f32)))  # noqa: E731
     c1, c2 = jnp.asarray(correction1, f32), jnp.asarray(correction2, f32)
-    snr = jnp.sqrt(ms(m) * c2 / (jnp.mean(v.astype(f32)) * jnp.square(c1) + 1e-30))
-    log_rms = jnp.log10(jnp.sqrt(ms(p)) + 1e-6) / 3.0
+    # safe_sqrt: the same values, and finite meta-gradients where a tensor is all zeros
+    # (zero-initialized biases, a dead unit's gradients), where sqrt's derivative is inf.
+    # (the floor 1e-12, not 1e-30: the quotient's derivative divides by its square, and
+    # 1e-60 is 0 in float32, so a tensor with zero gradients gave NaN meta-gradients)
+    snr = safe_sqrt(ms(m) * c2 / jnp.maximum(jnp.mean(v.astype(f32)) * jnp.square(c1), 1e-12))
+    log_rms = jnp.log10(safe_sqrt(ms(p)) + 1e-6) / 3.0
     log_size = jnp.asarray(np.log10(max(int(np.size(p)), 1)) / 6.0, f32)
     one_hot = jax.nn.one_hot(kind, len(TENSOR_KINDS), dtype=f32)
     return jnp.concatenate(

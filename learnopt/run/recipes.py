@@ -264,6 +264,30 @@ _COSINE_HPARAMS_WIDE_ONE_RATE = {
 #: buckets: Celo-Adam drives training loss low and overfits the held-out suite (3 of 9
 #: valid wins against tuned warmup-cosine Adam), and a 65-value head is within PES's
 #: reach where the scheduler's 36,865 values are not.
+#: The shipped default's 8 values (``ScheduledAdam_cosine_hparams``, written here as
+#: ControlledAdam's initial values and checked against its file by
+#: tests/test_controlled_adam.py: equal but for beta2's logit, 4e-5 off in float32) under
+#: ControlledAdam's bounded per-tensor controller, which alone is meta-trained (``base``
+#: frozen), on the default's own family and objective.
+_CONTROLLED_FROM_DEFAULT = {
+    **_COSINE_HPARAMS_WIDE_SHARED,
+    "lopt": "ControlledAdam",
+    "lopt_config": {
+        "initial_lr": 0.0038665845058858395,
+        "initial_beta1": 0.8577955365180969,
+        "initial_beta2": 0.9991961121559143,
+        "initial_epsilon": 1.3285698763354503e-08,
+        "initial_kind_offsets": [
+            -0.3507946729660034,
+            1.8925989866256714,
+            0.7616680264472961,
+            -0.3907541036605835,
+        ],
+        "offset_kinds": ["vector", "matrix", "matrix", "matrix"],
+    },
+    "freeze": ("base",),
+}
+
 _CELOADAM_HEAD_VALID = dict(
     lopt="CeloAdam",
     init_theta="CeloAdam",
@@ -386,6 +410,15 @@ RECIPES: dict[str, Recipe] = {
             "(the rate, betas and epsilon of Adam on a fixed warmup-cosine schedule)",
             _COSINE_HPARAMS_WIDE_ONE_RATE,
             dict(every=3000, steps=1000, at_start=True),
+        ),
+        Recipe(
+            "controlledadam-from-default",
+            "the shipped default (Adam on a fixed warmup-cosine schedule, 8 values) under "
+            "ControlledAdam's bounded per-tensor step and decay controller, the controller "
+            "alone meta-trained; the best theta chosen on meta-valid over 3 seeds, start "
+            "included",
+            _CONTROLLED_FROM_DEFAULT,
+            dict(every=1000, steps=1000, at_start=True, seeds=3),
         ),
         Recipe(
             "celoadam-head-valid",
