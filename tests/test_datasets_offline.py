@@ -161,3 +161,17 @@ def test_corrupted_text_dataset_info_names_the_file(tmp_path):
             attempt("pystdlib", tmp_path)
         assert f"{folder / 'dataset_info.json'} " in str(e.value)
         assert f"Delete the folder {folder} so that it is prepared again" in str(e.value)
+
+
+def test_preparing_the_text_dataset_says_what_it_does_without_download_wording(tmp_path, capsys):
+    folder = language.prepare_text_dataset("pystdlib", tmp_path / "data")
+    out, err = capsys.readouterr()
+    assert "downloaded and prepared" not in out + err and out == ""  # TFDS's wording
+    lines = [x for x in err.splitlines() if x.startswith("learnopt:")]
+    assert lines[0] == (
+        "learnopt: preparing text dataset pystdlib from the Python standard library's source "
+        f"files into {folder} (once; nothing is downloaded)"
+    )
+    assert lines[1].startswith("learnopt: text dataset pystdlib prepared in ")
+    language.prepare_text_dataset("pystdlib", tmp_path / "data")  # prepared: says nothing
+    assert capsys.readouterr() == ("", "")

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
+import time
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -34,7 +36,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from learnopt.tasks.datasets import _pystdlib, _sources
+from learnopt.tasks.datasets import _pystdlib, _sources, storage
 from learnopt.tasks.datasets import base as datasets_base
 
 __all__ = [
@@ -153,13 +155,27 @@ def prepare_text_dataset(name: str = "pystdlib", data_dir: PathLike | None = Non
     from tensorflow_datasets import public_api as tfds
 
     builder = _builder(name, _sources.resolve_data_dir(data_dir))
-    try:
-        builder.download_and_prepare(
-            download_config=tfds.download.DownloadConfig(), file_format="array_record"
+    print(
+        f"learnopt: preparing text dataset {name} from the Python standard library's source "
+        f"files into {path} (once; nothing is downloaded)",
+        file=sys.stderr,
+        flush=True,
+    )
+    start = time.perf_counter()
+    try:  # without TFDS's "downloaded and prepared" wording (storage._quietly)
+        storage._quietly(
+            builder.download_and_prepare,
+            download_config=tfds.download.DownloadConfig(),
+            file_format="array_record",
         )
     except Exception:
         if not _is_prepared(path):  # another process may have finished it meanwhile
             raise
+    print(
+        f"learnopt: text dataset {name} prepared in {time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     return path
 
 
