@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from learnopt import cli
+from learnopt.learned_optimizers import fused_kernel
 from learnopt.tasks.datasets import storage
 
 
@@ -12,6 +13,8 @@ def test_doctor_reports_devices_kernel_data_and_caches(tmp_path, monkeypatch, ca
     monkeypatch.setenv("LEARNOPT_MANUAL_DIR", str(manual))
     monkeypatch.setenv("LEARNOPT_CACHE_DIR", str(cache))
     monkeypatch.setenv("LEARNOPT_FUSED_KERNEL", "0")
+    # the kernel's state is per process: the "off" this test asks for stays in the test
+    monkeypatch.setattr(fused_kernel, "_state", {})
     manual.mkdir()
     for name in storage.dataset_spec("mnist").sha256:  # the user placed MNIST's files
         (manual / name).write_bytes(b"")
