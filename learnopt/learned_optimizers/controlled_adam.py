@@ -46,6 +46,7 @@ of rediscovering it; ``freeze_groups()["base"]`` keeps those values fixed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,9 +56,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from learnopt import _validate
-from learnopt.canonical import leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common, progress, scheduled_adam
+from learnopt.learned_optimizers import common, scheduled_adam
 from learnopt.optimizers.adam import adam_direction_from_decays
 from learnopt.optimizers.common import safe_sqrt
 from learnopt.tree_utils import tree_map_multi
@@ -110,11 +110,11 @@ def _loss_features(loss: Any, ema: jax.Array, first: jax.Array) -> jax.Array:
     return jnp.where(ok, jnp.stack([progress_, trend]), 0.0)
 
 
-class _ControlledAdamOptimizer(common.ThetaOptimizer):
+class _ControlledAdamOptimizer(scheduled_adam._ScheduledAdamOptimizer):
     """The optimizer :meth:`ControlledAdam.opt_fn` returns."""
 
     def init(self, params, model_state=None, num_steps=None, key=None):
-        """Zero moments, the run length and no loss seen yet.
+        """ScheduledAdam's state (zero moments, the run length) and no loss seen yet.
 
         Args:
           params: the parameters to optimize.
@@ -126,21 +126,10 @@ class _ControlledAdamOptimizer(common.ThetaOptimizer):
         Returns:
           The initial :class:`ControlledAdamState`.
         """
-        zeros = jax.tree_util.tree_map(
-            lambda p: jnp.zeros(np.shape(p), leaf_compute_dtype(p.dtype)), params
-        )
-        return ControlledAdamState(
-            params=params,
-            model_state=model_state,
-            iteration=jnp.zeros((), jnp.int32),
-            num_steps=progress.resolve_num_steps(
-                num_steps, self.lopt.default_num_steps, self.lopt.name
-            ),
-            mu=zeros,
-            nu=jax.tree_util.tree_map(jnp.copy, zeros),
-            loss_ema=jnp.zeros((), jnp.float32),
-            first_loss=jnp.zeros((), jnp.float32),
-        )
+        base = super().init(params, model_state, num_steps, key)
+        fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
+        zero = jnp.zeros((), jnp.float32)
+        return ControlledAdamState(**fields, loss_ema=zero, first_loss=zero)
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One controlled Adam step (module docstring).
@@ -157,31 +146,20 @@ class _ControlledAdamOptimizer(common.ThetaOptimizer):
           The next state.
         """
         theta, s, lopt = self.theta, opt_state, self.lopt
-        f32 = jnp.float32
-        log_lr = lopt.log_step_sizes(theta, s.iteration, s.num_steps)  # [kinds]
-        omb1 = jax.nn.sigmoid(-theta["beta1_logit"])
-        omb2 = jax.nn.sigmoid(-theta["beta2_logit"])
-        eps = jnp.exp(theta["log_epsilon"])
-        t = s.iteration + 1
-        leaves = jax.tree_util.tree_flatten_with_path(s.params)[0]
-        treedef = jax.tree_util.tree_structure(s.params)
-        kinds = treedef.unflatten(
-            [scheduled_adam.tensor_kind(path, np.shape(p)) for path, p in leaves]
-        )
-        prior = lopt.schedule_multiplier(s.iteration, s.num_steps)
-        tau = progress.tau_embedding(s.iteration, s.num_steps, f32)
-        correction1 = -jnp.expm1(t.astype(f32) * jnp.log1p(-omb1))
-        correction2 = -jnp.expm1(t.astype(f32) * jnp.log1p(-omb2))
+        c = self._context(s)
+        t, kinds = c.t, c.kinds
         loss_phi = _loss_features(loss, s.loss_ema, s.first_loss)
-        log_max = jnp.log(jnp.asarray(lopt.max_multiplier, f32))
+        log_max = jnp.log(jnp.asarray(lopt.max_multiplier, jnp.float32))
 
         def step(p, m, v, g, kind):
             cd = m.dtype
-            d, m, v = adam_direction_from_decays(m, v, g, t, omb1, omb2, eps, 0.0)
-            base = jnp.exp(log_lr[kind]) * prior  # ScheduledAdam's step size
+            d, m, v = adam_direction_from_decays(m, v, g, t, c.omb1, c.omb2, c.eps, 0.0)
+            base = jnp.exp(c.log_lr[kind]) * c.prior  # ScheduledAdam's step size
             phi = jnp.concatenate(
                 [
-                    scheduled_adam.tensor_features(p, m, v, kind, tau, correction1, correction2),
+                    scheduled_adam.tensor_features(
+                        p, m, v, kind, c.tau, c.correction1, c.correction2
+                    ),
                     _tensor_dynamics(p, m, g, d, base),
                     loss_phi,
                 ]
@@ -197,7 +175,7 @@ class _ControlledAdamOptimizer(common.ThetaOptimizer):
         params, mu, nu = tree_map_multi(step, s.params, s.mu, s.nu, grads, kinds)
         loss_ema, first_loss = s.loss_ema, s.first_loss
         if loss is not None:
-            value = jnp.asarray(loss, f32)
+            value = jnp.asarray(loss, jnp.float32)
             fresh = s.first_loss <= 0
             first_loss = jnp.where(fresh, value, s.first_loss)
             loss_ema = jnp.where(fresh, value, _LOSS_DECAY * s.loss_ema + (1 - _LOSS_DECAY) * value)

@@ -80,7 +80,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import flax.struct
 import jax
@@ -200,8 +200,45 @@ class ScheduledAdamState:
     nu: PyTree
 
 
+class _StepContext(NamedTuple):
+    """What one update of every tensor shares (see ``_ScheduledAdamOptimizer._context``)."""
+
+    log_lr: jax.Array  # [kinds] log step sizes
+    omb1: jax.Array  # 1 - beta1
+    omb2: jax.Array  # 1 - beta2
+    eps: jax.Array
+    t: jax.Array  # the step number, from 1
+    kinds: PyTree  # each tensor's index in TENSOR_KINDS
+    prior: jax.Array  # the fixed schedule's multiplier
+    tau: jax.Array  # the fraction-of-training embedding
+    correction1: jax.Array  # Adam's bias corrections 1 - beta^t (for per-tensor features)
+    correction2: jax.Array
+
+
 class _ScheduledAdamOptimizer(common.ThetaOptimizer):
     """The optimizer :meth:`ScheduledAdam.opt_fn` returns."""
+
+    def _context(self, s: Any) -> _StepContext:
+        """The scalars and tensor kinds one update shares, from theta and the state ``s``."""
+        theta, f32 = self.theta, jnp.float32
+        # 1 - beta = sigmoid(-logit): exact for beta near 1.
+        omb1 = jax.nn.sigmoid(-theta["beta1_logit"])
+        omb2 = jax.nn.sigmoid(-theta["beta2_logit"])
+        t = s.iteration + 1
+        treedef = jax.tree_util.tree_structure(s.params)
+        leaves = jax.tree_util.tree_flatten_with_path(s.params)[0]
+        return _StepContext(
+            log_lr=self.lopt.log_step_sizes(theta, s.iteration, s.num_steps),
+            omb1=omb1,
+            omb2=omb2,
+            eps=jnp.exp(theta["log_epsilon"]),
+            t=t,
+            kinds=treedef.unflatten([tensor_kind(path, np.shape(p)) for path, p in leaves]),
+            prior=self.lopt.schedule_multiplier(s.iteration, s.num_steps),
+            tau=progress.tau_embedding(s.iteration, s.num_steps, f32),
+            correction1=-jnp.expm1(t.astype(f32) * jnp.log1p(-omb1)),
+            correction2=-jnp.expm1(t.astype(f32) * jnp.log1p(-omb2)),
+        )
 
     def init(self, params, model_state=None, num_steps=None, key=None):
         """Zero moments and the run length.
@@ -248,29 +285,15 @@ class _ScheduledAdamOptimizer(common.ThetaOptimizer):
           The next state.
         """
         theta, s = self.theta, opt_state
-        log_lr = self.lopt.log_step_sizes(theta, s.iteration, s.num_steps)  # [kinds]
-        # 1 - beta = sigmoid(-logit): exact for beta near 1.
-        omb1 = jax.nn.sigmoid(-theta["beta1_logit"])
-        omb2 = jax.nn.sigmoid(-theta["beta2_logit"])
-        eps = jnp.exp(theta["log_epsilon"])
-        t = s.iteration + 1
-        treedef = jax.tree_util.tree_structure(s.params)
-        leaves = jax.tree_util.tree_flatten_with_path(s.params)[0]
-        kinds = treedef.unflatten([tensor_kind(path, np.shape(p)) for path, p in leaves])
-
-        prior = self.lopt.schedule_multiplier(s.iteration, s.num_steps)
-        tau = progress.tau_embedding(s.iteration, s.num_steps, jnp.float32)
-        if self.lopt.tensor_features:
-            # Adam's bias corrections 1 - beta^t (scalars, for the per-tensor features).
-            correction1 = -jnp.expm1(t.astype(jnp.float32) * jnp.log1p(-omb1))
-            correction2 = -jnp.expm1(t.astype(jnp.float32) * jnp.log1p(-omb2))
+        c = self._context(s)
+        log_lr, t, kinds, prior, tau = c.log_lr, c.t, c.kinds, c.prior, c.tau
 
         def step(p, m, v, g, kind):
             cd = m.dtype
-            d, m, v = adam_direction_from_decays(m, v, g, t, omb1, omb2, eps, 0.0)
+            d, m, v = adam_direction_from_decays(m, v, g, t, c.omb1, c.omb2, c.eps, 0.0)
             log_step = log_lr[kind]
             if self.lopt.tensor_features:
-                phi = tensor_features(p, m, v, kind, tau, correction1, correction2)
+                phi = tensor_features(p, m, v, kind, tau, c.correction1, c.correction2)
                 log_step = log_step + common.mlp_apply(theta["tensor_mlp"], phi[None])[0, 0]
             lr = (jnp.exp(log_step) * prior).astype(cd)
             return (p.astype(cd) - lr * d).astype(p.dtype), m, v
