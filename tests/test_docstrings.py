@@ -16,7 +16,9 @@ parameter missing from the reference. What is checked:
   with Sphinx's ``#:`` comments);
 * the public methods (and ``__call__``) that those classes define document their parameters
   too; an override without a docstring is documented by the method it overrides, as in the
-  reference; public properties have a docstring;
+  reference, and so is an override whose docstring has no ``Args:`` and names that method
+  (``:meth:`~learnopt.optimizers.interface.Optimizer.update```): the arguments are
+  written once, on the interface; public properties have a docstring;
 * a function or method whose return annotation is not ``None`` has a ``Returns:`` (or
   ``Yields:``) section.
 
@@ -245,6 +247,34 @@ def undocumented_properties(cls: type) -> list[str]:
     return found
 
 
+_METHOD_REFERENCE = re.compile(r":meth:`~?(?:[\w.]*\.)?(\w+)\.(\w+)`")
+
+
+def method_doc(cls: type, name: str) -> str | None:
+    """The docstring that documents method ``name`` of ``cls``.
+
+    Its own (or, without one, the inherited one ``inspect.getdoc`` finds); where its own
+    has no ``Args:`` section and names the method it overrides (``:meth:`Base.name```,
+    ``Base`` a class of ``cls``'s MRO), that method's docstring after its own.
+
+    Args:
+      cls: the class.
+      name: one of its methods.
+
+    Returns:
+      The docstring to check, or None.
+    """
+    doc = inspect.getdoc(getattr(cls, name))
+    if not doc or _sections(doc).get("Args"):
+        return doc
+    bases = {base.__name__: base for base in cls.__mro__[1:]}
+    for owner, method in _METHOD_REFERENCE.findall(doc):
+        if method == name and owner in bases and name in vars(bases[owner]):
+            inherited = inspect.getdoc(getattr(bases[owner], name))
+            return f"{doc}\n\n{inherited or ''}"
+    return doc
+
+
 def missing(
     objects: dict[str, Any] | None = None,
 ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
@@ -284,7 +314,7 @@ def missing(
                 f"{name}.{method_name}",
                 fn,
                 _parameters(fn, bound=bound),
-                inspect.getdoc(getattr(obj, method_name)),
+                method_doc(obj, method_name),
             )
     return params, sections
 
@@ -442,3 +472,53 @@ def test_checker_finds_gaps():
         "learnopt.fake.D": ["b"],
     }
     assert sections == {"learnopt.fake.f": ["Returns"], "learnopt.fake.C.get": ["Returns"]}
+
+
+def test_override_naming_its_method_is_documented_by_it():
+    """An override with no ``Args:`` that names the method it overrides takes its Args and
+    Returns; one that names another method, or nothing, does not."""
+
+    class Base:
+        """A base.
+
+        Args: none.
+        """
+
+        def step(self, state: int, grads: int) -> int:
+            """A step.
+
+            Args:
+              state: the state.
+              grads: the gradients.
+
+            Returns:
+              The next state.
+            """
+            return state + grads
+
+    class Named(Base):
+        """Names its base."""
+
+        def step(self, state: int, grads: int) -> int:
+            """Its own step; the arguments as :meth:`~x.Base.step`."""
+            return state
+
+    class Other(Base):
+        """Names another method."""
+
+        def step(self, state: int, grads: int) -> int:
+            """Its own step; see :meth:`Base.other`."""
+            return state
+
+    class Extra(Base):
+        """Adds a parameter the base does not document."""
+
+        def step(self, state: int, grads: int, scale: int = 1) -> int:
+            """Scaled; the rest as :meth:`Base.step`."""
+            return state * scale
+
+    for cls in (Named, Other, Extra):
+        cls.step.__module__ = "learnopt.fake"
+    params, sections = missing({"Named": Named, "Other": Other, "Extra": Extra})
+    assert params == {"Other.step": ["state", "grads"], "Extra.step": ["scale"]}
+    assert sections == {"Other.step": ["Returns"]}

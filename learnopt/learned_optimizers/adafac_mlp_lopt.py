@@ -365,30 +365,14 @@ class _AdafacOptimizer(common.ThetaOptimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """Zero accumulators (see :func:`adafac_init`).
 
-        Args:
-          params: the parameters to optimize.
-          model_state: the model state to keep.
-          num_steps: the inner-run length (optional; stored, unused).
-          key: unused.
-
-        Returns:
-          The initial :class:`AdafacMLPLOptState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
         return adafac_init(self.lopt, params, model_state, num_steps)
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One step: ``p <- p - step_mult * d * exp(exp_mult * a)``.
 
-        Args:
-          opt_state: the current state.
-          grads: the gradients, a tree like the params.
-          loss: unused.
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: ignored.
-
-        Returns:
-          The next state.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
         lopt = self.lopt
 
@@ -485,11 +469,7 @@ class AdafacMLPLOpt(lopt_base.LearnedOptimizer):
     def init(self, key: jax.Array) -> dict:
         """A random theta: zero decay offsets, the MLP as Haiku initializes it.
 
-        Args:
-          key: the PRNG key.
-
-        Returns:
-          ``{"momentum_decays", "rms_decays", "adafactor_decays", "nn"}``.
+        Args and returns as in :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.init`.
         """
         return init_adafac_theta(self, key, num_outputs=2)
 

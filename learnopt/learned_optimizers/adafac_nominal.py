@@ -222,11 +222,7 @@ class MLPNomLOpt(adafac.AdafacMLPLOpt):
     def init(self, key: jax.Array) -> dict:
         """A random theta: AdafacMLPLOpt's layout with 4 MLP outputs.
 
-        Args:
-          key: the PRNG key.
-
-        Returns:
-          ``{"momentum_decays", "rms_decays", "adafactor_decays", "nn"}``.
+        Args and returns as in :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.init`.
         """
         return adafac.init_adafac_theta(self, key, num_outputs=4)
 

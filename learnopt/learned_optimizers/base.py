@@ -217,23 +217,16 @@ class LearnableSGD(LearnedOptimizer):
     def init(self, key: jax.Array) -> MetaParams:
         """The initial theta, ``{"log_lr": log(initial_lr)}``.
 
-        Args:
-          key: unused (the initial theta is not random).
-
-        Returns:
-          ``{"log_lr": float32 scalar}``.
+        Args and returns as in :meth:`LearnedOptimizer.init`.
         """
         return {"log_lr": _f32(np.log(self.initial_lr))}
 
     def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
         """SGD with learning rate ``exp(theta["log_lr"])``.
 
-        Args:
-          theta: ``{"log_lr": scalar}`` (checked: ValueError if the keys or shapes differ).
-          is_training: unused.
+        Args and returns as in :meth:`LearnedOptimizer.opt_fn`; here:
 
-        Returns:
-          A :class:`~learnopt.optimizers.base.SGD`.
+        - ``theta``: ``{"log_lr": scalar}`` (checked: ValueError if the keys or shapes differ).
         """
         _check_scalar_theta(self, theta, ("log_lr",))
         return opt_base.SGD(learning_rate=jnp.exp(theta["log_lr"]))
@@ -256,11 +249,7 @@ class LearnableSGDM(LearnedOptimizer):
     def init(self, key: jax.Array) -> MetaParams:
         """The initial theta: ``log(initial_lr)`` and ``log(1 - initial_momentum)``.
 
-        Args:
-          key: unused (the initial theta is not random).
-
-        Returns:
-          ``{"log_lr", "one_minus_momentum"}``, float32 scalars.
+        Args and returns as in :meth:`LearnedOptimizer.init`.
         """
         return {
             "log_lr": _f32(np.log(self.initial_lr)),
@@ -270,13 +259,10 @@ class LearnableSGDM(LearnedOptimizer):
     def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
         """SGDM with ``lr = exp(log_lr)`` and ``mu = 1 - exp(one_minus_momentum)``.
 
-        Args:
-          theta: ``{"log_lr", "one_minus_momentum"}`` scalars (checked: ValueError if
-            the keys or shapes differ).
-          is_training: unused.
+        Args and returns as in :meth:`LearnedOptimizer.opt_fn`; here:
 
-        Returns:
-          A :class:`~learnopt.optimizers.base.SGDM`.
+        - ``theta``: ``{"log_lr", "one_minus_momentum"}`` scalars (checked: ValueError if
+          the keys or shapes differ).
         """
         _check_scalar_theta(self, theta, ("log_lr", "one_minus_momentum"))
         return opt_base.SGDM(
@@ -320,12 +306,7 @@ class LearnableAdam(LearnedOptimizer):
     def init(self, key: jax.Array) -> MetaParams:
         """The initial theta: the logs of ``initial_epsilon``, ``initial_lr``, ``1 - beta``.
 
-        Args:
-          key: unused (the initial theta is not random).
-
-        Returns:
-          ``{"log_epsilon", "log_lr", "one_minus_beta1", "one_minus_beta2"}``, float32
-          scalars.
+        Args and returns as in :meth:`LearnedOptimizer.init`.
         """
         return {
             "log_epsilon": _f32(np.log(self.initial_epsilon)),
@@ -337,13 +318,10 @@ class LearnableAdam(LearnedOptimizer):
     def opt_fn(self, theta: MetaParams, is_training: bool = False) -> opt_base.Optimizer:
         """Adam with ``lr``, ``epsilon`` and ``1 - beta`` the exponentials of ``theta``'s entries.
 
-        Args:
-          theta: ``{"log_epsilon", "log_lr", "one_minus_beta1", "one_minus_beta2"}``
-            scalars (checked: ValueError if the keys or shapes differ).
-          is_training: unused.
+        Args and returns as in :meth:`LearnedOptimizer.opt_fn`; here:
 
-        Returns:
-          A :class:`~learnopt.optimizers.base.Adam`.
+        - ``theta``: ``{"log_epsilon", "log_lr", "one_minus_beta1", "one_minus_beta2"}``
+          scalars (checked: ValueError if the keys or shapes differ).
         """
         _check_scalar_theta(
             self, theta, ("log_epsilon", "log_lr", "one_minus_beta1", "one_minus_beta2")

@@ -209,14 +209,7 @@ class _Celo2Optimizer(common.ThetaOptimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """Zero accumulators.
 
-        Args:
-          params: the parameters to optimize.
-          model_state: the model state to keep.
-          num_steps: unused (the update does not depend on the run length).
-          key: unused.
-
-        Returns:
-          The initial :class:`Celo2State`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
         lopt = self.lopt
         treedef = jax.tree_util.tree_structure(params)
@@ -242,16 +235,7 @@ class _Celo2Optimizer(common.ThetaOptimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One step (see the module docstring); the loss is not used.
 
-        Args:
-          opt_state: the current state.
-          grads: the gradients, a tree like the params.
-          loss: unused.
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: ignored.
-
-        Returns:
-          The next state.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
         lopt, s = self.lopt, opt_state
         t = s.iteration + 1
@@ -587,11 +571,7 @@ class Celo2(lopt_base.LearnedOptimizer):
     def init(self, key: jax.Array) -> dict:
         """A random theta: truncated-normal weights (std ``1 / sqrt(fan_in)``), zero biases.
 
-        Args:
-          key: the PRNG key.
-
-        Returns:
-          ``{"ff_mod_stack": {"~": {"w0__0", ..., "b0", "w1", "b1", ...}}}``.
+        Args and returns as in :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.init`.
         """
         widths = self._group_widths()
         fan_in = sum(widths)

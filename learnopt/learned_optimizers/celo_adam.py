@@ -100,15 +100,10 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
     def init(self, params, model_state=None, num_steps=None, key=None) -> CeloAdamState:
         """Zero moments, the LSTM's initial state per tensor, an empty loss buffer.
 
-        Args:
-          params: the parameters to optimize.
-          model_state: the model state to keep.
-          num_steps: the run length ``T`` (``lopt.default_num_steps`` if None); it sets
-            the fraction-of-training inputs and the loss timescales.
-          key: unused.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`; here:
 
-        Returns:
-          The initial :class:`CeloAdamState`.
+        - ``num_steps``: the run length ``T`` (``lopt.default_num_steps`` if None); it sets
+          the fraction-of-training inputs and the loss timescales.
         """
         num_steps = _validate.run_length("num_steps", num_steps)
         if num_steps is None:
@@ -133,16 +128,9 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One step (see the module docstring): loss buffer, scheduler, then Adam.
 
-        Args:
-          opt_state: the current state.
-          grads: the gradients, a tree like the params.
-          loss: the training loss (required unless ``constant_loss``).
-          model_state: the new model state (None keeps the current one).
-          key: unused (nothing is random).
-          **kwargs: ignored.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`; here:
 
-        Returns:
-          The next state.
+        - ``loss``: the training loss (required unless ``constant_loss``).
 
         Raises:
           ValueError: no ``loss`` was given.
@@ -324,11 +312,7 @@ class CeloAdam(lopt_base.LearnedOptimizer):
     def init(self, key: jax.Array) -> dict:
         """A random theta in the release's Haiku layout (see the module docstring).
 
-        Args:
-          key: the PRNG key.
-
-        Returns:
-          ``{"lstm_init_state", "rnn_params"}``.
+        Args and returns as in :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.init`.
         """
         f, h = self.rnn_input_features, self.lstm_hidden_size
         rnn = {}

@@ -116,15 +116,10 @@ class _ControlledAdamOptimizer(scheduled_adam._ScheduledAdamOptimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """ScheduledAdam's state (zero moments, the run length) and no loss seen yet.
 
-        Args:
-          params: the parameters to optimize.
-          model_state: the model state to keep.
-          num_steps: the run length ``T`` (required unless the learned optimizer has a
-            ``default_num_steps``).
-          key: unused.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`; here:
 
-        Returns:
-          The initial :class:`ControlledAdamState`.
+        - ``num_steps``: the run length ``T`` (required unless the learned optimizer has a
+          ``default_num_steps``).
         """
         base = super().init(params, model_state, num_steps, key)
         fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
@@ -134,16 +129,9 @@ class _ControlledAdamOptimizer(scheduled_adam._ScheduledAdamOptimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One controlled Adam step (module docstring).
 
-        Args:
-          opt_state: the current :class:`ControlledAdamState`.
-          grads: the gradients, a tree like the params.
-          loss: the training loss (its features are zero without it).
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: ignored.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`; here:
 
-        Returns:
-          The next state.
+        - ``loss``: the training loss (its features are zero without it).
         """
         theta, s, lopt = self.theta, opt_state, self.lopt
         c = self._context(s)
@@ -271,12 +259,7 @@ class ControlledAdam(scheduled_adam.ScheduledAdam):
     def init(self, key: jax.Array) -> dict:
         """The initial theta: ScheduledAdam's values and a controller whose outputs are 0.
 
-        Args:
-          key: the PRNG key of the controller's first layer.
-
-        Returns:
-          ``{"beta1_logit", "beta2_logit", "controller", "kind_offsets", "log_epsilon",
-          "log_lr"}``.
+        Args and returns as in :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.init`.
         """
         k_base, k_ctrl = jax.random.split(key)
         theta = super().init(k_base)

@@ -238,15 +238,10 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """Zero accumulators, the LSTM's initial state per tensor, the loss buffer.
 
-        Args:
-          params: the parameters to optimize.
-          model_state: the model state to keep.
-          num_steps: the inner-run length (``lopt.default_num_steps`` if None); it sets
-            the fraction-of-training features.
-          key: unused.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`; here:
 
-        Returns:
-          The initial :class:`HyperV2State`.
+        - ``num_steps``: the inner-run length (``lopt.default_num_steps`` if None); it sets
+          the fraction-of-training features.
         """
         lopt = self.lopt
         num_steps = _validate.run_length("num_steps", num_steps)
@@ -276,16 +271,9 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One step (see the module docstring): loss buffer, LSTM, then the generated MLPs.
 
-        Args:
-          opt_state: the current state.
-          grads: the gradients, a tree like the params (clipped to [-1000, 1000]).
-          loss: the training loss (required unless ``constant_loss``).
-          model_state: the new model state (None keeps the current one).
-          key: unused (nothing is random).
-          **kwargs: ignored.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`; here:
 
-        Returns:
-          The next state.
+        - ``loss``: the training loss (required unless ``constant_loss``).
         """
         lopt, theta, s = self.lopt, self.theta, opt_state
         if lopt.constant_loss:
@@ -699,11 +687,7 @@ class HyperV2(lopt_base.LearnedOptimizer):
     def init(self, key: jax.Array) -> dict:
         """A random theta in the library's Haiku layout (see the module docstring).
 
-        Args:
-          key: the PRNG key.
-
-        Returns:
-          ``{"ff_mod_stack", "lstm_init_state", "rnn_params"}``.
+        Args and returns as in :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.init`.
         """
         widths = self._group_widths()
         fan_in = sum(widths)

@@ -129,16 +129,7 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """Zero momentum accumulators, one per decay, in each leaf's arithmetic dtype.
 
-        Args:
-          params: the parameters to optimize.
-          model_state: the model state to keep.
-          num_steps: the run length ``T`` with ``tau_features`` (required unless the
-            learned optimizer has a ``default_num_steps``); unused otherwise.
-          key: unused.
-
-        Returns:
-          The initial :class:`MLPLOptState` (``rolling_features.m`` leaves shaped
-          ``[*p.shape, 6]``).
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
         k = len(MOMENTUM_DECAYS)
         m = jax.tree_util.tree_map(
@@ -159,16 +150,7 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One step: ``p <- p - step_mult * d * exp(exp_mult * a)`` (module docstring).
 
-        Args:
-          opt_state: the current :class:`MLPLOptState`.
-          grads: the gradients, a tree like the params.
-          loss: unused.
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: ignored.
-
-        Returns:
-          The next :class:`MLPLOptState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
         lopt = self.lopt
         iteration = opt_state.iteration
@@ -305,11 +287,7 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
     def init(self, key: jax.Array) -> dict[str, dict[str, jax.Array]]:
         """Haiku MLP parameters: weights ~ truncated normal, std ``1/sqrt(fan_in)``; zero biases.
 
-        Args:
-          key: the PRNG key the weights are drawn from.
-
-        Returns:
-          The Haiku ``hk.nets.MLP`` parameter dict (layout in the module docstring).
+        Args and returns as in :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.init`.
         """
         sizes = [self.num_features] + [self.hidden_size] * self.hidden_layers + [2]
         return common.mlp_init(key, sizes)

@@ -314,12 +314,7 @@ class NNAdam(lopt_base.LearnedOptimizer):
         The per-layer hyperparameters are stored as ``0.1 * log(lr)``, ``0.1 *
         log(epsilon)`` and ``0.1 * log(1 - beta)``.
 
-        Args:
-          key: the PRNG key the LSTM weights are drawn from.
-
-        Returns:
-          ``{"lstm_init_state", "per_layer_beta1", "per_layer_beta2",
-          "per_layer_epsilon", "per_layer_lr", "rnn_params", "rnn_to_controls_params"}``.
+        Args and returns as in :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.init`.
         """
         f32 = lambda x: np.float32(x)  # noqa: E731
         spec = {

@@ -449,11 +449,7 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
     def init(self, key: jax.Array) -> dict:
         """Haiku-layout theta (LSTM, projections, MLP, initial exchange vectors).
 
-        Args:
-          key: the PRNG key the weights and initial exchange vectors are drawn from.
-
-        Returns:
-          The theta dict (layout in the module docstring).
+        Args and returns as in :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.init`.
         """
 
         def variance_scaling(n):

@@ -243,15 +243,10 @@ class _ScheduledAdamOptimizer(common.ThetaOptimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """Zero moments and the run length.
 
-        Args:
-          params: the parameters to optimize.
-          model_state: the model state to keep.
-          num_steps: the run length ``T`` (required unless the learned optimizer has a
-            ``default_num_steps``).
-          key: unused.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`; here:
 
-        Returns:
-          The initial :class:`ScheduledAdamState`.
+        - ``num_steps``: the run length ``T`` (required unless the learned optimizer has a
+          ``default_num_steps``).
 
         Raises:
           ValueError: ``num_steps`` is missing and there is no ``default_num_steps``.
@@ -273,16 +268,7 @@ class _ScheduledAdamOptimizer(common.ThetaOptimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One step ``p <- p - exp(log_lr + s(tau) + offset_kind) * adam_direction``.
 
-        Args:
-          opt_state: the current :class:`ScheduledAdamState`.
-          grads: the gradients, a tree like the params.
-          loss: unused.
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: ignored.
-
-        Returns:
-          The next state.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
         theta, s = self.theta, opt_state
         c = self._context(s)
@@ -387,13 +373,7 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
     def init(self, key: jax.Array) -> dict:
         """The initial theta: Adam on the prior schedule (zero learned outputs and offsets).
 
-        Args:
-          key: the PRNG key of the networks' first layers.
-
-        Returns:
-          ``{"beta1_logit", "beta2_logit", "kind_offsets", "log_epsilon", "log_lr",
-          "schedule"}`` (layout in the module docstring; no ``"schedule"`` with
-          ``learn_schedule=False``), and ``"tensor_mlp"`` with ``tensor_features``.
+        Args and returns as in :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.init`.
         """
         logit = lambda b: np.float32(np.log(b) - np.log1p(-b))  # noqa: E731
         h = self.hidden_size

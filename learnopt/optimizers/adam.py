@@ -201,14 +201,7 @@ class Adam(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """Adam's state: the params, zero moments ``mu``/``nu`` (arithmetic dtype).
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry (what :meth:`get_state` returns).
-          num_steps: unused (accepted for the interface).
-          key: unused.
-
-        Returns:
-          An :class:`AdamState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
         return AdamState(
             params=params,
@@ -221,16 +214,7 @@ class Adam(Optimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One Adam step (see the class docstring).
 
-        Args:
-          opt_state: the current state.
-          grads: gradients shaped like the params.
-          loss: unused (accepted for the interface).
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: ignored.
-
-        Returns:
-          The next :class:`AdamState` (``iteration`` counts the steps taken).
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
         t = opt_state.iteration + 1
 
@@ -328,14 +312,7 @@ class AdamW(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """AdamW's state: the params, zero moments (``mu`` in ``mu_dtype`` if given).
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry (what :meth:`get_state` returns).
-          num_steps: unused (accepted for the interface).
-          key: unused.
-
-        Returns:
-          An :class:`AdamState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
         return AdamState(
             params=params,
@@ -348,16 +325,7 @@ class AdamW(Optimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One AdamW step: Adam's direction plus decoupled weight decay.
 
-        Args:
-          opt_state: the current state.
-          grads: gradients shaped like the params.
-          loss: unused (accepted for the interface).
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: ignored.
-
-        Returns:
-          The next :class:`AdamState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
         t = opt_state.iteration + 1
         params = opt_state.params

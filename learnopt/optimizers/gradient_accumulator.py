@@ -101,16 +101,10 @@ class GradientAccumulator(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
         """``opt``'s state for a run of ``num_steps // num_average`` steps, and zero sums.
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry.
-          num_steps: the planned number of updates of the wrapper (``opt`` is told
-            ``num_steps // num_average``); None when unknown.
-          key: passed to ``opt.init``.
-          **kwargs: passed to ``opt.init``.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`; here:
 
-        Returns:
-          A :class:`GradientAccumulatorState`.
+        - ``num_steps``: the planned number of updates of the wrapper (``opt`` is told
+          ``num_steps // num_average``); None when unknown.
         """
         inner_steps = None if num_steps is None else num_steps // self.num_average
         inner = self.opt.init(params, model_state, num_steps=inner_steps, key=key, **kwargs)
@@ -130,17 +124,9 @@ class GradientAccumulator(Optimizer):
         ``sum(loss) / num_average`` and the sums are reset to zero; on the other calls
         the params do not move.
 
-        Args:
-          opt_state: the current :class:`GradientAccumulatorState`.
-          grads: the gradients, shaped like the params.
-          loss: the loss (a scalar), or None (``opt`` then gets None).
-          model_state: the new model state (None keeps the current one); passed to
-            ``opt`` on stepping calls.
-          key: passed to ``opt.update`` on stepping calls.
-          **kwargs: passed to ``opt.update`` on stepping calls.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`; here:
 
-        Returns:
-          The next :class:`GradientAccumulatorState`.
+        - ``loss``: the loss (a scalar), or None (``opt`` then gets None).
         """
         grad_accum = jax.tree_util.tree_map(
             lambda a, g: a + g.astype(a.dtype), opt_state.grad_accum, grads

@@ -115,15 +115,10 @@ class NAdamW(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """Zero moments, a zero step count and the planned run length.
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry.
-          num_steps: the planned number of updates, passed to a learning-rate schedule
-            as ``max_steps``; required when ``learning_rate`` is a schedule.
-          key: unused.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`; here:
 
-        Returns:
-          An :class:`NAdamWState`.
+        - ``num_steps``: the planned number of updates, passed to a learning-rate schedule
+          as ``max_steps``; required when ``learning_rate`` is a schedule.
 
         Raises:
           ValueError: ``learning_rate`` is a schedule and ``num_steps`` is None.
@@ -151,16 +146,7 @@ class NAdamW(Optimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One NAdamW step (the equations of the module docstring).
 
-        Args:
-          opt_state: the current :class:`NAdamWState`.
-          grads: the gradients, shaped like the params.
-          loss: unused.
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: ignored.
-
-        Returns:
-          The next :class:`NAdamWState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
         c = self.config
         lr = self._learning_rate(opt_state)

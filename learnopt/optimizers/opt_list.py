@@ -120,15 +120,10 @@ class OptList(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None) -> NAdamWState:
         """NAdamW's state for a run of ``num_steps`` steps.
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry.
-          num_steps: the planned number of updates (required: the cosine schedule is
-            relative to it).
-          key: unused.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`; here:
 
-        Returns:
-          An :class:`~learnopt.optimizers.nadamw.NAdamWState`.
+        - ``num_steps``: the planned number of updates (required: the cosine schedule is
+          relative to it).
 
         Raises:
           ValueError: ``num_steps`` is None.
@@ -140,16 +135,7 @@ class OptList(Optimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One NAdamW step with entry ``idx``'s hyperparameters.
 
-        Args:
-          opt_state: the current :class:`~learnopt.optimizers.nadamw.NAdamWState`.
-          grads: the gradients, shaped like the params.
-          loss: unused (passed on to NAdamW, which ignores it).
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: passed to NAdamW's update.
-
-        Returns:
-          The next :class:`~learnopt.optimizers.nadamw.NAdamWState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
         return self._nadamw().update(opt_state, grads, loss, model_state=model_state, **kwargs)
 

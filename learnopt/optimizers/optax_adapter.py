@@ -107,14 +107,7 @@ class OptaxOptimizer(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """The params and ``tx.init`` of them in the arithmetic dtype.
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry (what :meth:`get_state` returns).
-          num_steps: unused (accepted for the interface).
-          key: unused.
-
-        Returns:
-          An :class:`OptaxState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
 
         Raises:
           OptaxDtypeError: the transform fails only because of the dtype it runs in.
@@ -135,17 +128,7 @@ class OptaxOptimizer(Optimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One ``tx.update`` in the arithmetic dtype, its updates added to the params.
 
-        Args:
-          opt_state: the current state.
-          grads: gradients shaped like the params.
-          loss: passed to the transform as ``value``.
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: passed to the transform (e.g. ``value_fn``, which is called with
-            params in their own dtypes).
-
-        Returns:
-          The next :class:`OptaxState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
         params = opt_state.params
         cd = compute_dtype(params)

@@ -85,14 +85,7 @@ class RMSProp(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """RMSProp's state: the params, zero ``nu`` and ``momentums``.
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry (what :meth:`get_state` returns).
-          num_steps: unused (accepted for the interface).
-          key: unused.
-
-        Returns:
-          An :class:`RMSPropState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
         return RMSPropState(
             params=params,
@@ -105,16 +98,7 @@ class RMSProp(Optimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One RMSProp step (see the class docstring).
 
-        Args:
-          opt_state: the current state.
-          grads: gradients shaped like the params.
-          loss: unused (accepted for the interface).
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: ignored.
-
-        Returns:
-          The next :class:`RMSPropState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
 
         def step(p, v, m, g):

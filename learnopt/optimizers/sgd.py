@@ -58,30 +58,14 @@ class SGD(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """SGD's state: the params, the model state and a zero step count.
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry (what :meth:`get_state` returns).
-          num_steps: unused (accepted for the interface).
-          key: unused.
-
-        Returns:
-          An :class:`SGDState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
         return SGDState(params=params, model_state=model_state, iteration=iteration0())
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One step ``p <- p - lr * g``.
 
-        Args:
-          opt_state: the current state.
-          grads: gradients shaped like the params.
-          loss: unused (accepted for the interface).
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: ignored.
-
-        Returns:
-          The next :class:`SGDState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
 
         def step(p, g):
@@ -139,14 +123,7 @@ class SGDM(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """SGDM's state: the params, zero momentums (in the arithmetic dtype).
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry (what :meth:`get_state` returns).
-          num_steps: unused (accepted for the interface).
-          key: unused.
-
-        Returns:
-          An :class:`SGDMState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
         return SGDMState(
             params=params,
@@ -158,16 +135,7 @@ class SGDM(Optimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One step ``m <- mu m + g; p <- p - lr m``.
 
-        Args:
-          opt_state: the current state.
-          grads: gradients shaped like the params.
-          loss: unused (accepted for the interface).
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: ignored.
-
-        Returns:
-          The next :class:`SGDMState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
 
         def step(p, m, g):

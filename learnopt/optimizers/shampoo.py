@@ -269,14 +269,7 @@ class Shampoo(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None):
         """Shampoo's state: ``matrix_epsilon * I`` statistics, identity preconditioners.
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry (what :meth:`get_state` returns).
-          num_steps: unused (accepted for the interface).
-          key: unused.
-
-        Returns:
-          A :class:`ShampooState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
         leaves = jax.tree_util.tree_leaves(params)
         per_leaf = [self._leaf_init(p) for p in leaves]
@@ -378,16 +371,7 @@ class Shampoo(Optimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One Shampoo step (see the module docstring).
 
-        Args:
-          opt_state: the current state.
-          grads: gradients shaped like the params.
-          loss: unused (accepted for the interface).
-          model_state: the new model state (None keeps the current one).
-          key: unused.
-          **kwargs: ignored.
-
-        Returns:
-          The next :class:`ShampooState`.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
         step = opt_state.iteration
         if callable(self.learning_rate):

@@ -86,31 +86,14 @@ class GradientClipOptimizer(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
         """``opt``'s state (the wrapper adds none).
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry (what :meth:`get_state` returns).
-          num_steps: passed to ``opt``.
-          key: passed to ``opt``.
-          **kwargs: passed to ``opt``.
-
-        Returns:
-          ``opt.init(...)``.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
         return self.opt.init(params, model_state, num_steps=num_steps, key=key, **kwargs)
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """Clips every gradient element to ``[-grad_clip, grad_clip]``, then runs ``opt``.
 
-        Args:
-          opt_state: the current state.
-          grads: gradients shaped like the params.
-          loss: passed to ``opt``.
-          model_state: the new model state (None keeps the current one).
-          key: passed to ``opt``.
-          **kwargs: passed to ``opt``.
-
-        Returns:
-          ``opt``'s next state.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
         """
 
         def clip(g):
@@ -175,15 +158,9 @@ class GraftedOptimizer(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
         """Both inner states, each from its own split of ``key``.
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry (what :meth:`get_state` returns).
-          num_steps: passed to both optimizers.
-          key: split between the two optimizers (or None).
-          **kwargs: passed to both optimizers.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`; here:
 
-        Returns:
-          A :class:`GraftedOptimizerState`.
+        - ``key``: split between the two optimizers (or None).
         """
         keys = (None, None) if key is None else tuple(jax.random.split(key))
         return GraftedOptimizerState(
@@ -201,16 +178,9 @@ class GraftedOptimizer(Optimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """Steps along ``direction_opt``'s direction with ``magnitude_opt``'s step length.
 
-        Args:
-          opt_state: the current state.
-          grads: gradients shaped like the params.
-          loss: passed to both optimizers.
-          model_state: the new model state (None keeps the current one).
-          key: split between the two optimizers (or None).
-          **kwargs: passed to both optimizers.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`; here:
 
-        Returns:
-          The next :class:`GraftedOptimizerState`.
+        - ``key``: split between the two optimizers (or None).
         """
         keys = (None, None) if key is None else tuple(jax.random.split(key))
         base = opt_state.params

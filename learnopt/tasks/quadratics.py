@@ -95,11 +95,7 @@ class QuadraticTask(tasks_base.Task):
     def init(self, key: jax.Array) -> jax.Array:
         """Initial params ``p ~ N(0, I_dim)``.
 
-        Args:
-          key: a PRNG key.
-
-        Returns:
-          ``[dim]`` in ``param_dtype``.
+        Args and returns as in :meth:`~learnopt.tasks.base.Task.init`.
         """
         return jax.random.normal(key, (self._dim,), self.param_dtype)
 
@@ -134,11 +130,7 @@ class BatchQuadraticTask(tasks_base.Task):
     def init(self, key: jax.Array) -> jax.Array:
         """Initial params ``p ~ N(0, I_10)``.
 
-        Args:
-          key: a PRNG key.
-
-        Returns:
-          ``[10]``, in JAX's default float dtype.
+        Args and returns as in :meth:`~learnopt.tasks.base.Task.init`.
         """
         return jax.random.normal(key, (10,))
 
@@ -167,11 +159,7 @@ class LogQuadraticTask(tasks_base.Task):
     def init(self, key: jax.Array) -> jax.Array:
         """Initial params ``p ~ N(0, I_10)``.
 
-        Args:
-          key: a PRNG key.
-
-        Returns:
-          ``[10]``, in JAX's default float dtype.
+        Args and returns as in :meth:`~learnopt.tasks.base.Task.init`.
         """
         return jax.random.normal(key, (10,))
 
@@ -200,11 +188,7 @@ class SumQuadraticTask(tasks_base.Task):
     def init(self, key: jax.Array) -> dict[str, jax.Array]:
         """Initial params ``{"a": N(0, I_10), "b": N(0, I_10)}`` (one key each).
 
-        Args:
-          key: a PRNG key.
-
-        Returns:
-          ``{"a": [10], "b": [10]}``, in JAX's default float dtype.
+        Args and returns as in :meth:`~learnopt.tasks.base.Task.init`.
         """
         key_a, key_b = jax.random.split(key)
         return {"a": jax.random.normal(key_a, (10,)), "b": jax.random.normal(key_b, (10,))}
@@ -246,11 +230,7 @@ class NoisyMeanQuadraticTask(tasks_base.Task):
     def init(self, key: jax.Array) -> jax.Array:
         """Initial params ``p ~ N(0, I_dim)``.
 
-        Args:
-          key: a PRNG key.
-
-        Returns:
-          ``[dim]``, in JAX's default float dtype.
+        Args and returns as in :meth:`~learnopt.tasks.base.Task.init`.
         """
         return jax.random.normal(key, (self._dim,))
 
@@ -544,11 +524,7 @@ class LeastSquaresRegressionTask(tasks_base.Task):
     def init(self, key: jax.Array) -> jax.Array:
         """Initial weights ``w ~ N(0, I_dim)``.
 
-        Args:
-          key: a PRNG key.
-
-        Returns:
-          ``float32 [dim]``.
+        Args and returns as in :meth:`~learnopt.tasks.base.Task.init`.
         """
         return jax.random.normal(key, (self.dim,), jnp.float32)
 

@@ -114,31 +114,16 @@ class _L2Penalty(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
         """``opt``'s state (the wrapper keeps none of its own).
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry.
-          num_steps: passed to ``opt``.
-          key: passed to ``opt``.
-          **kwargs: passed to ``opt``.
-
-        Returns:
-          ``opt.init(...)``.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
         return self.opt.init(params, model_state, num_steps=num_steps, key=key, **kwargs)
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """Adds the penalty to ``grads`` and ``loss``, then runs ``opt``.
 
-        Args:
-          opt_state: the current state.
-          grads: the gradients, shaped like the params.
-          loss: the loss (None stays None).
-          model_state: the new model state (None keeps the current one).
-          key: passed to ``opt``.
-          **kwargs: passed to ``opt``.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`; here:
 
-        Returns:
-          ``opt``'s next state.
+        - ``loss``: the loss (None stays None).
         """
         wd = self.weight_decay
         params = self.opt.get_params(opt_state)
@@ -213,16 +198,10 @@ class LearnedOptimizer(Optimizer):
     def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
         """The wrapped optimizer's state for a run of ``num_training_steps``.
 
-        Args:
-          params: the initial params.
-          model_state: the model state to carry.
-          num_steps: None, or ``num_training_steps`` (anything else is an error, as in
-            the library: the run length is fixed at construction).
-          key: passed on (the pretrained optimizers use no randomness).
-          **kwargs: passed on.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`; here:
 
-        Returns:
-          The state.
+        - ``num_steps``: None, or ``num_training_steps`` (anything else is an error, as in
+          the library: the run length is fixed at construction).
 
         Raises:
           ValueError: ``num_steps`` differs from ``num_training_steps``.
@@ -239,16 +218,9 @@ class LearnedOptimizer(Optimizer):
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One step of the wrapped optimizer.
 
-        Args:
-          opt_state: the current state.
-          grads: the gradients, shaped like the params.
-          loss: the training loss (VeLO needs it).
-          model_state: the new model state (None keeps the current one).
-          key: passed on (unused by the pretrained optimizers).
-          **kwargs: passed on.
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`; here:
 
-        Returns:
-          The next state.
+        - ``loss``: the training loss (VeLO needs it).
         """
         return self.opt.update(opt_state, grads, loss, model_state=model_state, key=key, **kwargs)
 

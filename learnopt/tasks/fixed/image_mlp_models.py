@@ -188,11 +188,7 @@ class ImageMLPTask(tasks_base.Task):
     def init(self, key: jax.Array) -> Params:
         """Initial params (Haiku's defaults; see the module docstring).
 
-        Args:
-          key: a PRNG key, split per layer.
-
-        Returns:
-          ``{"mlp/~/linear_i": {"w": [fan_in, fan_out], "b": [fan_out]}}`` in ``param_dtype``.
+        Args and returns as in :meth:`~learnopt.tasks.base.Task.init`.
         """
         return self._init_linears(key)
 
@@ -400,11 +396,7 @@ class ImageMLPNormTask(ImageMLPTask):
     def init(self, key: jax.Array) -> Params:
         """Initial params (the first half of :meth:`init_with_state`).
 
-        Args:
-          key: a PRNG key.
-
-        Returns:
-          The params.
+        Args and returns as in :meth:`~learnopt.tasks.base.Task.init`.
         """
         return self.init_with_state(key)[0]
 
