@@ -321,3 +321,42 @@ def test_shipped_celo_entry_reproduces_its_pinned_steps():
         np.testing.assert_allclose(np.asarray(new[name]).ravel()[:3], first, rtol=1e-5, atol=1e-7)
         moved = float(np.abs(np.asarray(new[name]) - np.asarray(params[name])).sum())
         np.testing.assert_allclose(moved, change, rtol=1e-5)
+
+
+def test_celo_is_hyperv2s_settings_with_three_changes():
+    """Celo changes HyperV2's settings dataclass, not its signature: three fields differ,
+    every other setting is HyperV2's, and a Celo rebuilds from its constructor arguments."""
+    import dataclasses
+
+    from learnopt.learned_optimizers import base as lopt_base
+    from learnopt.learned_optimizers import hyper_v2
+
+    ours, velo = celo.Celo.default_config, hyper_v2.HyperV2.default_config
+    changed = {
+        f.name for f in dataclasses.fields(ours) if getattr(ours, f.name) != getattr(velo, f.name)
+    }
+    assert changed == {
+        "lstm_hidden_size",
+        "param_inits",
+        "use_bugged_loss_features",
+    }
+    lopt = celo.Celo(lstm_hidden_size=8, train_phase=1, with_p=False)
+    assert (lopt.lstm_hidden_size, lopt.with_p, lopt.param_inits) == (8, False, 1)
+    assert repr(lopt) == "Celo(train_phase=1, lstm_hidden_size=8, with_p=False)"
+    again = celo.Celo(**lopt_base.constructor_args(lopt))
+    assert again.config == lopt.config and again.train_phase == 1
+    assert celo.Celo(lopt.config).config == lopt.config
+
+
+def test_a_setting_hyperv2_lacks_is_a_clear_error():
+    from learnopt.learned_optimizers import hyper_v2
+
+    with pytest.raises(TypeError, match=r"unknown argument 'with_gg' \(did you mean 'with_g'"):
+        hyper_v2.HyperV2(with_gg=True)
+    with pytest.raises(TypeError, match="config must be a HyperV2Config"):
+        celo.Celo({"lstm_hidden_size": 8})
+    with pytest.raises(ValueError, match="lstm_hidden_size must be >= 1"):
+        celo.Celo(lstm_hidden_size=0)
+    tau = hyper_v2.HyperV2Tau()
+    assert tau.tau_features and not hyper_v2.HyperV2Tau(tau_features=False).tau_features
+    assert tau.name == "HyperV2_tau" and not hyper_v2.HyperV2().tau_features

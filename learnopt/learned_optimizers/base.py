@@ -8,6 +8,8 @@ stored in an unconstrained form (``log_lr``; ``one_minus_beta1`` is ``log(1 - be
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +39,8 @@ __all__ = [
     "get_learned_optimizer",
     "registered_learned_optimizers",
     "constructor_args",
+    "constructor_parameters",
+    "settings_from",
 ]
 
 
@@ -157,7 +161,7 @@ class LearnedOptimizer:
     def __repr__(self) -> str:
         """``Name(arg=value, ...)`` with the constructor arguments that differ from their
         defaults, read from the attributes of the same names."""
-        params = _init_parameters(type(self))
+        params = constructor_parameters(type(self))
         shown = [
             f"{k}={v!r}"
             for k, v in (constructor_args(self) or {}).items()
@@ -166,14 +170,64 @@ class LearnedOptimizer:
         return f"{self.name}({', '.join(shown)})"
 
 
-def _init_parameters(cls: type) -> dict[str, inspect.Parameter]:
-    """The named parameters of ``cls.__init__`` (not ``self``, ``*args``, ``**kwargs``)."""
+def constructor_parameters(cls: type) -> dict[str, inspect.Parameter]:
+    """The named parameters of ``cls.__init__`` (not ``self``, ``*args``, ``**kwargs``).
+
+    A class whose settings are a dataclass (a ``default_config`` class attribute, taken by
+    ``__init__(config=None, **settings)``, as HyperV2's) has the dataclass's fields in
+    place of ``config``, with the class's defaults.
+
+    Args:
+      cls: a learned optimizer class.
+
+    Returns:
+      ``{name: inspect.Parameter}`` in signature order.
+    """
     try:
         params = inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):
         return {}
     skip = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    return {k: p for k, p in params.items() if k != "self" and p.kind not in skip}
+    named = {k: p for k, p in params.items() if k != "self" and p.kind not in skip}
+    config = getattr(cls, "default_config", None)
+    if dataclasses.is_dataclass(config) and "config" in named:
+        del named["config"]
+        for field in dataclasses.fields(config):
+            named[field.name] = inspect.Parameter(
+                field.name, inspect.Parameter.KEYWORD_ONLY, default=getattr(config, field.name)
+            )
+    return named
+
+
+def settings_from(cls: type, config: Any, settings: dict[str, Any]) -> Any:
+    """The settings dataclass of a ``cls(config, **settings)`` call.
+
+    Args:
+      cls: a learned optimizer class with a ``default_config`` dataclass.
+      config: the ``config`` argument (None: ``cls.default_config``).
+      settings: the keyword arguments, fields of that dataclass to change.
+
+    Returns:
+      ``dataclasses.replace(config, **settings)``.
+
+    Raises:
+      TypeError: ``config`` is not of the dataclass's type, or a setting names no field
+        (the message names the closest ones).
+    """
+    default = cls.default_config
+    if config is None:
+        config = default
+    elif not isinstance(config, type(default)):
+        raise TypeError(
+            f"{cls.__name__}: config must be a {type(default).__name__}, got {config!r}"
+        )
+    fields = [f.name for f in dataclasses.fields(config)]
+    unknown = sorted(set(settings) - set(fields))
+    if unknown:
+        close = {n: difflib.get_close_matches(n, fields, n=1) for n in unknown}
+        hints = [f"{n!r} (did you mean {c[0]!r}?)" if c else repr(n) for n, c in close.items()]
+        raise TypeError(f"{cls.__name__}: unknown argument {', '.join(hints)}")
+    return dataclasses.replace(config, **settings)
 
 
 def _same(value: Any, default: Any) -> bool:
@@ -196,7 +250,7 @@ def constructor_args(lopt: LearnedOptimizer) -> dict[str, Any] | None:
       The arguments that rebuild it, ``type(lopt)(**constructor_args(lopt))``, or None.
     """
     args = {}
-    for name in _init_parameters(type(lopt)):
+    for name in constructor_parameters(type(lopt)):
         if not hasattr(lopt, name):
             return None
         args[name] = getattr(lopt, name)

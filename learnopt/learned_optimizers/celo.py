@@ -60,7 +60,8 @@ when ``init`` gets none; no PRNG key is needed; no summaries; arithmetic in floa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -87,150 +88,40 @@ class Celo(hyper_v2.HyperV2):
     train_phase=1``.
 
     Args:
-      lstm_hidden_size: width of the per-tensor LSTM scheduler.
-      ff_hidden_size: hidden width of the per-parameter MLP.
-      ff_hidden_layers: hidden layers of the per-parameter MLP.
-      initial_momentum_decays, initial_rms_decays, initial_adafactor_decays: decays of
-        the accumulators.
-      param_inits: number of MLPs the scheduler's softmax mixes (1: no mixing).
-      mix_layers: share information across tensors before the LSTM.
-      exp_mult: scale of the magnitude output inside the exponential.
-      step_mult: scale of the step.
+      config: the settings, a :class:`~learnopt.learned_optimizers.hyper_v2.HyperV2Config`
+        (default: :attr:`default_config`, HyperV2's with Celo's three changes: LSTM 64,
+        one MLP, the loss timescales sized by ``T``).
       train_phase: 1, the update rule alone (``lr_mult`` not applied; meta-train
         ``ff_mod_stack``), or 2, the rule scaled by the scheduler's ``lr_mult`` (the
         optimizer that is meta-tested; meta-train the scheduler).
-      validation_mode: value of the extra LSTM input with ``with_validation_feature_dim``.
-      with_validation_feature_dim: add that input (a 19th).
-      with_g: feed the gradient ``g`` (one input).
-      with_m: keep the momentum inputs (with ``with_m_feat``; off drops them).
-      with_m_feat: feed the momenta ``m``, one input per momentum decay (needs ``with_m``).
-      with_rms: keep the second-moment inputs (with ``with_rms_feat``; off drops them).
-      with_rms_feat: feed the second moments ``rms``, one input per rms decay (needs
-        ``with_rms``).
-      with_rms_norm_g: feed ``m / sqrt(rms + 1e-6)``, one input per momentum decay
-        (broadcast against the rms decays).
-      with_rsqrt_rms: feed ``1 / sqrt(rms + 1e-6)``, one input per rms decay.
-      with_p: feed the parameter value.
-      with_fac_norm_g: feed the Adafactor-preconditioned gradient, one input per factored
-        decay.
-      with_fac_rms: feed the factored row and column second moments broadcast to the
-        tensor, two inputs per factored decay (only with ``adafactor_accumulator``).
-      with_fac_rsqrt: feed ``rsqrt`` of those row and column moments, two inputs per
-        factored decay (only with ``adafactor_accumulator``).
-      with_grad_clip_feat: feed the clipped gradient ``clip(g, -0.1, 0.1)``.
-      with_fac_mom_mult: feed the momenta preconditioned by the factored second moments,
-        one input per momentum decay (only with ``adafactor_accumulator``).
-      with_rms_only_norm_g: feed ``g / sqrt(rms + 1e-6)``, one input per rms decay.
-      adafactor_accumulator: use the factored feature groups.
-      param_scale_mult: multiply steps by the tensor's parameter RMS.
-      precondition_output: divide steps by ``sqrt(rms + 1e-6)``.
-      reparam_decay: unused (kept for the release's signature).
-      rnn_state_decay: shrink the LSTM state by this fraction every step.
-      summarize_each_layer, summarize_all_control: accepted; learnopt writes no summaries.
-      constant_loss: feed a constant loss of 1 (probing).
-      clip_param_scale_amount: cap the parameter RMS used in steps at this times
-        ``sqrt(size)``.
-      default_num_steps: learnopt only: the run length ``T`` assumed when ``opt.init``
-        gets no ``num_steps``.
+      **settings: fields of ``HyperV2Config`` to change, by name (the release's keyword
+        arguments: ``Celo(lstm_hidden_size=128, param_inits=64)``).
 
     Raises:
       ValueError: ``train_phase`` is not 1 or 2, or a size is < 1.
+      TypeError: a setting names no field of ``HyperV2Config``.
     """
 
     mix_scale = 1.0
 
+    #: HyperV2's settings with the paper's Celo sizes; the release sizes the loss
+    #: timescales by ``T`` (and advances the LSTM state, as HyperV2 does by default).
+    default_config: ClassVar[hyper_v2.HyperV2Config] = dataclasses.replace(
+        hyper_v2.HyperV2Config(),
+        lstm_hidden_size=64,
+        param_inits=1,
+        use_bugged_loss_features=False,
+    )
+
     def __init__(
         self,
-        lstm_hidden_size: int = 64,
-        ff_hidden_size: int = 4,
-        ff_hidden_layers: int = 2,
-        initial_momentum_decays: Sequence[float] = (0.9, 0.99, 0.999),
-        initial_rms_decays: Sequence[float] = (0.999,),
-        initial_adafactor_decays: Sequence[float] = (0.9, 0.99, 0.999),
-        param_inits: int = 1,
-        mix_layers: bool = True,
-        exp_mult: float = 0.001,
-        step_mult: float = 0.001,
+        config: hyper_v2.HyperV2Config | None = None,
         train_phase: int = 2,
-        validation_mode: bool = False,
-        with_validation_feature_dim: bool = False,
-        with_g: bool = True,
-        with_m: bool = True,
-        with_m_feat: bool = True,
-        with_rms: bool = True,
-        with_rms_feat: bool = True,
-        with_rms_norm_g: bool = True,
-        with_rsqrt_rms: bool = True,
-        with_p: bool = True,
-        with_fac_norm_g: bool = True,
-        with_fac_rms: bool = True,
-        with_fac_rsqrt: bool = True,
-        with_grad_clip_feat: bool = True,
-        with_fac_mom_mult: bool = True,
-        with_rms_only_norm_g: bool = True,
-        adafactor_accumulator: bool = True,
-        param_scale_mult: bool = True,
-        precondition_output: bool = False,
-        reparam_decay: float = 10.0,
-        rnn_state_decay: float = 0.0,
-        summarize_each_layer: bool = False,
-        summarize_all_control: bool = False,
-        constant_loss: bool = False,
-        clip_param_scale_amount: float | None = None,
-        default_num_steps: int = 10_000,
+        **settings: Any,
     ):
         if isinstance(train_phase, bool) or train_phase not in TRAIN_PHASES:
             raise ValueError(f"Celo: train_phase must be 1 or 2, got {train_phase!r}")
-        for arg, value in (
-            ("lstm_hidden_size", lstm_hidden_size),
-            ("ff_hidden_size", ff_hidden_size),
-            ("param_inits", param_inits),
-            ("default_num_steps", default_num_steps),
-        ):
-            if int(value) < 1:
-                raise ValueError(f"Celo: {arg} must be >= 1, got {value}")
-        super().__init__(
-            lstm_hidden_size=lstm_hidden_size,
-            ff_hidden_size=ff_hidden_size,
-            ff_hidden_layers=ff_hidden_layers,
-            initial_momentum_decays=initial_momentum_decays,
-            initial_rms_decays=initial_rms_decays,
-            initial_adafactor_decays=initial_adafactor_decays,
-            param_inits=param_inits,
-            mix_layers=mix_layers,
-            exp_mult=exp_mult,
-            step_mult=step_mult,
-            validation_mode=validation_mode,
-            with_validation_feature_dim=with_validation_feature_dim,
-            with_g=with_g,
-            with_m=with_m,
-            with_m_feat=with_m_feat,
-            with_rms=with_rms,
-            with_rms_feat=with_rms_feat,
-            with_rms_norm_g=with_rms_norm_g,
-            with_rsqrt_rms=with_rsqrt_rms,
-            with_p=with_p,
-            with_fac_norm_g=with_fac_norm_g,
-            with_fac_rms=with_fac_rms,
-            with_fac_rsqrt=with_fac_rsqrt,
-            with_grad_clip_feat=with_grad_clip_feat,
-            with_fac_mom_mult=with_fac_mom_mult,
-            with_rms_only_norm_g=with_rms_only_norm_g,
-            adafactor_accumulator=adafactor_accumulator,
-            param_scale_mult=param_scale_mult,
-            # Celo's release advances the LSTM state and sizes the loss timescales by T.
-            use_bugged_next_lstm_state=False,
-            use_bugged_loss_features=False,
-            precondition_output=precondition_output,
-            reparam_decay=reparam_decay,
-            rnn_state_decay=rnn_state_decay,
-            summarize_each_layer=summarize_each_layer,
-            summarize_all_control=summarize_all_control,
-            constant_loss=constant_loss,
-            clip_param_scale_amount=clip_param_scale_amount,
-            default_num_steps=default_num_steps,
-            tau_features=False,
-        )
+        super().__init__(config, **settings)
         self.train_phase = int(train_phase)
 
     def get_frozen_param_keys(self, train_phase: int | None = None) -> tuple[str, ...]:

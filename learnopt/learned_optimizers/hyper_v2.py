@@ -66,8 +66,9 @@ one by one, and ``HyperV2.__init__`` is long only for that reason.)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.struct
 import jax
@@ -83,6 +84,7 @@ PyTree = Any
 
 __all__ = [
     "HyperV2",
+    "HyperV2Config",
     "HyperV2State",
     "LossBufferState",
     "HyperV2Tau",
@@ -344,14 +346,15 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
         )
 
 
-class HyperV2(lopt_base.LearnedOptimizer):
-    """VeLO's hypernetwork learned optimizer (Metz et al., 2022, arXiv:2211.09760).
+@dataclasses.dataclass(frozen=True)
+class HyperV2Config:
+    """HyperV2's settings: sizes, decays, feature switches (one field per constructor
+    argument of learned_optimization's ``HyperV2``).
 
-    learned_optimization's ``HyperV2``; see the module docstring. The ``with_*`` flags
-    switch the per-parameter MLP's feature groups on and off (ablations); the theta
-    layout depends on them (one ``w0__i`` per enabled group).
+    Variants change a few with :func:`dataclasses.replace` (Celo's ``default_config``);
+    ``HyperV2(config, **settings)`` replaces more.
 
-    Args:
+    Attributes:
       lstm_hidden_size: width of the per-tensor LSTM.
       ff_hidden_size: hidden width of the per-parameter MLP.
       ff_hidden_layers: hidden layers of the per-parameter MLP.
@@ -398,6 +401,84 @@ class HyperV2(lopt_base.LearnedOptimizer):
         ``num_steps`` (it sets the fraction-of-training features).
       tau_features: learnopt option: the generated MLPs also read the fraction of
         training done (module docstring).
+
+    Raises:
+      ValueError: a size or ``default_num_steps`` is < 1.
+    """
+
+    lstm_hidden_size: int = 128
+    ff_hidden_size: int = 4
+    ff_hidden_layers: int = 2
+    initial_momentum_decays: Sequence[float] = (0.9, 0.99, 0.999)
+    initial_rms_decays: Sequence[float] = (0.999,)
+    initial_adafactor_decays: Sequence[float] = (0.9, 0.99, 0.999)
+    param_inits: int = 64
+    mix_layers: bool = True
+    exp_mult: float = 0.001
+    step_mult: float = 0.001
+    validation_mode: bool = False
+    with_validation_feature_dim: bool = False
+    with_g: bool = True
+    with_m: bool = True
+    with_m_feat: bool = True
+    with_rms: bool = True
+    with_rms_feat: bool = True
+    with_rms_norm_g: bool = True
+    with_rsqrt_rms: bool = True
+    with_p: bool = True
+    with_fac_norm_g: bool = True
+    with_fac_rms: bool = True
+    with_fac_rsqrt: bool = True
+    with_grad_clip_feat: bool = True
+    with_fac_mom_mult: bool = True
+    with_rms_only_norm_g: bool = True
+    adafactor_accumulator: bool = True
+    param_scale_mult: bool = True
+    use_bugged_next_lstm_state: bool = False
+    use_bugged_loss_features: bool = True
+    precondition_output: bool = False
+    reparam_decay: float = 10.0
+    rnn_state_decay: float = 0.0
+    summarize_each_layer: bool = False
+    summarize_all_control: bool = False
+    constant_loss: bool = False
+    clip_param_scale_amount: float | None = None
+    default_num_steps: int = 10_000
+    tau_features: bool = False
+
+    def __post_init__(self):
+        for name in ("lstm_hidden_size", "ff_hidden_size", "param_inits", "default_num_steps"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"HyperV2: {name} must be >= 1, got {getattr(self, name)}")
+        normal = dict(
+            lstm_hidden_size=int(self.lstm_hidden_size),
+            ff_hidden_size=int(self.ff_hidden_size),
+            ff_hidden_layers=int(self.ff_hidden_layers),
+            initial_momentum_decays=tuple(self.initial_momentum_decays),
+            initial_rms_decays=tuple(self.initial_rms_decays),
+            initial_adafactor_decays=tuple(self.initial_adafactor_decays),
+            param_inits=int(self.param_inits),
+            default_num_steps=int(self.default_num_steps),
+            tau_features=bool(self.tau_features),
+        )
+        for name, value in normal.items():
+            object.__setattr__(self, name, value)
+
+
+class HyperV2(lopt_base.LearnedOptimizer):
+    """VeLO's hypernetwork learned optimizer (Metz et al., 2022, arXiv:2211.09760).
+
+    learned_optimization's ``HyperV2``; see the module docstring. The ``with_*`` flags
+    switch the per-parameter MLP's feature groups on and off (ablations); the theta
+    layout depends on them (one ``w0__i`` per enabled group).
+
+    Args:
+      config: the settings (default: the class's :attr:`default_config`).
+      **settings: fields of :class:`HyperV2Config` to change, by name (the library's
+        keyword arguments: ``HyperV2(lstm_hidden_size=512, param_inits=256)``).
+
+    Raises:
+      TypeError: a setting names no field of :class:`HyperV2Config`.
     """
 
     #: How the per-element MLP is evaluated (:data:`per_element.FORMS`; the same function
@@ -406,95 +487,13 @@ class HyperV2(lopt_base.LearnedOptimizer):
     #: The factor of the bank mixing ``mix_scale * mean_i c_i W_i`` (VeLO's 100; Celo: 1).
     mix_scale = 100.0
 
-    def __init__(
-        self,
-        lstm_hidden_size: int = 128,
-        ff_hidden_size: int = 4,
-        ff_hidden_layers: int = 2,
-        initial_momentum_decays: Sequence[float] = (0.9, 0.99, 0.999),
-        initial_rms_decays: Sequence[float] = (0.999,),
-        initial_adafactor_decays: Sequence[float] = (0.9, 0.99, 0.999),
-        param_inits: int = 64,
-        mix_layers: bool = True,
-        exp_mult: float = 0.001,
-        step_mult: float = 0.001,
-        validation_mode: bool = False,
-        with_validation_feature_dim: bool = False,
-        with_g: bool = True,
-        with_m: bool = True,
-        with_m_feat: bool = True,
-        with_rms: bool = True,
-        with_rms_feat: bool = True,
-        with_rms_norm_g: bool = True,
-        with_rsqrt_rms: bool = True,
-        with_p: bool = True,
-        with_fac_norm_g: bool = True,
-        with_fac_rms: bool = True,
-        with_fac_rsqrt: bool = True,
-        with_grad_clip_feat: bool = True,
-        with_fac_mom_mult: bool = True,
-        with_rms_only_norm_g: bool = True,
-        adafactor_accumulator: bool = True,
-        param_scale_mult: bool = True,
-        use_bugged_next_lstm_state: bool = False,
-        use_bugged_loss_features: bool = True,
-        precondition_output: bool = False,
-        reparam_decay: float = 10.0,
-        rnn_state_decay: float = 0.0,
-        summarize_each_layer: bool = False,
-        summarize_all_control: bool = False,
-        constant_loss: bool = False,
-        clip_param_scale_amount: float | None = None,
-        default_num_steps: int = 10_000,
-        tau_features: bool = False,
-    ):
-        for arg, value in (
-            ("lstm_hidden_size", lstm_hidden_size),
-            ("ff_hidden_size", ff_hidden_size),
-            ("param_inits", param_inits),
-            ("default_num_steps", default_num_steps),
-        ):
-            if int(value) < 1:
-                raise ValueError(f"HyperV2: {arg} must be >= 1, got {value}")
-        self.lstm_hidden_size = int(lstm_hidden_size)
-        self.ff_hidden_size = int(ff_hidden_size)
-        self.ff_hidden_layers = int(ff_hidden_layers)
-        self.initial_momentum_decays = tuple(initial_momentum_decays)
-        self.initial_rms_decays = tuple(initial_rms_decays)
-        self.initial_adafactor_decays = tuple(initial_adafactor_decays)
-        self.param_inits = int(param_inits)
-        self.mix_layers = mix_layers
-        self.exp_mult = exp_mult
-        self.step_mult = step_mult
-        self.validation_mode = validation_mode
-        self.with_validation_feature_dim = with_validation_feature_dim
-        self.with_g = with_g
-        self.with_m = with_m
-        self.with_m_feat = with_m_feat
-        self.with_rms = with_rms
-        self.with_rms_feat = with_rms_feat
-        self.with_rms_norm_g = with_rms_norm_g
-        self.with_rsqrt_rms = with_rsqrt_rms
-        self.with_p = with_p
-        self.with_fac_norm_g = with_fac_norm_g
-        self.with_fac_rms = with_fac_rms
-        self.with_fac_rsqrt = with_fac_rsqrt
-        self.with_grad_clip_feat = with_grad_clip_feat
-        self.with_fac_mom_mult = with_fac_mom_mult
-        self.with_rms_only_norm_g = with_rms_only_norm_g
-        self.adafactor_accumulator = adafactor_accumulator
-        self.param_scale_mult = param_scale_mult
-        self.use_bugged_next_lstm_state = use_bugged_next_lstm_state
-        self.use_bugged_loss_features = use_bugged_loss_features
-        self.precondition_output = precondition_output
-        self.reparam_decay = reparam_decay
-        self.rnn_state_decay = rnn_state_decay
-        self.summarize_each_layer = summarize_each_layer
-        self.summarize_all_control = summarize_all_control
-        self.constant_loss = constant_loss
-        self.clip_param_scale_amount = clip_param_scale_amount
-        self.default_num_steps = int(default_num_steps)
-        self.tau_features = bool(tau_features)
+    #: The settings a constructor call starts from; a variant (Celo) replaces a few.
+    default_config: ClassVar[HyperV2Config] = HyperV2Config()
+
+    def __init__(self, config: HyperV2Config | None = None, **settings: Any):
+        self.config = lopt_base.settings_from(type(self), config, settings)
+        for field in dataclasses.fields(self.config):
+            setattr(self, field.name, getattr(self.config, field.name))
 
     # ------------------------------------------------------------------------- pieces
     def decays(self) -> accumulators.Decays:

@@ -28,6 +28,7 @@ run's length there. With ``t`` the step count before the update:
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any
 
@@ -165,7 +166,9 @@ def tau_variant(cls: type, name: str) -> type:
     """``cls`` with ``tau_features=True`` by default, named ``name`` (for the registry).
 
     The variant is a subclass whose constructor has ``cls``'s signature with that one
-    default changed, so theta files record and rebuild it like any architecture.
+    default changed (for a class whose settings are a dataclass, as HyperV2's, whose
+    ``default_config`` has it on), so theta files record and rebuild it like any
+    architecture.
 
     Args:
       cls: a learned optimizer class whose constructor takes ``tau_features``.
@@ -174,6 +177,16 @@ def tau_variant(cls: type, name: str) -> type:
     Returns:
       The subclass.
     """
+    doc = (
+        f"{cls.__name__} with the fraction-of-training inputs on (``tau_features=True``;\n"
+        f"see :mod:`learnopt.learned_optimizers.progress`). Arguments as {cls.__name__}'s.\n"
+    )
+    namespace = {"__doc__": doc, "__module__": cls.__module__, "name": property(lambda self: name)}
+    config = getattr(cls, "default_config", None)
+    if dataclasses.is_dataclass(config) and hasattr(config, "tau_features"):
+        namespace["default_config"] = dataclasses.replace(config, tau_features=True)
+        namespace["__doc__"] = f"{doc}\n{_args_section(cls)}"
+        return type(cls.__name__ + "Tau", (cls,), namespace)
     sig = inspect.signature(cls.__init__)
     if "tau_features" not in sig.parameters:
         raise TypeError(f"{cls.__name__} has no tau_features argument")
@@ -190,17 +203,4 @@ def tau_variant(cls: type, name: str) -> type:
     __init__.__doc__ = (
         f"Builds the variant; ``tau_features`` defaults to True.\n\n{_args_section(cls)}"
     )
-    doc = (
-        f"{cls.__name__} with the fraction-of-training inputs on (``tau_features=True``;\n"
-        f"see :mod:`learnopt.learned_optimizers.progress`). Arguments as {cls.__name__}'s.\n"
-    )
-    return type(
-        cls.__name__ + "Tau",
-        (cls,),
-        {
-            "__init__": __init__,
-            "__doc__": doc,
-            "__module__": cls.__module__,
-            "name": property(lambda self: name),
-        },
-    )
+    return type(cls.__name__ + "Tau", (cls,), {**namespace, "__init__": __init__})

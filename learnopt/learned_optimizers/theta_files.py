@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import inspect
 import os
 import warnings
 from collections.abc import Iterator, Mapping
@@ -380,7 +379,7 @@ def _differences(lopt: lopt_base.LearnedOptimizer, metadata: dict[str, Any]) -> 
     if not isinstance(saved, dict) or given is None:
         return []
     # An argument added after the file was written: the file meant its default.
-    params = inspect.signature(type(lopt).__init__).parameters
+    params = lopt_base.constructor_parameters(type(lopt))
     saved = {
         **{
             k: _jsonable(params[k].default)
