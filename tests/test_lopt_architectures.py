@@ -357,3 +357,24 @@ def test_a_new_architecture_gets_checking_repr_registration_and_conformance_from
         )
         assert result.ok, (case, result)
         assert result.last_loss < result.first_loss
+
+
+class ToySignTau(ToySign):
+    """ToySign with a ``tau_features`` switch (unused by its step)."""
+
+    def __init__(self, initial_lr: float = 0.01, tau_features: bool = False):
+        super().__init__(initial_lr)
+        self.tau_features = tau_features
+
+
+def test_registering_with_tau_adds_the_fraction_of_training_twin(monkeypatch):
+    monkeypatch.setattr(lopt_base.LOPTS, "_entries", dict(lopt_base.LOPTS._entries))
+    twin = lopt_base.register_learned_optimizer("ToySignTau", ToySignTau, tau="ToySignTau_tau")
+    plain = lopt_base.get_learned_optimizer("ToySignTau")
+    tau = lopt_base.get_learned_optimizer("ToySignTau_tau", initial_lr=0.1)
+    assert isinstance(tau, twin) and isinstance(tau, ToySignTau)
+    assert (plain.tau_features, tau.tau_features, tau.name) == (False, True, "ToySignTau_tau")
+    assert theta_files.lopt_config(tau) == {"initial_lr": 0.1, "tau_features": True}
+    assert lopt_base.register_learned_optimizer("ToySignPlain", ToySign) is None
+    with pytest.raises(TypeError, match="no tau_features argument"):
+        lopt_base.register_learned_optimizer("ToySign2", ToySign, tau="ToySign2_tau")

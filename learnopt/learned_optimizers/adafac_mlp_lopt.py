@@ -477,10 +477,10 @@ class AdafacMLPLOpt(lopt_base.LearnedOptimizer):
     optimizer_class = _AdafacOptimizer
 
 
-lopt_base.register_learned_optimizer("AdafacMLPLOpt", AdafacMLPLOpt)
 #: AdafacMLPLOpt with the fraction-of-training inputs on (``tau_features=True``).
-AdafacMLPLOptTau = progress.tau_variant(AdafacMLPLOpt, "AdafacMLPLOpt_tau")
-lopt_base.register_learned_optimizer("AdafacMLPLOpt_tau", AdafacMLPLOptTau)
+AdafacMLPLOptTau = lopt_base.register_learned_optimizer(
+    "AdafacMLPLOpt", AdafacMLPLOpt, tau="AdafacMLPLOpt_tau"
+)
 
 # The library's module-level names here, for research code that imports them from this
 # module (muLO's fed_adafac_mlp_lopt.py does): the same functions, learnopt's own.

@@ -45,7 +45,7 @@ import jax.numpy as jnp
 
 from learnopt.learned_optimizers import adafac_mlp_lopt as adafac
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common, progress
+from learnopt.learned_optimizers import common
 
 __all__ = [
     "MLPNomLOpt",
@@ -230,7 +230,5 @@ class MLPNomLOpt(adafac.AdafacMLPLOpt):
     optimizer_class = _NomOptimizer
 
 
-lopt_base.register_learned_optimizer("MLPNomLOpt", MLPNomLOpt)
 #: MLPNomLOpt with the fraction-of-training inputs on (``tau_features=True``).
-MLPNomLOptTau = progress.tau_variant(MLPNomLOpt, "MLPNomLOpt_tau")
-lopt_base.register_learned_optimizer("MLPNomLOpt_tau", MLPNomLOptTau)
+MLPNomLOptTau = lopt_base.register_learned_optimizer("MLPNomLOpt", MLPNomLOpt, tau="MLPNomLOpt_tau")

@@ -20,7 +20,7 @@ import numpy as np
 import optax
 
 from learnopt import _validate
-from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers import common, progress
 from learnopt.optimizers import base as opt_base
 from learnopt.registry import Registry
 
@@ -398,14 +398,27 @@ for _cls in (LearnableSGD, LearnableSGDM, LearnableAdam):
     LOPTS.register(_cls)
 
 
-def register_learned_optimizer(name: str, fn: Callable[..., LearnedOptimizer]) -> None:
+def register_learned_optimizer(
+    name: str, fn: Callable[..., LearnedOptimizer], *, tau: str | None = None
+) -> type | None:
     """Adds a learned optimizer constructor to the registry (CLI, conformance tests).
 
     Args:
       name: the registry name.
       fn: a callable returning a :class:`LearnedOptimizer` (keyword arguments allowed).
+      tau: also register ``fn``'s fraction-of-training variant under this name
+        (:func:`~learnopt.learned_optimizers.progress.tau_variant`; ``fn`` must be a
+        class whose constructor takes ``tau_features``).
+
+    Returns:
+      The variant class when ``tau`` is given, else None.
     """
     LOPTS.register(fn, name=name)
+    if tau is None:
+        return None
+    variant = progress.tau_variant(fn, tau)
+    LOPTS.register(variant, name=tau)
+    return variant
 
 
 def registered_learned_optimizers() -> list[str]:

@@ -722,7 +722,5 @@ class HyperV2(lopt_base.LearnedOptimizer):
     optimizer_class = _HyperV2Optimizer
 
 
-lopt_base.register_learned_optimizer("HyperV2", HyperV2)
 #: HyperV2 whose generated MLPs also read the fraction of training (``tau_features=True``).
-HyperV2Tau = progress.tau_variant(HyperV2, "HyperV2_tau")
-lopt_base.register_learned_optimizer("HyperV2_tau", HyperV2Tau)
+HyperV2Tau = lopt_base.register_learned_optimizer("HyperV2", HyperV2, tau="HyperV2_tau")

@@ -296,10 +296,8 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
     optimizer_class = MLPLOptOptimizer
 
 
-lopt_base.register_learned_optimizer("MLPLOpt", MLPLOpt)
 #: MLPLOpt with the fraction-of-training inputs on (``tau_features=True``).
-MLPLOptTau = progress.tau_variant(MLPLOpt, "MLPLOpt_tau")
-lopt_base.register_learned_optimizer("MLPLOpt_tau", MLPLOptTau)
+MLPLOptTau = lopt_base.register_learned_optimizer("MLPLOpt", MLPLOpt, tau="MLPLOpt_tau")
 
 # The library's module-level names here, for research code that imports them from this
 # module (muLO's fed_mlp_lopt.py does): the same functions, learnopt's own.

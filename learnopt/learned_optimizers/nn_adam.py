@@ -334,7 +334,5 @@ class NNAdam(lopt_base.LearnedOptimizer):
     optimizer_class = _NNAdamOptimizer
 
 
-lopt_base.register_learned_optimizer("NNAdam", NNAdam)
 #: NNAdam whose LSTM also reads the fraction of training (``tau_features=True``).
-NNAdamTau = progress.tau_variant(NNAdam, "NNAdam_tau")
-lopt_base.register_learned_optimizer("NNAdam_tau", NNAdamTau)
+NNAdamTau = lopt_base.register_learned_optimizer("NNAdam", NNAdam, tau="NNAdam_tau")

@@ -477,7 +477,5 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
     optimizer_class = _RNNMLPOptimizer
 
 
-lopt_base.register_learned_optimizer("RNNMLPLOpt", RNNMLPLOpt)
 #: RNNMLPLOpt with the fraction-of-training inputs on (``tau_features=True``).
-RNNMLPLOptTau = progress.tau_variant(RNNMLPLOpt, "RNNMLPLOpt_tau")
-lopt_base.register_learned_optimizer("RNNMLPLOpt_tau", RNNMLPLOptTau)
+RNNMLPLOptTau = lopt_base.register_learned_optimizer("RNNMLPLOpt", RNNMLPLOpt, tau="RNNMLPLOpt_tau")
