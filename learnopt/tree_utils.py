@@ -232,16 +232,24 @@ def tree_cast_like(tree: PyTree, ref: PyTree) -> PyTree:
     return jax.tree_util.tree_map(cast_leaf_like, tree, ref)
 
 
-def tree_path_str(path: tuple) -> str:
-    """A readable name for a key path, e.g. ``['linear_0']['w']``.
+def tree_path_str(path: tuple, separator: str | None = None) -> str:
+    """A key path's name: ``['linear_0']['w']`` for messages, or ``linear_0/w``.
+
+    The one helper learnopt names paths with: messages show the full form; theta keys
+    (frozen keys, Celo2's Adam-tensor patterns) match the entries joined by a separator
+    (dict keys, attribute names and indices; Haiku's ``"mlp/~/linear_0"`` stays whole).
 
     Args:
       path: a key path from ``jax.tree_util.tree_flatten_with_path``.
+      separator: None for ``jax.tree_util.keystr(path)`` (``"<root>"`` for the empty
+        path), or the string to join the bare entries with, e.g. ``"/"``.
 
     Returns:
-      ``jax.tree_util.keystr(path)``, or ``"<root>"`` for the empty path.
+      The name.
     """
-    return jax.tree_util.keystr(path) or "<root>"
+    if separator is None:
+        return jax.tree_util.keystr(path) or "<root>"
+    return jax.tree_util.keystr(tuple(path), simple=True, separator=separator)
 
 
 FilterFn = Callable[[str, Any], bool]

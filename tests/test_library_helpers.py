@@ -212,3 +212,19 @@ def test_factored_rolling_is_adafactor_on_the_two_largest_axes():
     np.testing.assert_allclose(vout["w"][..., 0], want["w"], rtol=1e-4)
     with pytest.raises(ValueError, match="numbers of tensors"):
         acc.update(state, {"w": GRADS[0]["w"]})
+
+
+def test_tree_path_str_names_paths_for_messages_and_for_matching():
+    """One helper names key paths: keystr for messages, bare entries joined for theta keys
+    (dict keys, attributes and indices; a Haiku module name with "/" stays whole)."""
+    from learnopt.tree_utils import tree_path_str
+
+    @flax.struct.dataclass
+    class S:
+        a: dict
+
+    tree = {"x": [S(a={"mlp/~/linear_0": {"b": 1.0}})], "y": (2.0,)}
+    paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+    assert [tree_path_str(p, "/") for p in paths] == ["x/0/a/mlp/~/linear_0/b", "y/0"]
+    assert tree_path_str(paths[1]) == "['y'][0]"
+    assert tree_path_str(()) == "<root>" and tree_path_str((), "/") == ""

@@ -92,11 +92,11 @@ from learnopt.canonical import leaf_compute_dtype
 from learnopt.learned_optimizers import accumulators, common, per_element
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers.common import safe_sqrt
-from learnopt.tree_utils import tree_map_multi
+from learnopt.tree_utils import tree_map_multi, tree_path_str
 
 PyTree = Any
 
-__all__ = ["Celo2", "Celo2State", "newton_schulz", "param_path"]
+__all__ = ["Celo2", "Celo2State", "newton_schulz"]
 
 _NS_COEFFS = (3.4445, -4.7750, 2.0315)
 
@@ -166,26 +166,6 @@ def newton_schulz(
         gram = x @ jnp.swapaxes(x, -2, -1)
         x = a * x + (b * gram + c * gram @ gram) @ x
     return jnp.swapaxes(x, -2, -1) if transpose else x
-
-
-def param_path(path: Sequence[Any]) -> str:
-    """A parameter's tree path as ``"a/b/0"`` (dict keys, attribute names, indices).
-
-    Args:
-      path: a key path of ``jax.tree_util.tree_flatten_with_path``.
-
-    Returns:
-      The entries joined by ``"/"`` (Haiku's ``"mlp/~/linear_0/b"`` stays as it is).
-    """
-    parts = []
-    for entry in path:
-        for attr in ("key", "name", "idx"):
-            if hasattr(entry, attr):
-                parts.append(str(getattr(entry, attr)))
-                break
-        else:
-            parts.append(str(entry))
-    return "/".join(parts)
 
 
 def _split(tree: PyTree, mask: Sequence[bool], treedef) -> tuple[PyTree, PyTree]:
@@ -360,9 +340,9 @@ class Celo2(lopt_base.LearnedOptimizer):
       regex_1d: which tensors Adam takes instead of the learned rule. None: with
         ``orthogonalize``, tensors of rank <= 1 and those whose path contains
         ``"embed"`` (the release README's rule), without it none (Celo2-base). A
-        regular expression: the tensors whose ``"/"``-joined path (:func:`param_path`)
-        it matches (``re.search``; the meta-training wrapper's rule, e.g. ``r"/b$"``
-        for Haiku biases); ``""``: none.
+        regular expression: the tensors whose ``"/"``-joined path
+        (:func:`~learnopt.tree_utils.tree_path_str`) it matches (``re.search``; the
+        meta-training wrapper's rule, e.g. ``r"/b$"`` for Haiku biases); ``""``: none.
       mult_1d: Adam's learning rate as a multiple of ``step_mult``.
       adam_b1, adam_b2, adam_epsilon: Adam's decays and its epsilon (inside the square
         root).
@@ -484,12 +464,15 @@ class Celo2(lopt_base.LearnedOptimizer):
             if not self.orthogonalize:
                 mask = [False] * len(pairs)
             else:
-                mask = [len(np.shape(x)) <= 1 or "embed" in param_path(path) for path, x in pairs]
+                mask = [
+                    len(np.shape(x)) <= 1 or "embed" in tree_path_str(path, "/")
+                    for path, x in pairs
+                ]
         elif not self.regex_1d:
             mask = [False] * len(pairs)
         else:
             pattern = re.compile(self.regex_1d)
-            mask = [bool(pattern.search(param_path(path))) for path, _ in pairs]
+            mask = [bool(pattern.search(tree_path_str(path, "/"))) for path, _ in pairs]
         if self.adam_first_last:
             matrices = [i for i, (_, x) in enumerate(pairs) if len(np.shape(x)) >= 2]
             for i in matrices[:1] + matrices[-1:]:

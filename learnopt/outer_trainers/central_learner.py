@@ -26,7 +26,7 @@ from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
 from learnopt.outer_trainers.gradient_estimator import OuterState
 from learnopt.outer_trainers.worker import AggregatedGradient, WorkerWeights
-from learnopt.tree_utils import tree_all_finite, tree_cast_like, tree_norm
+from learnopt.tree_utils import tree_all_finite, tree_cast_like, tree_norm, tree_path_str
 
 PyTree = Any
 MetaParams = Any
@@ -95,19 +95,6 @@ def _load_initial_theta(path: Any, lopt: lopt_base.LearnedOptimizer, theta: Meta
     return tree_cast_like(convert.load_library_theta(path, lopt), theta)
 
 
-def _path_name(path: Sequence[Any]) -> str:
-    """A key path as ``"a/b/0"`` (dict keys, attribute names, indices)."""
-    parts = []
-    for entry in path:
-        for attr in ("key", "name", "idx"):
-            if hasattr(entry, attr):
-                parts.append(str(getattr(entry, attr)))
-                break
-        else:
-            parts.append(str(entry))
-    return "/".join(parts)
-
-
 def frozen_mask(theta: PyTree, frozen_keys: Sequence[str]) -> PyTree:
     """Which leaves of ``theta`` the keys ``frozen_keys`` name (a tree of Python bools).
 
@@ -127,7 +114,7 @@ def frozen_mask(theta: PyTree, frozen_keys: Sequence[str]) -> PyTree:
     """
     keys = [str(k).strip("/") for k in frozen_keys]
     flat, treedef = jax.tree_util.tree_flatten_with_path(theta)
-    names = [_path_name(path) for path, _ in flat]
+    names = [tree_path_str(path, "/") for path, _ in flat]
 
     def named(name: str, key: str) -> bool:
         return name == key or name.startswith(key + "/")
