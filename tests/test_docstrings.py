@@ -18,7 +18,9 @@ parameter missing from the reference. What is checked:
   too; an override without a docstring is documented by the method it overrides, as in the
   reference, and so is an override whose docstring has no ``Args:`` and names that method
   (``:meth:`~learnopt.optimizers.interface.Optimizer.update```): the arguments are
-  written once, on the interface; public properties have a docstring;
+  written once, on the interface; likewise a class without ``Args:`` that inherits its
+  constructor and names the class it inherits it from (``:class:`Base```) has that
+  class's ``Args:``; public properties have a docstring;
 * a function or method whose return annotation is not ``None`` has a ``Returns:`` (or
   ``Yields:``) section.
 
@@ -192,6 +194,11 @@ def public_objects() -> dict[str, Any]:
     return dict(sorted(found.values(), key=lambda item: item[0]))
 
 
+def _names_class(doc: str, cls: type) -> bool:
+    """Whether ``doc`` names ``cls`` in a ``:class:`` reference."""
+    return re.search(rf":class:`~?(?:[\w.]*\.)?{cls.__name__}`", doc) is not None
+
+
 def _constructor(cls: type) -> tuple[list[str], str]:
     """A class's constructor parameters and the docstrings that may document them."""
     doc = cls.__doc__ or ""
@@ -216,7 +223,10 @@ def _constructor(cls: type) -> tuple[list[str], str]:
             break
         if "__init__" in vars(base):
             init = vars(base)["__init__"]
-            return _parameters(init, bound=True), f"{doc}\n\n{init.__doc__ or ''}"
+            docs = f"{doc}\n\n{init.__doc__ or ''}"
+            if base is not cls and not _sections(doc).get("Args") and _names_class(doc, base):
+                docs += f"\n\n{base.__doc__ or ''}"  # "Arguments as :class:`Base`'s"
+            return _parameters(init, bound=True), docs
         if "__new__" in vars(base):
             return _parameters(cls, bound=False), doc
     return [], doc
@@ -522,3 +532,24 @@ def test_override_naming_its_method_is_documented_by_it():
     params, sections = missing({"Named": Named, "Other": Other, "Extra": Extra})
     assert params == {"Other.step": ["state", "grads"], "Extra.step": ["scale"]}
     assert sections == {"Other.step": ["Returns"]}
+
+
+def test_a_class_naming_the_class_it_inherits_its_constructor_from_takes_its_args():
+    class Base:
+        """A base.
+
+        Args:
+          width: the width.
+        """
+
+        def __init__(self, width: int):
+            self.width = width
+
+    class Named(Base):
+        """Arguments as :class:`~x.Base`'s."""
+
+    class Silent(Base):
+        """Says nothing of its arguments."""
+
+    params, _ = missing({"Named": Named, "Silent": Silent})
+    assert params == {"Silent": ["width"]}

@@ -115,12 +115,9 @@ class FullGrad(common.WholeRuns, GradientEstimator):
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
         """The exact gradient of :meth:`meta_loss` by backprop through the runs (traced).
 
-        Args:
-          theta: the meta-parameters.
-          key: randomness of this estimate.
-          state: the (empty) state, returned as it is.
-          datas: from :meth:`get_datas`.
-          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+        Arguments as in
+        :meth:`~learnopt.outer_trainers.gradient_estimator.GradientEstimator.compute_gradient_estimate`.
+        Here ``state`` is the (empty) state, returned as it is.
 
         Returns:
           ``(GradientEstimatorOut, metrics)``: the mean meta-loss, ``grad`` shaped like

@@ -82,10 +82,8 @@ class TruncatedES(common.TruncatedAntitheticEstimator):
     def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> Any:
         """The population's first state, with staggered starts.
 
-        Args:
-          theta: the meta-parameters.
-          key: randomness of the task samples, initial params and starts.
-          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+        Arguments as in
+        :meth:`~learnopt.outer_trainers.gradient_estimator.GradientEstimator.init_worker_state`.
 
         Returns:
           The ``TruncatedUnrollState`` (shared by both halves of each pair).
@@ -95,12 +93,9 @@ class TruncatedES(common.TruncatedAntitheticEstimator):
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
         """Antithetic ES over the next ``trunc_length`` steps from ``state`` (traced).
 
-        Args:
-          theta: the meta-parameters.
-          key: randomness of this estimate.
-          state: the population's state; the runs continue from the positive half.
-          datas: from :meth:`get_datas`.
-          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+        Arguments as in
+        :meth:`~learnopt.outer_trainers.gradient_estimator.GradientEstimator.compute_gradient_estimate`.
+        Here ``state`` is the population's state; the runs continue from the positive half.
 
         Returns:
           ``(GradientEstimatorOut, metrics)``: the mean meta-loss, ``grad`` shaped like

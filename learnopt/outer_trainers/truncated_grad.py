@@ -83,10 +83,8 @@ class TruncatedGrad(GradientEstimator):
     def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> Any:
         """The population's first state, with staggered starts.
 
-        Args:
-          theta: the meta-parameters.
-          key: randomness of the task samples, initial params and starts.
-          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+        Arguments as in
+        :meth:`~learnopt.outer_trainers.gradient_estimator.GradientEstimator.init_worker_state`.
 
         Returns:
           The ``TruncatedUnrollState``.
@@ -104,12 +102,9 @@ class TruncatedGrad(GradientEstimator):
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
         """The gradient of the next ``trunc_length`` steps' mean meta-loss (traced).
 
-        Args:
-          theta: the meta-parameters.
-          key: randomness of this estimate.
-          state: the population's state (treated as a constant).
-          datas: from :meth:`get_datas`.
-          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+        Arguments as in
+        :meth:`~learnopt.outer_trainers.gradient_estimator.GradientEstimator.compute_gradient_estimate`.
+        Here ``state`` is the population's state (treated as a constant).
 
         Returns:
           ``(GradientEstimatorOut, metrics)``: the mean meta-loss, ``grad`` shaped like

@@ -62,32 +62,13 @@ class TruncatedPES(common.TruncatedAntitheticEstimator):
 
     Arguments as :class:`~learnopt.outer_trainers.common.TruncatedAntitheticEstimator`
     (the library's order; default 10 steps per estimate, as the library's).
-
-    Args:
-      truncated_step: the population of inner runs; its ``num_tasks`` is the number of
-        antithetic pairs.
-      trunc_length: inner steps per estimate (default 10).
-      std: perturbation standard deviation (default 0.01).
-      steps_per_jit: the library's chunking of a truncation; accepted and validated
-        (``trunc_length`` must be a multiple of it), the whole truncation is one program.
-      stack_antithetic_samples: run the + and - halves as one population of
-        ``2 * num_tasks`` (faster; learnopt's default) or as two unrolls (half the peak
-        memory; the library's default). Same results either way.
-      sign_delta_loss_scalar: use ``sign(L+ - L-)`` times this instead of the
-        difference (None: the difference).
-      clip_loss_diff: clip ``L+ - L-`` to this magnitude (robustness to outliers; None:
-        no clipping).
-      unroll_length: the library's name for ``trunc_length`` (keyword only; both given
-        must agree).
     """
 
     def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> PESState:
         """Both halves start from the same staggered state, with a zero accumulator.
 
-        Args:
-          theta: the meta-parameters.
-          key: randomness of the task samples, initial params and starts.
-          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+        Arguments as in
+        :meth:`~learnopt.outer_trainers.gradient_estimator.GradientEstimator.init_worker_state`.
 
         Returns:
           The :class:`PESState`.
@@ -100,12 +81,9 @@ class TruncatedPES(common.TruncatedAntitheticEstimator):
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
         """The PES estimate of one truncation, with the accumulated perturbations (traced).
 
-        Args:
-          theta: the meta-parameters.
-          key: randomness of this estimate.
-          state: the :class:`PESState`.
-          datas: from :meth:`get_datas`.
-          outer_state: an ``OuterState`` (the outer iteration, for schedules of it).
+        Arguments as in
+        :meth:`~learnopt.outer_trainers.gradient_estimator.GradientEstimator.compute_gradient_estimate`.
+        Here ``state`` is the :class:`PESState`.
 
         Returns:
           ``(GradientEstimatorOut, metrics)``: the mean meta-loss, ``grad`` shaped like
