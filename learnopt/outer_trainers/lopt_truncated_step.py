@@ -18,23 +18,29 @@ The notes' library resets a finished run inside the step after it finishes
 branches at every step); learnopt resets at the end of the truncation. Its one-step
 ``unroll_step`` and ``meta_loss_batch`` are provided for code written against it.
 
-(One concept, one class: the file is a little over 600 lines because every method people
-call, the library's included, documents its arguments and results.)
+The population's state and its helpers live in :mod:`~learnopt.outer_trainers.unroll_state`
+and are re-exported here, the notes' library's path for them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import flax.struct
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from learnopt import _validate
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.outer_trainers import meta_objective
 from learnopt.outer_trainers import truncation_schedule as ts
+from learnopt.outer_trainers.population_queries import PopulationQueries
+from learnopt.outer_trainers.unroll_state import (
+    TruncatedUnrollOut,
+    TruncatedUnrollState,
+    population_size,
+    tile_population,
+    tree_where,
+)
 from learnopt.tasks import base as tasks_base
 
 PyTree = Any
@@ -68,97 +74,7 @@ META_LOSS_SPLITS = (
 _DATA_SPLITS = ("train", "inner_valid", "outer_valid", "test")
 
 
-@flax.struct.dataclass
-class TruncatedUnrollState:
-    """State of a population of inner runs; every leaf has a leading population axis.
-
-    Attributes:
-      inner_opt_state: the inner optimizers' states (params, model state, accumulators),
-        leading axis ``[P]``.
-      inner_step: int32 ``[P]``, inner steps taken in each member's current run.
-      truncation_length: int32 ``[P]``, the step at which each member's run ends (from the
-        truncation schedule).
-      task_param: each member's task sample (the task family's ``cfg``), leading ``[P]``.
-    """
-
-    inner_opt_state: PyTree
-    inner_step: jax.Array  # int32 [P]: inner steps taken in the current run
-    truncation_length: jax.Array  # int32 [P]: when the current run ends
-    task_param: PyTree  # the task sample of each run
-
-    @property
-    def is_done(self) -> jax.Array:
-        """bool [P]: the run has reached its length (it restarts at the next reset)."""
-        return self.inner_step >= self.truncation_length
-
-    @property
-    def truncation_state(self) -> ts.ConstantTruncationState:
-        """The library's name for the per-run schedule state."""
-        return ts.ConstantTruncationState(length=self.truncation_length)
-
-
-@flax.struct.dataclass
-class TruncatedUnrollOut:
-    """What an unroll of ``K`` steps reports (``unroll_step``: no ``K`` axis, leaves ``[P]``).
-
-    Attributes:
-      loss: float32 ``[K, P]``, the meta-loss of every step of every member.
-      iteration: int32 ``[K, P]``, the inner step each loss was taken at.
-      is_done: bool ``[P]``, whether the member's run reached its truncation length in
-        this unroll.
-      weight: float32 ``[K, P]``, each loss's weight in the meta-loss
-        (``meta_loss_weighting``; mean 1 over a run), or None: every step weighs 1.
-    """
-
-    loss: jax.Array  # float32 [K, P]: meta-loss of every step of every run
-    iteration: jax.Array  # int32 [K, P]: the inner step each loss was taken at
-    is_done: jax.Array  # bool [P]: the run reached its truncation length in this unroll
-    # float32 [K, P]: the weight of each loss in the meta-loss (meta_loss_weighting;
-    # mean 1 over a run), or None: every step weighs 1 (the default).
-    weight: jax.Array | None = None
-
-    @property
-    def mask(self) -> jax.Array:
-        """bool [K, P]: which losses count (all of them: learnopt never resets mid-unroll)."""
-        return jnp.ones(jnp.shape(self.loss), bool)
-
-
-def tree_where(mask: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:
-    """Per-member select between two population trees.
-
-    Args:
-      mask: bool ``[P]``.
-      on_true: a tree whose leaves have a leading ``[P]`` axis, taken where ``mask``.
-      on_false: a tree of the same structure, taken elsewhere.
-
-    Returns:
-      The selected tree.
-    """
-
-    def sel(a, b):
-        m = jnp.reshape(mask, mask.shape + (1,) * (jnp.ndim(a) - mask.ndim))
-        return jnp.where(m, a, b)
-
-    return jax.tree_util.tree_map(sel, on_true, on_false)
-
-
-def tile_population(tree: PyTree, copies: int, axis: int = 0) -> PyTree:
-    """Repeats a population tree ``copies`` times along ``axis`` (antithetic pairs).
-
-    Args:
-      tree: a population tree.
-      copies: how many copies (1: ``tree`` itself).
-      axis: the population axis.
-
-    Returns:
-      The tree with ``copies * P`` members along ``axis``.
-    """
-    if copies == 1:
-        return tree
-    return jax.tree_util.tree_map(lambda x: jnp.concatenate([x] * copies, axis=axis), tree)
-
-
-class VectorizedLOptTruncatedStep:
+class VectorizedLOptTruncatedStep(PopulationQueries):
     """Inner training of ``num_tasks`` task samples with ``learned_opt``, as a vmap axis.
 
     Args:
@@ -623,130 +539,6 @@ class VectorizedLOptTruncatedStep:
         )
         return state, out
 
-    def unroll_step(
-        self,
-        theta: MetaParams,
-        unroll_state: TruncatedUnrollState,
-        key: jax.Array,
-        data: PyTree,
-        outer_state: Any = None,
-        theta_is_vector: bool = False,
-        override_num_steps: int | None = None,
-    ) -> tuple[TruncatedUnrollState, TruncatedUnrollOut]:
-        """One inner step of every member, then finished runs restart (library interface).
-
-        Args:
-          theta: meta-parameters.
-          unroll_state: the population's state.
-          key: randomness of the step and of the restarts.
-          data: one step of :meth:`get_batch` (``get_batch()``, leaves
-            ``[num_tasks, ...]``), or None.
-          outer_state: passed to the truncation schedule (the restarted runs' lengths).
-          theta_is_vector: ``theta`` has a leading population axis.
-          override_num_steps: set every run's length to this first.
-
-        Returns:
-          ``(state, out)``; as in the library, ``out`` has no steps axis: ``loss``,
-          ``iteration``, ``mask`` (and ``weight``, if any) are ``[P]`` for the one
-          step taken (:meth:`unroll` keeps its ``[num_steps, P]``).
-        """
-        k_step, k_reset = jax.random.split(key)
-        if override_num_steps is not None:
-            unroll_state = unroll_state.replace(
-                truncation_length=jnp.full_like(unroll_state.truncation_length, override_num_steps)
-            )
-        data = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], data)
-        copies = population_size(unroll_state) // self.num_tasks
-        state, out = self.unroll(
-            theta, unroll_state, k_step, data, 1, theta_is_vector, num_copies=copies
-        )
-        state, _ = self.reset_done(theta, state, k_reset, theta_is_vector, copies, outer_state)
-        out = out.replace(
-            loss=out.loss[0],
-            iteration=out.iteration[0],
-            weight=None if out.weight is None else out.weight[0],
-        )
-        return state, out
-
-    def mean_meta_loss(
-        self,
-        theta: MetaParams,
-        state: TruncatedUnrollState,
-        key: jax.Array,
-        data: PyTree,
-        theta_is_vector: bool = False,
-        num_copies: int = 1,
-    ) -> jax.Array:
-        """``[P]`` mean meta-loss of each member's current params over ``data``.
-
-        Used to recompute a final loss (``loss_type="last_recompute"``). With a
-        ``meta_loss_transform`` it is the mean of the transformed losses of the batches.
-
-        Args:
-          theta: meta-parameters.
-          state: the population's state.
-          key: randomness of the losses.
-          data: ``[S, num_tasks, ...]`` (e.g. :meth:`get_outer_batch` ``(S)``) or None.
-          theta_is_vector: ``theta`` has a leading population axis.
-          num_copies: 2 for antithetic pairs stacked along the population axis.
-
-        Returns:
-          The ``[P]`` meta-losses (float32).
-        """
-
-        def one(theta, s, k, batches):
-            opt = self.learned_opt.opt_fn(theta)
-            task = self.task_family.task_fn(s.task_param)
-            params, model_state = opt.get_params_state(s.inner_opt_state)
-            n = 1 if batches is None else jax.tree_util.tree_leaves(batches)[0].shape[0]
-            keys = jax.random.split(k, n)
-            batch_axis = None if batches is None else 0
-
-            def loss_on(k_i, b):
-                loss, _, aux = self._loss_and_aux(task, params, model_state, k_i, b)
-                return self._meta_value(task, loss, aux)
-
-            return jnp.mean(jax.vmap(loss_on, in_axes=(0, batch_axis))(keys, batches))
-
-        member_keys = tile_population(jax.random.split(key, self.num_tasks), num_copies)
-        batches = None
-        if data is not None:
-            # [S, num_tasks, ...] -> [P, S, ...]
-            batches = jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), data)
-            batches = tile_population(batches, num_copies)
-        theta_axis = 0 if theta_is_vector else None
-        return jax.vmap(one, in_axes=(theta_axis, 0, 0, 0 if data is not None else None))(
-            theta, state, member_keys, batches
-        )
-
-    def meta_loss_batch(
-        self,
-        theta: MetaParams,
-        unroll_state: TruncatedUnrollState,
-        key: jax.Array,
-        data: PyTree,
-        outer_state: Any = None,
-        theta_is_vector: bool = False,
-    ) -> jax.Array:
-        """``[P]`` meta-loss of each member on one batch (library interface).
-
-        Args:
-          theta: meta-parameters.
-          unroll_state: the population's state.
-          key: randomness of the losses.
-          data: one batch ``[num_tasks, ...]`` (e.g. :meth:`get_outer_batch` ``()``) or
-            None.
-          outer_state: unused (the library's signature).
-          theta_is_vector: ``theta`` has a leading population axis.
-
-        Returns:
-          The ``[P]`` meta-losses.
-        """
-        if data is not None:
-            data = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None], data)
-        copies = population_size(unroll_state) // self.num_tasks
-        return self.mean_meta_loss(theta, unroll_state, key, data, theta_is_vector, copies)
-
 
 class SimpleVecLOptTruncatedStep(VectorizedLOptTruncatedStep):
     """``num_tasks`` runs of one ``task``, each ``unroll_length`` steps long (library name).
@@ -788,15 +580,3 @@ class SimpleVecLOptTruncatedStep(VectorizedLOptTruncatedStep):
         self.task = task
         self.lopt = lopt
         self.unroll_length = int(unroll_length)
-
-
-def population_size(state: TruncatedUnrollState) -> int:
-    """The number of members of a population state.
-
-    Args:
-      state: a :class:`TruncatedUnrollState`.
-
-    Returns:
-      ``P``, the length of its population axis.
-    """
-    return int(np.shape(state.inner_step)[0])
