@@ -58,7 +58,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from learnopt.learned_optimizers import accumulators, common, per_element, progress
+from learnopt.learned_optimizers import (
+    accumulators,
+    common,
+    element_features,
+    per_element,
+    progress,
+)
 from learnopt.learned_optimizers import base as lopt_base
 
 PyTree = Any
@@ -138,9 +144,9 @@ def adafac_features(
       m, rms, fac_g: the updated momenta, second moments and preconditioned gradient.
       acc: the updated factored second moments of the tensor.
       mom_eps: added to ``v`` in the non-factored ``m / sqrt(v)`` (0 floors ``v``; see
-        :func:`~learnopt.learned_optimizers.accumulators.factored_features`).
+        :func:`~learnopt.learned_optimizers.element_features.factored_features`).
       broadcast: False leaves the row and column groups unbroadcast (see
-        :func:`~learnopt.learned_optimizers.accumulators.factored_features`), as
+        :func:`~learnopt.learned_optimizers.element_features.factored_features`), as
         :func:`~learnopt.learned_optimizers.per_element.mlp` takes them.
 
     Returns:
@@ -148,11 +154,13 @@ def adafac_features(
       (one per decay; with ``broadcast=False`` the row and column groups broadcast to it).
     """
     shape = p.shape or (1,)
-    p, g, m, rms, fac_g, acc = accumulators.lift_scalar(p, g, m, rms, fac_g, acc)
+    p, g, m, rms, fac_g, acc = element_features.lift_scalar(p, g, m, rms, fac_g, acc)
     # rms_eps 1e-6: learned_optimization's adafac_mlp_lopt, rsqrt(rms + 1e-6).
-    f = accumulators.element_features(p, g, m, rms, fac_g, rms_eps=1e-6)
+    f = element_features.element_features(p, g, m, rms, fac_g, rms_eps=1e-6)
     groups = [f.g, f.p, f.m, f.rms, f.m_rsqrt_rms, f.rsqrt_rms, f.fac_g]
-    factored = accumulators.factored_features(acc, m, shape, mom_eps=mom_eps, broadcast=broadcast)
+    factored = element_features.factored_features(
+        acc, m, shape, mom_eps=mom_eps, broadcast=broadcast
+    )
     return groups + factored
 
 

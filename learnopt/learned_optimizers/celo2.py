@@ -89,7 +89,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from learnopt.canonical import leaf_compute_dtype
-from learnopt.learned_optimizers import accumulators, common, per_element
+from learnopt.learned_optimizers import accumulators, common, element_features, per_element
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers.common import safe_sqrt
 from learnopt.tree_utils import tree_map_multi, tree_path_str
@@ -502,18 +502,18 @@ class Celo2(lopt_base.LearnedOptimizer):
         """
         original = p.shape
         shape = p.shape or (1,)
-        p, g, m, rms, fac_g, acc = accumulators.lift_scalar(p, g, m, rms, fac_g, acc)
+        p, g, m, rms, fac_g, acc = element_features.lift_scalar(p, g, m, rms, fac_g, acc)
 
         # rms_eps 1e-8: the authors' Celo2 release, rsqrt(rms + 1e-8) (learned_optimization's
         # adafac_mlp_lopt and hyper_v2 use 1e-6).
         def features(p, g, m, rms, fac_g, acc):
-            f = accumulators.element_features(p, g, m, rms, fac_g, rms_eps=1e-8)
+            f = element_features.element_features(p, g, m, rms, fac_g, rms_eps=1e-8)
             groups = [f.g, f.clipped_g, f.p, f.m, f.rms, f.m_rsqrt_rms, f.rsqrt_rms]
             groups += [f.fac_g, f.g_rsqrt_rms]
             # Celo2's release has no factored groups for tensors of rank < 2 (hence no
             # mom_eps).
             if accumulators.factored_dims(shape) is not None:
-                groups += accumulators.factored_features(acc, m, shape)
+                groups += element_features.factored_features(acc, m, shape)
             return groups
 
         groups, stat_groups = per_element.twice(features, p, g, m, rms, fac_g, acc)

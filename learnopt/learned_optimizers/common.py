@@ -31,14 +31,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# Kept importable from here (their home is accumulators.py).
+# Kept importable from here (their home is accumulators.py and element_features.py).
 from learnopt.learned_optimizers.accumulators import (
     FactoredAccum,
     MomAccumulator,
     RMSAccumulator,
     decay_to_param,
     factored_dims,
-    factored_features,
     factored_init,
     factored_tree_init,
     factored_update,
@@ -48,6 +47,7 @@ from learnopt.learned_optimizers.accumulators import (
     rms_update,
     safe_rsqrt,
 )
+from learnopt.learned_optimizers.element_features import factored_features
 
 # learned_optimization's accumulators as its research code calls them (``common.
 # vec_rolling_mom(decays).init(params)``...), with the library's layout: decays last.

@@ -77,7 +77,13 @@ import numpy as np
 
 from learnopt import _validate
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
-from learnopt.learned_optimizers import accumulators, common, per_element, progress
+from learnopt.learned_optimizers import (
+    accumulators,
+    common,
+    element_features,
+    per_element,
+    progress,
+)
 from learnopt.learned_optimizers import base as lopt_base
 
 PyTree = Any
@@ -532,9 +538,9 @@ class HyperV2(lopt_base.LearnedOptimizer):
     def _groups(self, p, g, m, rms, fac_g, acc) -> list[jax.Array]:
         """The enabled feature groups of one tensor (scalars as ``[1]``)."""
         shape = p.shape or (1,)
-        p, g, m, rms, fac_g, acc = accumulators.lift_scalar(p, g, m, rms, fac_g, acc)
+        p, g, m, rms, fac_g, acc = element_features.lift_scalar(p, g, m, rms, fac_g, acc)
         # rms_eps 1e-6: learned_optimization's hyper_v2, rsqrt(rms + 1e-6).
-        f = accumulators.element_features(p, g, m, rms, fac_g, rms_eps=1e-6)
+        f = element_features.element_features(p, g, m, rms, fac_g, rms_eps=1e-6)
         out = []
         out += [f.g] if self.with_g else []
         out += [f.clipped_g] if self.with_grad_clip_feat else []
@@ -548,7 +554,9 @@ class HyperV2(lopt_base.LearnedOptimizer):
         if self.adafactor_accumulator:
             # mom_eps 0: learned_optimization's hyper_v2 computes m * v**-0.5 for tensors
             # of rank < 2; 0 floors v at 1e-20 instead (accumulators.floored_rsqrt).
-            row, col, rrow, rcol, mom = accumulators.factored_features(acc, m, shape, mom_eps=0.0)
+            row, col, rrow, rcol, mom = element_features.factored_features(
+                acc, m, shape, mom_eps=0.0
+            )
             out += [row, col] if self.with_fac_rms else []
             out += [rrow, rcol] if self.with_fac_rsqrt else []
             out += [mom] if self.with_fac_mom_mult else []
