@@ -67,7 +67,7 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import hyper_v2
+from learnopt.learned_optimizers import hyper_v2, loss_timescales
 
 __all__ = ["Celo", "TRAIN_PHASES"]
 
@@ -165,7 +165,7 @@ class Celo(hyper_v2.HyperV2):
           rms: its second moments (unused).
           fraction_trained: ``tau = iteration / num_steps``.
           loss_features: the 9 features of
-            :func:`~learnopt.learned_optimizers.hyper_v2.loss_buffer_features`.
+            :func:`~learnopt.learned_optimizers.loss_timescales.loss_buffer_features`.
 
         Returns:
           ``[tanh(10 (tau - s)) for s in timescales] + loss_features`` (plus the
@@ -173,7 +173,7 @@ class Celo(hyper_v2.HyperV2):
         """
         del p, rms
         dtype = m[0].dtype
-        timescales = jnp.asarray(hyper_v2._FRACTION_TIMESCALES, jnp.float32)
+        timescales = jnp.asarray(loss_timescales._FRACTION_TIMESCALES, jnp.float32)
         fraction = jnp.tanh((fraction_trained - timescales) * 10)
         values = [fraction.astype(dtype), jnp.reshape(loss_features, (-1,)).astype(dtype)]
         if self.with_validation_feature_dim:
@@ -183,7 +183,7 @@ class Celo(hyper_v2.HyperV2):
     @property
     def rnn_input_features(self) -> int:
         """The number of scheduler inputs per tensor (18; 19 with the validation input)."""
-        n = len(hyper_v2._FRACTION_TIMESCALES) + hyper_v2._NUM_LOSS_TIMESCALES - 1
+        n = len(loss_timescales._FRACTION_TIMESCALES) + loss_timescales._NUM_LOSS_TIMESCALES - 1
         return n + int(self.with_validation_feature_dim)
 
     def rnn_forward(self, params, x, state):

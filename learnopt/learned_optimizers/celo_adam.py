@@ -64,7 +64,7 @@ import jax.numpy as jnp
 from learnopt import _validate
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common, hyper_v2
+from learnopt.learned_optimizers import common, loss_timescales
 
 PyTree = Any
 
@@ -91,7 +91,7 @@ class CeloAdamState:
     m: PyTree
     v: PyTree
     lstm_hidden_state: common.LSTMState
-    loss_buffer: hyper_v2.LossBufferState
+    loss_buffer: loss_timescales.LossBufferState
 
 
 class _CeloAdamOptimizer(common.ThetaOptimizer):
@@ -122,7 +122,7 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
             m=jax.tree_util.tree_map(zeros, params),
             v=jax.tree_util.tree_map(zeros, params),
             lstm_hidden_state=jax.tree_util.tree_map(lambda x: jnp.tile(x, (n, 1)), init_state),
-            loss_buffer=hyper_v2.loss_buffer_init(num_steps),
+            loss_buffer=loss_timescales.loss_buffer_init(num_steps),
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
@@ -141,11 +141,13 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
         if loss is None:
             raise ValueError("CeloAdam.update needs the training loss: update(..., loss=loss)")
         dtype = compute_dtype(s.params)
-        loss_buffer = hyper_v2.loss_buffer_update(
+        loss_buffer = loss_timescales.loss_buffer_update(
             s.loss_buffer, jnp.asarray(loss).astype(jnp.float32)
         )
         fraction = s.iteration.astype(jnp.float32) / s.num_steps.astype(jnp.float32)
-        inputs = lopt.lstm_features(fraction, hyper_v2.loss_buffer_features(loss_buffer), dtype)
+        inputs = lopt.lstm_features(
+            fraction, loss_timescales.loss_buffer_features(loss_buffer), dtype
+        )
         treedef = jax.tree_util.tree_structure(s.params)
         rnn_inputs = jnp.tile(inputs[None], (treedef.num_leaves, 1))
         lr_mult, lstm_state = lopt.rnn_forward(
@@ -267,7 +269,7 @@ class CeloAdam(lopt_base.LearnedOptimizer):
     @property
     def rnn_input_features(self) -> int:
         """The scheduler's inputs per tensor (18; 19 with the validation input)."""
-        n = len(hyper_v2._FRACTION_TIMESCALES) + hyper_v2._NUM_LOSS_TIMESCALES - 1
+        n = len(loss_timescales._FRACTION_TIMESCALES) + loss_timescales._NUM_LOSS_TIMESCALES - 1
         return n + int(self.with_validation_feature_dim)
 
     def lstm_features(self, fraction_trained: Any, loss_features: Any, dtype: Any) -> jax.Array:
@@ -282,7 +284,7 @@ class CeloAdam(lopt_base.LearnedOptimizer):
           ``[tanh(10 (tau - s)) for s in timescales] + loss_features`` (plus the
           validation input if enabled).
         """
-        timescales = jnp.asarray(hyper_v2._FRACTION_TIMESCALES, jnp.float32)
+        timescales = jnp.asarray(loss_timescales._FRACTION_TIMESCALES, jnp.float32)
         values = [
             jnp.tanh((fraction_trained - timescales) * 10).astype(dtype),
             jnp.reshape(loss_features, (-1,)).astype(dtype),

@@ -59,15 +59,12 @@ not given (the library requires it); the non-factored ``m / sqrt(v)`` floors ``v
 1e-20 so meta-gradients stay finite for exactly-zero gradients; no PRNG key is needed
 (the library's update splits one but nothing uses randomness); summaries are not
 written; arithmetic in float32 (float64 for float64 params).
-
-(One concept, a little over 600 lines: the constructor takes the library's 38 arguments
-one by one, and ``HyperV2.__init__`` is long only for that reason.)
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import flax.struct
@@ -85,6 +82,15 @@ from learnopt.learned_optimizers import (
     progress,
 )
 from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers.hyper_v2_config import HyperV2Config
+from learnopt.learned_optimizers.loss_timescales import (
+    _FRACTION_TIMESCALES,
+    _NUM_LOSS_TIMESCALES,
+    LossBufferState,
+    loss_buffer_features,
+    loss_buffer_init,
+    loss_buffer_update,
+)
 
 PyTree = Any
 
@@ -98,26 +104,6 @@ __all__ = [
     "loss_buffer_update",
     "loss_buffer_features",
 ]
-
-_FRACTION_TIMESCALES = (0.03, 0.1, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)
-_NUM_LOSS_TIMESCALES = 10
-
-
-@flax.struct.dataclass
-class LossBufferState:
-    """Running means of the loss at several decays, their running minima, a step count.
-
-    Attributes:
-      means: the running means of the loss, one per decay, float32.
-      iteration: the number of losses added, int32.
-      running_min: the running minima of the bias-corrected means, float32.
-      decays: the decays ``exp(-1 / h)`` (:func:`loss_buffer_init`), float32.
-    """
-
-    means: jax.Array
-    iteration: jax.Array
-    running_min: jax.Array
-    decays: jax.Array
 
 
 @flax.struct.dataclass
@@ -144,68 +130,6 @@ class HyperV2State:
     fac_rolling: accumulators.FactoredAccum
     lstm_hidden_state: common.LSTMState
     loss_buffer: LossBufferState
-
-
-def loss_buffer_init(num_steps: Any) -> LossBufferState:
-    """Decays ``exp(-1 / h)`` for 10 half-lives ``h`` log-spaced from 10 to ``num_steps``.
-
-    Args:
-      num_steps: the longest half-life (the inner-run length).
-
-    Returns:
-      An empty :class:`LossBufferState` (running minima at 1e12).
-    """
-    halflife = jnp.logspace(1.0, jnp.log10(jnp.asarray(num_steps, jnp.float32)), 10)
-    n = _NUM_LOSS_TIMESCALES
-    return LossBufferState(
-        means=jnp.zeros((n,), jnp.float32),
-        iteration=jnp.zeros((), jnp.int32),
-        running_min=jnp.full((n,), 999999999999.0, jnp.float32),
-        decays=jnp.exp(-1.0 / halflife).astype(jnp.float32),
-    )
-
-
-def loss_buffer_update(state: LossBufferState, loss: jax.Array) -> LossBufferState:
-    """Adds a loss (clipped to twice the largest bias-corrected mean so far).
-
-    Args:
-      state: the buffer.
-      loss: the training loss, float32 scalar.
-
-    Returns:
-      The updated buffer.
-    """
-    d = state.decays
-    t = (state.iteration + 1).astype(jnp.float32)
-    cor_mean = state.means / (1 - d**t)
-    approx_max = jnp.where(state.iteration == 0, loss, jnp.max(cor_mean))
-    loss = jnp.minimum(jnp.abs(approx_max) * 2, loss)
-    means = state.means * d + loss * (1 - d)
-    cor_mean = means / (1 - d**t)
-    return LossBufferState(
-        means=means,
-        iteration=state.iteration + 1,
-        running_min=jnp.minimum(state.running_min, cor_mean),
-        decays=d,
-    )
-
-
-def loss_buffer_features(state: LossBufferState) -> jax.Array:
-    """9 features ``clip((mean_k - min_k) / (mean_{k+1} - min_k) - 1, -1, 1)``; 0 for t <= 2.
-
-    Args:
-      state: the buffer.
-
-    Returns:
-      The loss features, ``[9]`` float32.
-    """
-    d = state.decays
-    cor_mean = state.means / (1 - d ** state.iteration.astype(jnp.float32))
-    approx_max, cor_mean = cor_mean[1:], cor_mean[:-1]
-    running_min = state.running_min[:-1]
-    den = jnp.maximum(1e-8, approx_max - running_min)
-    feature = jnp.clip((cor_mean - running_min) / den - 1.0, -1, 1)
-    return jnp.where(state.iteration <= 2, feature * 0, feature)
 
 
 def _clip_log_abs(v: jax.Array, scale: float = 1.0) -> jax.Array:
@@ -350,125 +274,6 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
             lstm_hidden_state=lstm_state,
             loss_buffer=loss_buffer,
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class HyperV2Config:
-    """HyperV2's settings: sizes, decays, feature switches (one field per constructor
-    argument of learned_optimization's ``HyperV2``).
-
-    Variants change a few with :func:`dataclasses.replace` (Celo's ``default_config``);
-    ``HyperV2(config, **settings)`` replaces more.
-
-    Attributes:
-      lstm_hidden_size: width of the per-tensor LSTM.
-      ff_hidden_size: hidden width of the per-parameter MLP.
-      ff_hidden_layers: hidden layers of the per-parameter MLP.
-      initial_momentum_decays, initial_rms_decays, initial_adafactor_decays: decays of
-        the accumulators.
-      param_inits: number of MLPs in the bank the LSTM mixes.
-      mix_layers: share information across tensors before the LSTM.
-      exp_mult: scale of the magnitude output inside the exponential.
-      step_mult: scale of the step.
-      validation_mode: value of the extra LSTM input with ``with_validation_feature_dim``.
-      with_validation_feature_dim: add that input.
-      with_g: feed the gradient ``g`` (one input).
-      with_m: keep the momentum inputs (with ``with_m_feat``; off drops them).
-      with_m_feat: feed the momenta ``m``, one input per momentum decay (needs ``with_m``).
-      with_rms: keep the second-moment inputs (with ``with_rms_feat``; off drops them).
-      with_rms_feat: feed the second moments ``rms``, one input per rms decay (needs
-        ``with_rms``).
-      with_rms_norm_g: feed ``m / sqrt(rms + 1e-6)``, one input per momentum decay
-        (broadcast against the rms decays).
-      with_rsqrt_rms: feed ``1 / sqrt(rms + 1e-6)``, one input per rms decay.
-      with_p: feed the parameter value.
-      with_fac_norm_g: feed the Adafactor-preconditioned gradient, one input per factored
-        decay.
-      with_fac_rms: feed the factored row and column second moments broadcast to the
-        tensor, two inputs per factored decay (only with ``adafactor_accumulator``).
-      with_fac_rsqrt: feed ``rsqrt`` of those row and column moments, two inputs per
-        factored decay (only with ``adafactor_accumulator``).
-      with_grad_clip_feat: feed the clipped gradient ``clip(g, -0.1, 0.1)``.
-      with_fac_mom_mult: feed the momenta preconditioned by the factored second moments,
-        one input per momentum decay (only with ``adafactor_accumulator``).
-      with_rms_only_norm_g: feed ``g / sqrt(rms + 1e-6)``, one input per rms decay.
-      adafactor_accumulator: use the factored feature groups.
-      param_scale_mult: multiply steps by the tensor's parameter RMS.
-      use_bugged_next_lstm_state: never advance the LSTM state (old checkpoints).
-      use_bugged_loss_features: the loss features of the released checkpoints.
-      precondition_output: divide steps by ``sqrt(rms + 1e-6)``.
-      reparam_decay: unused (kept for the library's signature).
-      rnn_state_decay: shrink the LSTM state by this fraction every step.
-      summarize_each_layer, summarize_all_control: accepted; learnopt writes no summaries.
-      constant_loss: feed a constant loss of 1 (probing).
-      clip_param_scale_amount: cap the parameter RMS used in steps at this times
-        ``sqrt(size)``.
-      default_num_steps: learnopt only: the run length assumed when ``opt.init`` gets no
-        ``num_steps`` (it sets the fraction-of-training features).
-      tau_features: learnopt option: the generated MLPs also read the fraction of
-        training done (module docstring).
-
-    Raises:
-      ValueError: a size or ``default_num_steps`` is < 1.
-    """
-
-    lstm_hidden_size: int = 128
-    ff_hidden_size: int = 4
-    ff_hidden_layers: int = 2
-    initial_momentum_decays: Sequence[float] = (0.9, 0.99, 0.999)
-    initial_rms_decays: Sequence[float] = (0.999,)
-    initial_adafactor_decays: Sequence[float] = (0.9, 0.99, 0.999)
-    param_inits: int = 64
-    mix_layers: bool = True
-    exp_mult: float = 0.001
-    step_mult: float = 0.001
-    validation_mode: bool = False
-    with_validation_feature_dim: bool = False
-    with_g: bool = True
-    with_m: bool = True
-    with_m_feat: bool = True
-    with_rms: bool = True
-    with_rms_feat: bool = True
-    with_rms_norm_g: bool = True
-    with_rsqrt_rms: bool = True
-    with_p: bool = True
-    with_fac_norm_g: bool = True
-    with_fac_rms: bool = True
-    with_fac_rsqrt: bool = True
-    with_grad_clip_feat: bool = True
-    with_fac_mom_mult: bool = True
-    with_rms_only_norm_g: bool = True
-    adafactor_accumulator: bool = True
-    param_scale_mult: bool = True
-    use_bugged_next_lstm_state: bool = False
-    use_bugged_loss_features: bool = True
-    precondition_output: bool = False
-    reparam_decay: float = 10.0
-    rnn_state_decay: float = 0.0
-    summarize_each_layer: bool = False
-    summarize_all_control: bool = False
-    constant_loss: bool = False
-    clip_param_scale_amount: float | None = None
-    default_num_steps: int = 10_000
-    tau_features: bool = False
-
-    def __post_init__(self):
-        for name in ("lstm_hidden_size", "ff_hidden_size", "param_inits", "default_num_steps"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"HyperV2: {name} must be >= 1, got {getattr(self, name)}")
-        normal = dict(
-            lstm_hidden_size=int(self.lstm_hidden_size),
-            ff_hidden_size=int(self.ff_hidden_size),
-            ff_hidden_layers=int(self.ff_hidden_layers),
-            initial_momentum_decays=tuple(self.initial_momentum_decays),
-            initial_rms_decays=tuple(self.initial_rms_decays),
-            initial_adafactor_decays=tuple(self.initial_adafactor_decays),
-            param_inits=int(self.param_inits),
-            default_num_steps=int(self.default_num_steps),
-            tau_features=bool(self.tau_features),
-        )
-        for name, value in normal.items():
-            object.__setattr__(self, name, value)
 
 
 class HyperV2(lopt_base.LearnedOptimizer):

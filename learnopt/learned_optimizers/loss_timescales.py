@@ -1,0 +1,107 @@
+"""VeLO's loss features: running means of the training loss at several timescales.
+
+HyperV2 (VeLO), Celo and Celo-Adam feed their per-tensor LSTM 9 features of the loss:
+running means of the loss at 10 timescales (clipped to twice the running maximum),
+each compared with its running minimum, in [-1, 1] (:func:`loss_buffer_features`).
+The timescales are sized by the run length ``T`` (:func:`loss_buffer_init`), so the
+same features mean the same fraction of training in runs of any length.
+``_FRACTION_TIMESCALES`` are the points ``s`` of the fraction-of-training features
+``tanh(10 (t / T - s))`` the same LSTMs read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+__all__ = [
+    "LossBufferState",
+    "loss_buffer_init",
+    "loss_buffer_update",
+    "loss_buffer_features",
+]
+
+_FRACTION_TIMESCALES = (0.03, 0.1, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1)
+_NUM_LOSS_TIMESCALES = 10
+
+
+@flax.struct.dataclass
+class LossBufferState:
+    """Running means of the loss at several decays, their running minima, a step count.
+
+    Attributes:
+      means: the running means of the loss, one per decay, float32.
+      iteration: the number of losses added, int32.
+      running_min: the running minima of the bias-corrected means, float32.
+      decays: the decays ``exp(-1 / h)`` (:func:`loss_buffer_init`), float32.
+    """
+
+    means: jax.Array
+    iteration: jax.Array
+    running_min: jax.Array
+    decays: jax.Array
+
+
+def loss_buffer_init(num_steps: Any) -> LossBufferState:
+    """Decays ``exp(-1 / h)`` for 10 half-lives ``h`` log-spaced from 10 to ``num_steps``.
+
+    Args:
+      num_steps: the longest half-life (the inner-run length).
+
+    Returns:
+      An empty :class:`LossBufferState` (running minima at 1e12).
+    """
+    halflife = jnp.logspace(1.0, jnp.log10(jnp.asarray(num_steps, jnp.float32)), 10)
+    n = _NUM_LOSS_TIMESCALES
+    return LossBufferState(
+        means=jnp.zeros((n,), jnp.float32),
+        iteration=jnp.zeros((), jnp.int32),
+        running_min=jnp.full((n,), 999999999999.0, jnp.float32),
+        decays=jnp.exp(-1.0 / halflife).astype(jnp.float32),
+    )
+
+
+def loss_buffer_update(state: LossBufferState, loss: jax.Array) -> LossBufferState:
+    """Adds a loss (clipped to twice the largest bias-corrected mean so far).
+
+    Args:
+      state: the buffer.
+      loss: the training loss, float32 scalar.
+
+    Returns:
+      The updated buffer.
+    """
+    d = state.decays
+    t = (state.iteration + 1).astype(jnp.float32)
+    cor_mean = state.means / (1 - d**t)
+    approx_max = jnp.where(state.iteration == 0, loss, jnp.max(cor_mean))
+    loss = jnp.minimum(jnp.abs(approx_max) * 2, loss)
+    means = state.means * d + loss * (1 - d)
+    cor_mean = means / (1 - d**t)
+    return LossBufferState(
+        means=means,
+        iteration=state.iteration + 1,
+        running_min=jnp.minimum(state.running_min, cor_mean),
+        decays=d,
+    )
+
+
+def loss_buffer_features(state: LossBufferState) -> jax.Array:
+    """9 features ``clip((mean_k - min_k) / (mean_{k+1} - min_k) - 1, -1, 1)``; 0 for t <= 2.
+
+    Args:
+      state: the buffer.
+
+    Returns:
+      The loss features, ``[9]`` float32.
+    """
+    d = state.decays
+    cor_mean = state.means / (1 - d ** state.iteration.astype(jnp.float32))
+    approx_max, cor_mean = cor_mean[1:], cor_mean[:-1]
+    running_min = state.running_min[:-1]
+    den = jnp.maximum(1e-8, approx_max - running_min)
+    feature = jnp.clip((cor_mean - running_min) / den - 1.0, -1, 1)
+    return jnp.where(state.iteration <= 2, feature * 0, feature)
