@@ -108,8 +108,8 @@ _EXPORTS = {
     "BEST_THETA_FILE": "learnopt.evaluation.periodic",
     "eval_score": "learnopt.evaluation.periodic",
     "evaluate": "learnopt.evaluation.command",
-    "load_learned_candidate": "learnopt.evaluation.command",
-    "EvalError": "learnopt.evaluation.command",
+    "load_learned_candidate": "learnopt.evaluation.candidates",
+    "EvalError": "learnopt.evaluation.candidates",
     "EvaluationInterrupted": "learnopt.evaluation.command",
 }
 
