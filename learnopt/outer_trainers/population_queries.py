@@ -52,7 +52,7 @@ class PopulationQueries:
           theta: meta-parameters.
           unroll_state: the population's state.
           key: randomness of the step and of the restarts.
-          data: one step of :meth:`get_batch` (``get_batch()``, leaves
+          data: one step of ``get_batch()`` (leaves
             ``[num_tasks, ...]``), or None.
           outer_state: passed to the truncation schedule (the restarted runs' lengths).
           theta_is_vector: ``theta`` has a leading population axis.
@@ -61,7 +61,7 @@ class PopulationQueries:
         Returns:
           ``(state, out)``; as in the library, ``out`` has no steps axis: ``loss``,
           ``iteration``, ``mask`` (and ``weight``, if any) are ``[P]`` for the one
-          step taken (:meth:`unroll` keeps its ``[num_steps, P]``).
+          step taken (``unroll`` keeps its ``[num_steps, P]``).
         """
         k_step, k_reset = jax.random.split(key)
         if override_num_steps is not None:
@@ -99,7 +99,7 @@ class PopulationQueries:
           theta: meta-parameters.
           state: the population's state.
           key: randomness of the losses.
-          data: ``[S, num_tasks, ...]`` (e.g. :meth:`get_outer_batch` ``(S)``) or None.
+          data: ``[S, num_tasks, ...]`` (e.g. ``get_outer_batch(S)``) or None.
           theta_is_vector: ``theta`` has a leading population axis.
           num_copies: 2 for antithetic pairs stacked along the population axis.
 
@@ -147,7 +147,7 @@ class PopulationQueries:
           theta: meta-parameters.
           unroll_state: the population's state.
           key: randomness of the losses.
-          data: one batch ``[num_tasks, ...]`` (e.g. :meth:`get_outer_batch` ``()``) or
+          data: one batch ``[num_tasks, ...]`` (e.g. ``get_outer_batch()``) or
             None.
           outer_state: unused (the library's signature).
           theta_is_vector: ``theta`` has a leading population axis.
