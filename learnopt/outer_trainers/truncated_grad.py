@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from learnopt.outer_trainers import common
+from learnopt.outer_trainers import common, estimator_checks
 from learnopt.outer_trainers.gradient_estimator import (
     ESTIMATORS,
     GradientEstimator,
@@ -68,11 +68,11 @@ class TruncatedGrad(GradientEstimator):
         unroll_length: int | None = None,
     ):
         self.truncated_step = truncated_step
-        self.trunc_length = common.steps_per_estimate(
+        self.trunc_length = estimator_checks.steps_per_estimate(
             "TruncatedGrad", trunc_length, unroll_length, self.default_trunc_length
         )
-        common.check_steps_per_jit("TruncatedGrad", steps_per_jit, self.trunc_length)
-        common.check_fits_schedule("TruncatedGrad", truncated_step, self.trunc_length)
+        estimator_checks.check_steps_per_jit("TruncatedGrad", steps_per_jit, self.trunc_length)
+        estimator_checks.check_fits_schedule("TruncatedGrad", truncated_step, self.trunc_length)
         self.steps_per_jit = steps_per_jit
 
     @property
