@@ -3,7 +3,7 @@
 :class:`TeacherForcedRNNLM` embeds the input tokens, runs a recurrent core over time
 from a *learned* initial state (one zero-initialized parameter per state tensor, tiled
 over the batch) and maps every output to logits with a linear layer; the loss is the
-next-token cross-entropy of :class:`~learnopt.tasks.fixed._common.LanguageModelTask`.
+next-token cross-entropy of :class:`~learnopt.tasks.fixed._language.LanguageModelTask`.
 This is the notes' library's teacher-forced RNN LM.
 
 Cores (Haiku's formulation, which the library used; weights truncated-normal with
@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.tasks import base as tasks_base
-from learnopt.tasks.fixed import _common
+from learnopt.tasks.fixed import _common, _language
 
 __all__ = [
     "GRU",
@@ -279,7 +279,7 @@ class RNNLanguageModel(nn.Module):
         return nn.Dense(self.vocab_size, kernel_init=self.kernel_init, name="logits")(out)
 
 
-class TeacherForcedRNNLM(_common.LanguageModelTask):
+class TeacherForcedRNNLM(_language.LanguageModelTask):
     """A teacher-forced recurrent LM (see the module docstring).
 
     Args:
@@ -342,7 +342,7 @@ def _register(core: str, hidden: int, embed: int, seq_len: int, batch_size: int 
             lambda: core_fn(hidden),
             embed,
             None,
-            _common.lm_datasets_factory("pystdlib_bytes", batch_size, seq_len),
+            _language.lm_datasets_factory("pystdlib_bytes", batch_size, seq_len),
             batch_size=batch_size,
             sequence_length=seq_len,
             data_vocab_size=259,

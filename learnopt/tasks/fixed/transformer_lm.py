@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from learnopt.tasks import base as tasks_base
-from learnopt.tasks.fixed import _common
+from learnopt.tasks.fixed import _common, _language
 
 __all__ = ["CausalSelfAttention", "Transformer", "TransformerLMTask"]
 
@@ -130,7 +130,7 @@ class Transformer(nn.Module):
         return nn.Dense(self.vocab_size, kernel_init=_common.haiku_default_init, name="logits")(h)
 
 
-class TransformerLMTask(_common.LanguageModelTask):
+class TransformerLMTask(_language.LanguageModelTask):
     """A :class:`Transformer` LM configured by a dict, as in the library.
 
     ``cfg`` holds ``num_heads``, ``d_model``, ``num_layers``, ``batch_size``,
@@ -153,7 +153,9 @@ class TransformerLMTask(_common.LanguageModelTask):
         self.cfg = dict(cfg)
         batch_size, seq_len = int(cfg["batch_size"]), int(cfg["sequence_length"])
         super().__init__(
-            _common.lm_datasets_factory(cfg.get("dataset", "pystdlib_bytes"), batch_size, seq_len),
+            _language.lm_datasets_factory(
+                cfg.get("dataset", "pystdlib_bytes"), batch_size, seq_len
+            ),
             batch_size=batch_size,
             sequence_length=seq_len,
             vocab_size=cfg.get("vocab_size"),

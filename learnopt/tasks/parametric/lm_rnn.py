@@ -16,7 +16,7 @@ import flax.linen as nn
 import jax
 
 from learnopt.tasks import base as tasks_base
-from learnopt.tasks.fixed import _common, rnn_lm
+from learnopt.tasks.fixed import _language, rnn_lm
 from learnopt.tasks.parametric import _family, cfgobject, parametric_utils
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 
-class _SampledLM(_common.LanguageModelTask):
+class _SampledLM(_language.LanguageModelTask):
     def __init__(self, module: nn.Module, datasets: Any, **kwargs: Any):
         super().__init__(datasets, **kwargs)
         self._module = module
