@@ -17,14 +17,6 @@ from typing import Any
 
 import jax
 
-__all__ = [
-    "DistributedError",
-    "DEFAULT_INIT_TIMEOUT",
-    "DEFAULT_PEER_TIMEOUT",
-    "initialize",
-    "is_initialized",
-]
-
 #: Seconds :func:`initialize` waits for every process to join.
 DEFAULT_INIT_TIMEOUT = 300
 #: Seconds without heartbeats after which a process is declared dead and the run stops.

@@ -16,15 +16,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "SummaryWriterBase",
-    "InMemorySummaryWriter",
-    "PrintWriter",
-    "MultiWriter",
-    "TensorboardWriter",
-    "JaxboardWriter",
-]
-
 
 class SummaryWriterBase:
     """What a summary writer offers (the library's interface)."""

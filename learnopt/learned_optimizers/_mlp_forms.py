@@ -20,8 +20,6 @@ import jax.numpy as jnp
 
 from learnopt.learned_optimizers import fused_kernel
 
-__all__ = ["MeanSquare", "Step", "BLOCK"]  # public from per_element
-
 #: Rows per block of the ``"blocked"`` form (16k rows of 32 floats: 2 MB per layer).
 BLOCK = 16384
 
