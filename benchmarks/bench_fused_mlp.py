@@ -6,9 +6,9 @@
 first bias) over the 932,362 elements of ``bench_lopt_cost.py``'s model, timed in one
 process with interleaved trials against ``optax.adam``'s update and a 2048^3 matmul:
 
-* ``blocked``: :mod:`~learnopt.learned_optimizers.per_element`'s blocked form (what
+* ``blocked``: :mod:`~learnopt.learned_optimizers.blocks.per_element`'s blocked form (what
   ``MLPLOpt`` runs: ``[16384, 5] @ [5, 32]`` etc. on XLA:CPU's GEMM kernels);
-* ``fused kernel``: ``form="fused"``, :mod:`learnopt.learned_optimizers.fused_kernel`'s
+* ``fused kernel``: ``form="fused"``, :mod:`learnopt.learned_optimizers.blocks.fused_kernel`'s
   XLA FFI custom call (tiles of 64 elements whose 32 hidden units stay in registers and
   L1, compiled on first use with the system's C++ compiler, ``-march=native``, run on
   XLA's intra-op threads).
@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_lopt_cost import _mlp_params, _time  # noqa: E402
 from bench_xla_cpu_options import mlplopt_mlp_inputs, time_calls  # noqa: E402
 
-from learnopt.learned_optimizers import fused_kernel, per_element  # noqa: E402
+from learnopt.learned_optimizers.blocks import fused_kernel, per_element  # noqa: E402
 
 #: Multiply-adds per element of the 5 -> 32 -> 32 -> 2 MLP.
 MACS = 5 * 32 + 32 * 32 + 32 * 2

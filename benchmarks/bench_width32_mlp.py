@@ -8,7 +8,7 @@ element and fold into the first bias), ``5 -> 32 -> 32 -> 2``, i.e. 1,248
 multiply-adds = 2,496 FLOPs per parameter, most of them in the 32x32 hidden layer.
 This script times that MLP alone (normalized inputs, no momentum update, no step) over
 the tensors of the benchmark model of ``bench_lopt_cost.py`` (932,362 parameters), in
-each of :mod:`learnopt.learned_optimizers.per_element`'s forms, and, in the same process
+each of :mod:`learnopt.learned_optimizers.blocks.per_element`'s forms, and, in the same process
 with interleaved trials, ``optax.adam``'s update and a 2048^3 float32 matmul (the
 machine's matmul peak). It prints ms, GFLOP/s and the ratio to ``optax.adam``: the MLP
 alone is a lower bound on MLPLOpt's ratio in that form (everything else in the update
@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from learnopt.learned_optimizers import per_element
+from learnopt.learned_optimizers.blocks import per_element
 from learnopt.learned_optimizers.mlp_lopt import MLPLOpt
 
 SIZES = (784, 512, 512, 512, 10)

@@ -8,7 +8,7 @@ instead of its own GEMM; which ones is chosen per compilation by debug options
 programs under each option set of :data:`OPTIONS` and times them in one process,
 interleaved with ``optax.adam``: the per-element MLP of ``MLPLOpt`` alone (``5 -> 32 ->
 32 -> 2`` over the 932,362 elements of ``bench_lopt_cost.py``'s model, as one unblocked
-chain of products and in :mod:`~learnopt.learned_optimizers.per_element`'s blocked form),
+chain of products and in :mod:`~learnopt.learned_optimizers.blocks.per_element`'s blocked form),
 then each learned optimizer's whole update. For each option set it prints ms, the ratio
 to ``optax.adam`` and the largest difference of the update from the default compilation
 (relative to the largest update). An option the installed jaxlib does not know is
@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_lopt_cost import _mlp_params, _time  # noqa: E402
 
 from learnopt.learned_optimizers import base as lopt_base  # noqa: E402
-from learnopt.learned_optimizers import per_element  # noqa: E402
+from learnopt.learned_optimizers.blocks import per_element  # noqa: E402
 
 _FUSION = "xla_cpu_experimental_{}_fusion_type"
 #: Option sets compared (the first is XLA's default).

@@ -149,7 +149,7 @@ def _fused_kernel(name: str) -> tuple[bool, str]:
     import jax.numpy as jnp
 
     from learnopt.learned_optimizers import base as lopt_base
-    from learnopt.learned_optimizers import fused_kernel
+    from learnopt.learned_optimizers.blocks import fused_kernel
 
     lopt = lopt_base.get_learned_optimizer(name, **FUSED_CHECKS[name])
     opt = lopt.opt_fn(lopt.init(jax.random.PRNGKey(0)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from learnopt import cli
-from learnopt.learned_optimizers import fused_kernel
+from learnopt.learned_optimizers.blocks import fused_kernel
 from learnopt.tasks.datasets import storage
 
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from learnopt.learned_optimizers import fused_kernel, per_element
+from learnopt.learned_optimizers.blocks import fused_kernel, per_element
 
 
 def _case(n_features=(1, 1, 3), shape=(37, 29), seed=0, n_out=2):

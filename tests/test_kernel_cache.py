@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from learnopt.learned_optimizers import fused_kernel
+from learnopt.learned_optimizers.blocks import fused_kernel
 
 #: The environment variables, as documented (not the module's constants).
 SWITCH, CACHE, TIMEOUT = (

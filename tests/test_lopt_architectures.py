@@ -175,7 +175,7 @@ def test_adafac_non_factored_momentum_feature_matches_the_library():
     since its "Minor bugfix to adafac_mlp_lopt" of 2022-04-11): for tensors of rank < 2
     the last feature group is ``m * (v + 1e-6) ** -0.5``; at ``v = 0`` that is ``1000 m``
     (a floor at 1e-20 instead gave 1e10 m)."""
-    from learnopt.learned_optimizers import accumulators
+    from learnopt.learned_optimizers.blocks import accumulators
 
     lopt = adafac_mlp_lopt.AdafacMLPLOpt()
     # One row per decay, [3 decays, 2 elements] (accumulators.py's layout).

@@ -1,6 +1,6 @@
 """The fast forms of the per-element MLPs compute what the reference form computes.
 
-``learnopt.learned_optimizers.per_element.mlp`` evaluates every per-parameter network
+``learnopt.learned_optimizers.blocks.per_element.mlp`` evaluates every per-parameter network
 (MLPLOpt, AdafacMLPLOpt, MLPNomLOpt, Celo2, HyperV2's generated MLPs, RNNMLPLOpt) either
 as the obvious concatenate-and-matmul (``"reference"``) or in a faster form
 (``"elementwise"``, ``"blocked"``). Here every architecture runs a short unroll in each
@@ -25,15 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from learnopt.learned_optimizers import (
-    adafac_mlp_lopt,
-    celo2,
-    fused_kernel,
-    hyper_v2,
-    mlp_lopt,
-    per_element,
-    rnn_mlp_lopt,
-)
+from learnopt.learned_optimizers import adafac_mlp_lopt, celo2, hyper_v2, mlp_lopt, rnn_mlp_lopt
+from learnopt.learned_optimizers.blocks import fused_kernel, per_element
 
 # Step sizes such that every step moves the params by a few percent of their size: larger
 # ones push the magnitude output's exp() to underflow (HyperV2 with step_mult=0.1 and

@@ -19,7 +19,8 @@ import optax
 import pytest
 
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import mlp_lopt, progress, scheduled_adam
+from learnopt.learned_optimizers import mlp_lopt, scheduled_adam
+from learnopt.learned_optimizers.blocks import progress
 
 # A bias, a matrix, an embedding table and a conv kernel (one of each tensor kind).
 SHAPES = {"b": (3,), "w": (4, 3), "embed": {"table": (5, 2)}, "conv": (2, 2, 1, 3)}

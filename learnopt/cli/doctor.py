@@ -40,7 +40,7 @@ def report() -> list[str]:
 
     import learnopt
     from learnopt.evaluation import cache
-    from learnopt.learned_optimizers import fused_kernel
+    from learnopt.learned_optimizers.blocks import fused_kernel
     from learnopt.tasks.datasets import _sources, storage
 
     lines = [

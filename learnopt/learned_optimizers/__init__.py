@@ -21,10 +21,14 @@ end of this file register them all):
 * ``celo2.Celo2``: a normalized, compute-efficient update rule (Moudgil et al., 2026);
 * ``controlled_adam.ControlledAdam``: a learned, bounded per-tensor controller of
   ScheduledAdam's warmup-cosine step and weight decay (LHOPT-style, arXiv:2106.00958);
-* ``progress``: fraction-of-training features (``tau = t / T``) and the ``*_tau``
-  variants of the architectures above;
-* ``common``: shared accumulators, features and Haiku-layout layers;
-* ``convert``: loading a ``theta`` saved by learned_optimization.
+* ``common``: shared accumulators, features and Haiku-layout layers (the library's path);
+* ``convert``, ``theta_files``: loading a ``theta`` saved by learned_optimization; theta
+  files with their metadata.
+
+The architectures are built on ``blocks`` (:mod:`learnopt.learned_optimizers.blocks`):
+accumulators and their features, the per-element MLP and its fused kernel, the
+fraction-of-training features (``blocks.progress``; the ``*_tau`` variants) and VeLO's
+loss timescales. Nothing in ``blocks`` imports an architecture.
 
 The ported architectures keep learned_optimization's names, constructor arguments,
 maths and theta layout, so its meta-trained thetas load here.

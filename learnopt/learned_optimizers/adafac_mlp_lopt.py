@@ -35,7 +35,7 @@ with ``lambda_s = step_mult``, ``lambda_e = exp_mult``, ``phi(t)`` the time feat
 is ``1 - (1 - b0) * exp(10 * theta_decay)`` (``theta_decay`` starts at 0).
 
 learnopt option (off by default): ``tau_features=True`` appends the 7 features of the
-fraction of training done ``tau = t / T`` (:mod:`~learnopt.learned_optimizers.progress`;
+fraction of training done ``tau = t / T`` (:mod:`~learnopt.learned_optimizers.blocks.progress`;
 ``T`` from ``opt.init(params, num_steps=T)``; Celo, arXiv:2501.12670) after the time
 features, as per-tensor inputs (first layer ``[46, hidden]``); registered as
 ``AdafacMLPLOpt_tau`` (and ``MLPNomLOpt_tau``).
@@ -43,7 +43,7 @@ features, as per-tensor inputs (first layer ``[46, hidden]``); registered as
 learnopt differences: ``num_steps`` at ``init`` is optional (the library raises
 without it; it is stored but unused); arithmetic in float32 (float64 for float64
 params); the scalar-math code path (``concat_weights=False``) computes the same function
-in the fastest form (:mod:`~learnopt.learned_optimizers.per_element`). The non-factored
+in the fastest form (:mod:`~learnopt.learned_optimizers.blocks.per_element`). The non-factored
 ``m / sqrt(v + 1e-6)`` is the library's since its 2022-04-11 fix (learnopt used a 1e-20
 floor instead until 2026-12-01).
 """
@@ -58,14 +58,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from learnopt.learned_optimizers import (
-    accumulators,
-    common,
-    element_features,
-    per_element,
-    progress,
-)
 from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers.blocks import accumulators, element_features, per_element, progress
 
 PyTree = Any
 
@@ -90,7 +85,7 @@ class AdafacMLPLOptState:
     Attributes:
       params, model_state, iteration: as in every learnopt state.
       mom_rolling: momenta ``mom_rolling.m`` (per param, one array of ``p.shape`` per
-        decay, see :mod:`~learnopt.learned_optimizers.accumulators`).
+        decay, see :mod:`~learnopt.learned_optimizers.blocks.accumulators`).
       rms_rolling: second moments ``rms_rolling.rms`` (likewise).
       fac_rolling_features: factored second moments (fields are trees like params).
       num_steps: the inner-run length given to ``init`` (int32; -1 if not given).
@@ -144,10 +139,10 @@ def adafac_features(
       m, rms, fac_g: the updated momenta, second moments and preconditioned gradient.
       acc: the updated factored second moments of the tensor.
       mom_eps: added to ``v`` in the non-factored ``m / sqrt(v)`` (0 floors ``v``; see
-        :func:`~learnopt.learned_optimizers.element_features.factored_features`).
+        :func:`~learnopt.learned_optimizers.blocks.element_features.factored_features`).
       broadcast: False leaves the row and column groups unbroadcast (see
-        :func:`~learnopt.learned_optimizers.element_features.factored_features`), as
-        :func:`~learnopt.learned_optimizers.per_element.mlp` takes them.
+        :func:`~learnopt.learned_optimizers.blocks.element_features.factored_features`), as
+        :func:`~learnopt.learned_optimizers.blocks.per_element.mlp` takes them.
 
     Returns:
       The groups, each a list of ``n`` columns of shape ``shape = p.shape or (1,)``

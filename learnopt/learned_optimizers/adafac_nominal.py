@@ -155,7 +155,7 @@ class MLPNomLOpt(adafac.AdafacMLPLOpt):
         supported (raises ValueError).
       split_weights: a variant of the scalar-math path; same function.
       tau_features: learnopt option: also feed the fraction of training done (see
-        :mod:`learnopt.learned_optimizers.progress`).
+        :mod:`learnopt.learned_optimizers.blocks.progress`).
       default_num_steps: with ``tau_features``, the run length assumed when
         ``opt.init`` gets no ``num_steps`` (None: ``num_steps`` is required).
     """

@@ -20,7 +20,8 @@ import numpy as np
 import optax
 
 from learnopt import _validate
-from learnopt.learned_optimizers import common, progress
+from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers.blocks import progress
 from learnopt.optimizers import base as opt_base
 from learnopt.registry import Registry
 
@@ -407,7 +408,7 @@ def register_learned_optimizer(
       name: the registry name.
       fn: a callable returning a :class:`LearnedOptimizer` (keyword arguments allowed).
       tau: also register ``fn``'s fraction-of-training variant under this name
-        (:func:`~learnopt.learned_optimizers.progress.tau_variant`; ``fn`` must be a
+        (:func:`~learnopt.learned_optimizers.blocks.progress.tau_variant`; ``fn`` must be a
         class whose constructor takes ``tau_features``).
 
     Returns:

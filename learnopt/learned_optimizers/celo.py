@@ -67,7 +67,8 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import hyper_v2, loss_timescales
+from learnopt.learned_optimizers import hyper_v2
+from learnopt.learned_optimizers.blocks import loss_timescales
 
 __all__ = ["Celo", "TRAIN_PHASES"]
 
@@ -165,7 +166,7 @@ class Celo(hyper_v2.HyperV2):
           rms: its second moments (unused).
           fraction_trained: ``tau = iteration / num_steps``.
           loss_features: the 9 features of
-            :func:`~learnopt.learned_optimizers.loss_timescales.loss_buffer_features`.
+            :func:`~learnopt.learned_optimizers.blocks.loss_timescales.loss_buffer_features`.
 
         Returns:
           ``[tanh(10 (tau - s)) for s in timescales] + loss_features`` (plus the

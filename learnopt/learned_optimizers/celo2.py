@@ -89,8 +89,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from learnopt.canonical import leaf_compute_dtype
-from learnopt.learned_optimizers import accumulators, common, element_features, per_element
 from learnopt.learned_optimizers import base as lopt_base
+from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers.blocks import accumulators, element_features, per_element
 from learnopt.optimizers.common import safe_sqrt
 from learnopt.tree_utils import tree_map_multi, tree_path_str
 
@@ -111,7 +112,7 @@ class Celo2State:
     Attributes:
       params, model_state, iteration: as in every learnopt state.
       mom_rolling: the momentum accumulators, one array per decay (see
-        :mod:`~learnopt.learned_optimizers.accumulators`).
+        :mod:`~learnopt.learned_optimizers.blocks.accumulators`).
       rms_rolling: the second-moment accumulators, likewise.
       fac_rolling: the Adafactor-style factored second moments.
       adam_mom: Adam's first moments.

@@ -64,7 +64,8 @@ import jax.numpy as jnp
 from learnopt import _validate
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common, loss_timescales
+from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers.blocks import loss_timescales
 
 PyTree = Any
 

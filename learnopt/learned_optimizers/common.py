@@ -14,10 +14,10 @@ dtype (float32 for float32/bfloat16/float16 params, float64 for float64 params):
 
 The gradient accumulators (momenta, second moments, Adafactor-style factored second
 moments), their decays and the features read from them live in
-:mod:`learnopt.learned_optimizers.accumulators`; their names stay importable from here.
+:mod:`learnopt.learned_optimizers.blocks.accumulators`; their names stay importable from here.
 The library's own accumulator constructors (``rolling_mom``, ``vec_rolling_rms``,
 ``vec_factored_rolling``, ...), which research code written on it calls, are
-:mod:`learnopt.learned_optimizers.library_accumulators`, re-exported here.
+:mod:`learnopt.learned_optimizers.blocks.library_accumulators`, re-exported here.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 # Kept importable from here (their home is accumulators.py and element_features.py).
-from learnopt.learned_optimizers.accumulators import (
+from learnopt.learned_optimizers.blocks.accumulators import (
     FactoredAccum,
     MomAccumulator,
     RMSAccumulator,
@@ -47,11 +47,11 @@ from learnopt.learned_optimizers.accumulators import (
     rms_update,
     safe_rsqrt,
 )
-from learnopt.learned_optimizers.element_features import factored_features
+from learnopt.learned_optimizers.blocks.element_features import factored_features
 
 # learned_optimization's accumulators as its research code calls them (``common.
 # vec_rolling_mom(decays).init(params)``...), with the library's layout: decays last.
-from learnopt.learned_optimizers.library_accumulators import (
+from learnopt.learned_optimizers.blocks.library_accumulators import (
     factored_rolling,
     rolling_mom,
     rolling_rms,

@@ -50,7 +50,7 @@ library). The update needs the loss: ``opt.update(state, grads, loss=loss)``.
 
 learnopt option (off by default): the LSTM already reads ``tau = t / T``; with
 ``tau_features=True`` the generated per-parameter MLPs read it too, as the 7 per-tensor
-inputs of :func:`~learnopt.learned_optimizers.progress.tau_embedding` (Celo,
+inputs of :func:`~learnopt.learned_optimizers.blocks.progress.tau_embedding` (Celo,
 arXiv:2501.12670), through an extra bank leaf ``ff_mod_stack/~/w0__tau``
 ``[param_inits, 7, ff_hidden_size]``; registered as ``HyperV2_tau``.
 
@@ -74,16 +74,10 @@ import numpy as np
 
 from learnopt import _validate
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
-from learnopt.learned_optimizers import (
-    accumulators,
-    common,
-    element_features,
-    per_element,
-    progress,
-)
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers.hyper_v2_config import HyperV2Config
-from learnopt.learned_optimizers.loss_timescales import (
+from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers.blocks import accumulators, element_features, per_element, progress
+from learnopt.learned_optimizers.blocks.loss_timescales import (
     _FRACTION_TIMESCALES,
     _NUM_LOSS_TIMESCALES,
     LossBufferState,
@@ -91,6 +85,7 @@ from learnopt.learned_optimizers.loss_timescales import (
     loss_buffer_init,
     loss_buffer_update,
 )
+from learnopt.learned_optimizers.hyper_v2_config import HyperV2Config
 
 PyTree = Any
 
@@ -114,7 +109,7 @@ class HyperV2State:
       params, model_state, iteration: as in every learnopt state.
       num_steps: the inner-run length given to ``init``, int32.
       mom_rolling: the momentum accumulators, one array per decay (the library's are one
-        decays-last array, see :mod:`~learnopt.learned_optimizers.accumulators`).
+        decays-last array, see :mod:`~learnopt.learned_optimizers.blocks.accumulators`).
       rms_rolling: the second-moment accumulators, likewise.
       fac_rolling: the Adafactor-style factored second moments.
       lstm_hidden_state: the per-tensor LSTM state, ``[num_tensors, hidden]`` arrays.

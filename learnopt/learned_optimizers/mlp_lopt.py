@@ -68,7 +68,8 @@ import numpy as np
 
 from learnopt.canonical import leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common, per_element, progress
+from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers.blocks import per_element, progress
 from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any

@@ -40,7 +40,7 @@ their unconstrained form). At the initial theta the controls are zero, so NNAdam
 the Adam above with the initial hyperparameters: a meaningful default.
 
 learnopt option (off by default): ``tau_features=True`` appends the 7 features of the
-fraction of training done ``tau = t / T`` (:mod:`~learnopt.learned_optimizers.progress`;
+fraction of training done ``tau = t / T`` (:mod:`~learnopt.learned_optimizers.blocks.progress`;
 ``T`` from ``opt.init(params, num_steps=T)``; Celo, arXiv:2501.12670) to every
 tensor's LSTM inputs (``rnn/linear`` ``w: [58, 128]``); registered as ``NNAdam_tau``.
 
@@ -59,7 +59,8 @@ import numpy as np
 
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common, progress
+from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers.blocks import progress
 from learnopt.tree_utils import tree_map_multi
 
 PyTree = Any

@@ -44,7 +44,7 @@ LSTMState([1, 64], [1, 64]), "rnn_params": {"rnn/linear": {"w": [116, 256], "b"}
 The update needs the training loss: ``opt.update(state, grads, loss=loss)``.
 
 learnopt option (off by default): ``tau_features=True`` appends the 7 features of the
-fraction of training done ``tau = t / T`` (:mod:`~learnopt.learned_optimizers.progress`;
+fraction of training done ``tau = t / T`` (:mod:`~learnopt.learned_optimizers.blocks.progress`;
 ``T`` from ``opt.init(params, num_steps=T)``; Celo, arXiv:2501.12670) to the MLP's
 per-tensor inputs (first layer ``[61, hidden_size]`` with the defaults); registered as
 ``RNNMLPLOpt_tau``.
@@ -67,7 +67,8 @@ import numpy as np
 
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common, per_element, progress
+from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers.blocks import per_element, progress
 
 PyTree = Any
 

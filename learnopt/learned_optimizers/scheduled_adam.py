@@ -29,7 +29,7 @@ quantity) and of the kind of tensor. For a tensor ``p`` of kind ``k`` with gradi
 
 (``c = 1`` unless ``schedule_prior="warmup_cosine"``, ``w = warmup_fraction``; the
 per-tensor offset ``r(phi_p)`` only with ``tensor_features=True``; both below.)
-with ``s`` a small MLP over :func:`~learnopt.learned_optimizers.progress.tau_embedding`
+with ``s`` a small MLP over :func:`~learnopt.learned_optimizers.blocks.progress.tau_embedding`
 (ReLU, ``hidden_size`` units) whose output layer starts at zero, ``offset`` one scalar
 per tensor kind (:data:`TENSOR_KINDS`, zero at first), ``b = sigmoid(beta_logit)``
 and ``eps = exp(log_epsilon)``. At its initial theta ScheduledAdam is
@@ -90,7 +90,8 @@ import numpy as np
 from learnopt import _validate
 from learnopt.canonical import leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common, progress
+from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers.blocks import progress
 from learnopt.optimizers.adam import adam_direction_from_decays
 from learnopt.optimizers.common import safe_sqrt
 from learnopt.tree_utils import tree_map_multi
@@ -157,7 +158,7 @@ def tensor_features(
       m: its first moment.
       v: its second moment.
       kind: its index in :data:`TENSOR_KINDS`.
-      tau_features: :func:`~learnopt.learned_optimizers.progress.tau_embedding` of the step.
+      tau_features: :func:`~learnopt.learned_optimizers.blocks.progress.tau_embedding` of the step.
       correction1: Adam's ``1 - beta1^t``.
       correction2: Adam's ``1 - beta2^t``.
 

@@ -11,7 +11,7 @@ library's helper for the Adafactor axes of a shape.
 
 from __future__ import annotations
 
-from learnopt.learned_optimizers.accumulators import factored_dims
+from learnopt.learned_optimizers.blocks.accumulators import factored_dims
 from learnopt.learned_optimizers.hyper_v2 import HyperV2, HyperV2State
 
 State = HyperV2State

@@ -2,11 +2,11 @@
 
 AdafacMLPLOpt (and MLPNomLOpt), HyperV2 (VeLO) and Celo2 feed their MLPs the same
 feature groups, computed from the statistics of
-:mod:`~learnopt.learned_optimizers.accumulators` (one array per decay): the momenta,
+:mod:`~learnopt.learned_optimizers.blocks.accumulators` (one array per decay): the momenta,
 the second moments, ``m / sqrt(v)``, ``rsqrt(v)``, ``g / sqrt(v)`` and the
 Adafactor-preconditioned gradient (:func:`element_features`), and the factored row and
 column statistics (:func:`factored_features`). Each group is a list of columns, which
-:func:`~learnopt.learned_optimizers.per_element.mlp` reads with ``feature_axis=0``;
+:func:`~learnopt.learned_optimizers.blocks.per_element.mlp` reads with ``feature_axis=0``;
 :func:`lift_scalar` broadcasts a per-tensor value to such a column.
 """
 
@@ -18,7 +18,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from learnopt.learned_optimizers.accumulators import (
+from learnopt.learned_optimizers.blocks.accumulators import (
     _FACTORED_FEATURE_EPS,
     FactoredAccum,
     PerDecay,
@@ -146,7 +146,7 @@ def factored_features(
       broadcast: if False, the row and column groups (and their rsqrt) of a factored
         tensor are left as the row and column statistics, shaped to broadcast against
         the tensor (a 1 on the axis they average over), which
-        :func:`~learnopt.learned_optimizers.per_element.mlp` reads as their broadcast:
+        :func:`~learnopt.learned_optimizers.blocks.per_element.mlp` reads as their broadcast:
         their normalization statistics and first-layer terms then cost a few hundred
         values each instead of the whole tensor.
 

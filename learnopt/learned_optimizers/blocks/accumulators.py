@@ -12,7 +12,7 @@ statistics of every parameter tensor, one array per decay ``b_k``:
   Adafactor-preconditioned gradient ``fac_g``.
 
 Their per-parameter MLPs read the same per-element features from these statistics
-(:mod:`~learnopt.learned_optimizers.element_features`). This module holds the
+(:mod:`~learnopt.learned_optimizers.blocks.element_features`). This module holds the
 plumbing once: zero accumulators (:func:`init_accumulators`), the update of one tensor
 (:func:`update_accumulators`), the walk over the parameter tree (:func:`update_tree`) and
 the learnable-decay reparameterization. Arithmetic is in the tensor's
@@ -27,7 +27,7 @@ Here the state holds, at each parameter's place in the tree, a tuple of ``num_de
 arrays of the parameter's shape (:func:`init_accumulators`), and every per-tensor
 function takes and returns such per-decay sequences; the feature groups are lists of
 columns, which
-:func:`~learnopt.learned_optimizers.per_element.mlp` reads with ``feature_axis=0``. So
+:func:`~learnopt.learned_optimizers.blocks.per_element.mlp` reads with ``feature_axis=0``. So
 every statistic reads whole arrays, and nothing is stacked. Only the inner optimizer
 state is laid out this way; theta is the library's. MLPLOpt and RNNMLPLOpt keep their
 decays-last momenta (:func:`momentum_update`, :func:`rms_update`).

@@ -3,7 +3,7 @@
 Research code written on the notes' library (Celo's release, muLO's optimizers) builds
 its learned optimizers from ``learned_optimizers.common``'s accumulators; learnopt's
 ``common`` re-exports these so that such code runs with the import prefix changed.
-learnopt's own architectures use :mod:`~learnopt.learned_optimizers.accumulators`
+learnopt's own architectures use :mod:`~learnopt.learned_optimizers.blocks.accumulators`
 (one array per decay; the maths is the same). Here, as in the library:
 
 * :func:`rolling_mom` / :func:`rolling_rms`: an ``(init, update)`` pair over a tree:
@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 # The library's helpers, the same in learnopt's own accumulators.
-from learnopt.learned_optimizers.accumulators import factored_dims, safe_rsqrt
+from learnopt.learned_optimizers.blocks.accumulators import factored_dims, safe_rsqrt
 
 PyTree = Any
 

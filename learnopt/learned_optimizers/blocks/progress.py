@@ -17,7 +17,7 @@ run's length there. With ``t`` the step count before the update:
 * :func:`tau_embedding`: :data:`NUM_TAU_FEATURES` smooth features of ``tau`` (and of
   ``log(1 + t) / log(1 + T)``), the same for every element of every tensor, so the
   per-element MLPs take them as per-tensor inputs (folded into their first layer's bias
-  by :mod:`~learnopt.learned_optimizers.per_element`);
+  by :mod:`~learnopt.learned_optimizers.blocks.per_element`);
 * :func:`resolve_num_steps`: ``T`` as an int32 array, or a clear error when an
   optimizer that needs it did not get it;
 * :func:`param_scale`: the tensor's RMS plus a floor, for steps proportional to the
@@ -179,7 +179,7 @@ def tau_variant(cls: type, name: str) -> type:
     """
     doc = (
         f"{cls.__name__} with the fraction-of-training inputs on (``tau_features=True``;\n"
-        f"see :mod:`learnopt.learned_optimizers.progress`). Arguments as {cls.__name__}'s.\n"
+        f"see :mod:`learnopt.learned_optimizers.blocks.progress`). Arguments as {cls.__name__}'s.\n"
     )
     namespace = {"__doc__": doc, "__module__": cls.__module__, "name": property(lambda self: name)}
     config = getattr(cls, "default_config", None)

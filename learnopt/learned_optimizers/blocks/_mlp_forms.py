@@ -1,11 +1,11 @@
-"""The forms of :mod:`~learnopt.learned_optimizers.per_element`'s MLP, one function each.
+"""The forms of :mod:`~learnopt.learned_optimizers.blocks.per_element`'s MLP, one function each.
 
-:func:`~learnopt.learned_optimizers.per_element.mlp` chooses among them (its module
+:func:`~learnopt.learned_optimizers.blocks.per_element.mlp` chooses among them (its module
 docstring says what each form does and when it wins); they all compute the same
 function: ``_reference`` (features concatenated, matrix products), ``_elementwise``
 (the layers unrolled over the feature columns, differentiated through ``_stacked``),
 ``_blocked`` (matrix products on blocks of :data:`BLOCK` rows) and ``_fused`` (the
-compiled CPU kernel of :mod:`~learnopt.learned_optimizers.fused_kernel`, differentiated
+compiled CPU kernel of :mod:`~learnopt.learned_optimizers.blocks.fused_kernel`, differentiated
 through ``_blocked``), with the column normalization they share.
 """
 
@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from learnopt.learned_optimizers import fused_kernel
+from learnopt.learned_optimizers.blocks import fused_kernel
 
 #: Rows per block of the ``"blocked"`` form (16k rows of 32 floats: 2 MB per layer).
 BLOCK = 16384
@@ -33,7 +33,7 @@ class MeanSquare(NamedTuple):
     column's mean square over ``norm_axes`` (a scalar, or an array of the tensor's rank
     with 1 on those axes), computed by the caller where it has a cheaper way than a pass
     over the column (the Adafactor-preconditioned gradient:
-    :func:`~learnopt.learned_optimizers.accumulators.preconditioned_grad_mean_squares`).
+    :func:`~learnopt.learned_optimizers.blocks.accumulators.preconditioned_grad_mean_squares`).
 
     Attributes:
       value: the mean square, in the compute dtype.

@@ -13,7 +13,7 @@ The kernel ships as C++ source. :func:`available` compiles it once per machine w
 system's C++ compiler into a cache folder and registers it with JAX. Where that fails
 (no compiler, a read-only cache, a compile error or time-out, an FFI API mismatch) it
 returns False, :func:`unavailable_reason` says why, and one :class:`FusedKernelWarning`
-says so; :mod:`~learnopt.learned_optimizers.per_element` then keeps the blocked
+says so; :mod:`~learnopt.learned_optimizers.blocks.per_element` then keeps the blocked
 products, which compute the same function. Environment variables:
 
 * ``LEARNOPT_FUSED_KERNEL``: ``1``, ``true``, ``yes``, ``on`` (or unset / empty) use the
@@ -47,8 +47,8 @@ killed process, a stray write); a library that the compiler writes but that cann
 raises ``OSError`` in ``dlopen`` rather than crashing, and a child process would cost
 every run a second interpreter start for nothing more.
 
-Only the forward pass is fused: :func:`~learnopt.learned_optimizers.per_element.mlp`
-and :func:`~learnopt.learned_optimizers.per_element.mlp_step` take derivatives through
+Only the forward pass is fused: :func:`~learnopt.learned_optimizers.blocks.per_element.mlp`
+and :func:`~learnopt.learned_optimizers.blocks.per_element.mlp_step` take derivatives through
 the blocked form (a custom JVP), so meta-gradients are unchanged.
 """
 
@@ -513,7 +513,7 @@ def fused_mlp(layers, groups, hidden_sum: bool = False, norm_eps: float | None =
 
     Returns:
       One row per output unit, ``[K, N]`` (and the hidden sum with ``hidden_sum``). Not
-      differentiable by itself (see :func:`~learnopt.learned_optimizers.per_element.mlp`);
+      differentiable by itself (see :func:`~learnopt.learned_optimizers.blocks.per_element.mlp`);
       batched by ``vmap`` one slice after another.
     """
     (w0, b0), (w1, b1), (w2, b2) = layers
@@ -561,7 +561,8 @@ def fused_mlp_step(
 
     Returns:
       ``(new_p [N], hidden sum [32] or None, step sums [4] or None)``. Not
-      differentiable by itself (see :func:`~learnopt.learned_optimizers.per_element.mlp_step`).
+      differentiable by itself (see
+      :func:`~learnopt.learned_optimizers.blocks.per_element.mlp_step`).
     """
     (w0, b0), (w1, b1), (w2, b2) = layers
     n = p.shape[0]

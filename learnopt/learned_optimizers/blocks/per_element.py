@@ -27,7 +27,7 @@ products at a few GFLOP/s: 50-200x the cost of an Adam step on a 932k-parameter 
   products on blocks of :data:`BLOCK` rows (``lax.map``), so each block's hidden
   layers stay in cache instead of going to memory;
 * ``"fused"``: the feature groups' rows through
-  :mod:`~learnopt.learned_optimizers.fused_kernel`'s compiled CPU kernel (two hidden
+  :mod:`~learnopt.learned_optimizers.blocks.fused_kernel`'s compiled CPU kernel (two hidden
   layers of 32, ReLU, float32), the hidden units kept in registers, the normalization
   over the whole tensor computed in the kernel, and with :func:`mlp_step` the update
   written by it; its derivative is the blocked form's (a custom JVP).
@@ -49,8 +49,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from learnopt.learned_optimizers import fused_kernel
-from learnopt.learned_optimizers._mlp_forms import (
+from learnopt.learned_optimizers.blocks import fused_kernel
+from learnopt.learned_optimizers.blocks._mlp_forms import (
     BLOCK,
     Layer,
     MeanSquare,
@@ -221,7 +221,7 @@ def mlp(
       form: one of :data:`FORMS`.
       feature_axis: where each group holds its features: -1 (last axis) or 0 (first
         axis, or a sequence of columns: the one-array-per-decay features of
-        :mod:`~learnopt.learned_optimizers.accumulators`, whose columns the
+        :mod:`~learnopt.learned_optimizers.blocks.accumulators`, whose columns the
         normalization statistics then read as whole arrays, without copies).
 
     Returns:
