@@ -245,3 +245,41 @@ def test_import_finder_reads_function_level_relative_and_export_imports():
         "learnopt.tasks.base",
         "learnopt.plots",
     }
+
+
+MAX_FILE_LINES = 600
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(source: str) -> list[tuple[str, int]]:
+    """``(name, lines)`` of the functions over MAX_FUNCTION_LINES whose docstring does not
+    say why (a line beginning ``Long (over 80 lines)``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = node.end_lineno - node.lineno + 1
+            doc = ast.get_docstring(node) or ""
+            if lines > MAX_FUNCTION_LINES and "Long (over 80 lines)" not in doc:
+                found.append((node.name, lines))
+    return found
+
+
+def test_files_and_functions_stay_small():
+    """No module of the package is over 600 lines, and no function over 80 lines unless its
+    docstring says why (design.md: a newcomer reads a file in one sitting)."""
+    big, long = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text()
+        rel = path.relative_to(ROOT)
+        if source.count("\n") > MAX_FILE_LINES:
+            big.append(f"{rel}: {source.count(chr(10))} lines")
+        long += [f"{rel}:{name} ({n} lines)" for name, n in _long_functions(source)]
+    assert not big, "files over 600 lines:\n" + "\n".join(big)
+    assert not long, "functions over 80 lines without a why:\n" + "\n".join(long)
+
+
+def test_the_size_check_finds_a_long_function_without_a_why():
+    body = "\n".join(f"    x{i} = {i}" for i in range(90))
+    plain = f"def f():\n{body}\n"
+    why = f'def f():\n    """Long (over 80 lines): a table."""\n{body}\n'
+    assert _long_functions(plain) == [("f", 91)] and _long_functions(why) == []

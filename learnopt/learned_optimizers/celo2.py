@@ -401,6 +401,11 @@ class Celo2(lopt_base.LearnedOptimizer):
         adam_first_last: bool = False,
         weight_decay_after_step: bool = False,
     ):
+        """Checks and stores the settings (documented on the class).
+
+        Long (over 80 lines) for its signature: one line per setting of the release's
+        constructor, which it keeps.
+        """
         if mlp_activation not in ("relu", "tanh"):
             raise ValueError(f"mlp_activation must be 'relu' or 'tanh', got {mlp_activation!r}")
         if int(ff_hidden_size) < 1 or int(ff_hidden_layers) < 0:

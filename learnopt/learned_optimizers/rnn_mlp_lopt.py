@@ -242,6 +242,12 @@ class _RNNMLPOptimizer(common.ThetaOptimizer):
         return opt_state.replace(iteration=opt_state.iteration + 1, valid_loss_accum=accum)
 
     def _update_train(self, opt_state, grads, loss, model_state):
+        """One training step, in the library's order: loss features, dynamic gradient
+        clipping, accumulators, the LSTM over the tensors, then each tensor's MLP step.
+
+        Long (over 80 lines) because each stage feeds the next and the next state is
+        assembled from all of them; split, it would pass a dozen intermediates around.
+        """
         theta, lopt = self.theta, self.lopt
         s = opt_state
         dtype = compute_dtype(s.params)

@@ -44,6 +44,9 @@ def meta_train(
 ) -> MetaTrainResult:
     """Meta-trains a learned optimizer; checkpoints, resumes, survives faults.
 
+    Long (over 80 lines) for its docstring (63 lines: what a run writes, resumes and
+    survives); the body is 59 lines, one pass over the run's phases.
+
     The run's settings are the fields of :class:`learnopt.run.config.RunConfig` (task,
     families, lopt, lopt_config, trainer, trunc_length, total_length, num_tasks, std,
     meta_loss_split, meta_loss_weighting, meta_loss_window, meta_loss_power,

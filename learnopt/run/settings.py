@@ -144,6 +144,9 @@ def resolve(
 ) -> tuple[dict[str, Any], dict[str, Any], set[str]]:
     """Each setting: explicit, else the resumed run's, else the recipe's, else the default.
 
+    Long (over 80 lines): one rule (explicit, resumed, recipe, default) applied to
+    every setting in turn, with the checks between settings where they are decided.
+
     Args:
       given: the settings the caller gave (None where not given), checked.
       options: the options the caller gave (None where not given), checked.

@@ -268,7 +268,11 @@ def _mlp(
     step,
 ):
     """:func:`mlp`; with ``step`` (a :class:`_StepArgs`), the fused forms return
-    :func:`mlp_step`'s :class:`Step` (the kernel's epilogue) instead of the outputs."""
+    :func:`mlp_step`'s :class:`Step` (the kernel's epilogue) instead of the outputs.
+
+    Long (over 80 lines): the preparation every form shares (normalization statistics,
+    per-tensor inputs folded into the bias) and the dispatch to the form, kept together
+    so that every form computes from the same prepared inputs."""
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, got {form!r}")
     if feature_axis not in (0, -1):
