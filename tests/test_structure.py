@@ -3,8 +3,9 @@ module importable on its own, configurations free of JAX.
 
 Imports are read from the source (``ast``), those inside functions included, so a lazy
 import that runs upward or closes a circle is caught as well as a top-level one. A
-package ``__init__`` that re-exports lazily declares its names in a module-level
-``_EXPORTS = {"name": "learnopt.module"}`` table, read here as imports too.
+package ``__init__`` that re-exports lazily names its modules in a module-level
+``MODULES = ("learnopt.module", ...)`` tuple (:mod:`learnopt._lazy`), read here as
+imports too.
 """
 
 from __future__ import annotations
@@ -62,10 +63,10 @@ def _imports_in(source: str, module: str, is_package: bool) -> set[str]:
             targets = [f"{mod}.{a.name}" for a in node.names] or [mod]
         elif (
             isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in node.targets)
-            and isinstance(node.value, ast.Dict)
+            and any(isinstance(t, ast.Name) and t.id == "MODULES" for t in node.targets)
+            and isinstance(node.value, (ast.Tuple, ast.List))
         ):
-            targets = [v.value for v in node.value.values if isinstance(v, ast.Constant)]
+            targets = [v.value for v in node.value.elts if isinstance(v, ast.Constant)]
         for target in targets:
             if target.startswith("learnopt"):
                 resolved = _resolve(target)
@@ -233,7 +234,7 @@ def test_import_finder_reads_function_level_relative_and_export_imports():
     source = (
         "import os\n"
         "from . import checkpoints\n"
-        "_EXPORTS = {'make': 'learnopt.recipes'}\n"
+        "MODULES = ('learnopt.recipes',)\n"
         "def f():\n"
         "    from learnopt.tasks import base\n"
         "    import learnopt.plots\n"

@@ -32,98 +32,31 @@ One concept per module:
 * :mod:`~learnopt.evaluation.periodic`: the held-out evaluation during meta-training;
 * :mod:`~learnopt.evaluation.command`: what ``learnopt evaluate`` does.
 
-The names below are imported from their modules when first used, so that ``import
-learnopt.evaluation.config`` (and the command line's ``--help``) stays free of JAX.
+Every public name of these modules is offered here too (``evaluation.evaluate_suite``),
+imported from its module when first used, so that ``import learnopt.evaluation.config``
+(and the command line's ``--help``) stays free of JAX.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from learnopt._lazy import lazy_face
 
-#: Public name -> the module that defines it (imported on first use, PEP 562).
-_EXPORTS = {
-    # config
-    "EvaluateConfig": "learnopt.evaluation.config",
-    "PeriodicEvalConfig": "learnopt.evaluation.config",
-    "DEFAULT_LEARNING_RATES": "learnopt.evaluation.config",
-    "DEFAULT_BASELINES": "learnopt.evaluation.config",
-    "DEFAULT_SUITE_PREFERENCE": "learnopt.evaluation.config",
-    "EVAL_TASKS": "learnopt.evaluation.config",
-    "EVAL_LEARNING_RATES": "learnopt.evaluation.config",
-    "OPT_LIST_TRIALS": "learnopt.evaluation.config",
-    "REFERENCE_SCHEDULE": "learnopt.evaluation.config",
-    "REFERENCE_SCHEDULE_LR": "learnopt.evaluation.config",
-    # sweeps
-    "Sweep": "learnopt.evaluation.sweeps",
-    "lr_sweep": "learnopt.evaluation.sweeps",
-    "learned_sweep": "learnopt.evaluation.sweeps",
-    "optimizer_sweep": "learnopt.evaluation.sweeps",
-    "baseline_sweep": "learnopt.evaluation.sweeps",
-    "baseline_sweeps": "learnopt.evaluation.sweeps",
-    "opt_list_sweep": "learnopt.evaluation.sweeps",
-    "reference_sweep": "learnopt.evaluation.sweeps",
-    "default_baselines": "learnopt.evaluation.sweeps",
-    "log_grid": "learnopt.evaluation.sweeps",
-    # suites
-    "LOCAL_SUITES": "learnopt.evaluation.suites",
-    "get_suite": "learnopt.evaluation.suites",
-    "suite_names": "learnopt.evaluation.suites",
-    "default_suite": "learnopt.evaluation.suites",
-    # metrics
-    "windows": "learnopt.evaluation.metrics",
-    "smooth": "learnopt.evaluation.metrics",
-    "steps_to_reach": "learnopt.evaluation.metrics",
-    "speedup": "learnopt.evaluation.metrics",
-    "geomean": "learnopt.evaluation.metrics",
-    # results
-    "Curves": "learnopt.evaluation.results",
-    "TaskResult": "learnopt.evaluation.results",
-    "PointStats": "learnopt.evaluation.results",
-    "TunedBaseline": "learnopt.evaluation.results",
-    "Comparison": "learnopt.evaluation.results",
-    "TaskSummary": "learnopt.evaluation.results",
-    "SuiteResult": "learnopt.evaluation.results",
-    "summarize_task": "learnopt.evaluation.results",
-    "summary_markdown": "learnopt.evaluation.results",
-    # engine and runner
-    "TrainingSettings": "learnopt.evaluation.engine",
-    "TaskEvaluator": "learnopt.evaluation.engine",
-    "evaluate_task": "learnopt.evaluation.runner",
-    "evaluate_suite": "learnopt.evaluation.runner",
-    # cache, reports, figures
-    "BaselineCache": "learnopt.evaluation.cache",
-    "SUMMARY_COLUMNS": "learnopt.evaluation.report",
-    "CURVE_COLUMNS": "learnopt.evaluation.report",
-    "summary_rows": "learnopt.evaluation.report",
-    "sweep_rows": "learnopt.evaluation.report",
-    "curve_rows": "learnopt.evaluation.report",
-    "write_results": "learnopt.evaluation.report",
-    "eval_task_figure": "learnopt.evaluation.figures",
-    # periodic evaluation, the command
-    "PeriodicEval": "learnopt.evaluation.periodic",
-    "PeriodicEvalWarning": "learnopt.evaluation.periodic",
-    "read_eval_csv": "learnopt.evaluation.periodic",
-    "EVAL_COLUMNS": "learnopt.evaluation.periodic",
-    "BEST_THETA_FILE": "learnopt.evaluation.periodic",
-    "eval_score": "learnopt.evaluation.periodic",
-    "evaluate": "learnopt.evaluation.command",
-    "load_learned_candidate": "learnopt.evaluation.candidates",
-    "EvalError": "learnopt.evaluation.candidates",
-    "EvaluationInterrupted": "learnopt.evaluation.command",
-}
+#: The modules whose public names (their ``__all__``) this package offers, each imported
+#: when one of its names is first used (PEP 562).
+MODULES = (
+    "learnopt.evaluation.config",
+    "learnopt.evaluation.sweeps",
+    "learnopt.evaluation.suites",
+    "learnopt.evaluation.metrics",
+    "learnopt.evaluation.results",
+    "learnopt.evaluation.engine",
+    "learnopt.evaluation.runner",
+    "learnopt.evaluation.cache",
+    "learnopt.evaluation.report",
+    "learnopt.evaluation.figures",
+    "learnopt.evaluation.periodic",
+    "learnopt.evaluation.candidates",
+    "learnopt.evaluation.command",
+)
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__all__, __getattr__, __dir__ = lazy_face(__name__, MODULES)

@@ -15,47 +15,25 @@
 * :mod:`~learnopt.run.session`: one session of a run (start, loop, finish);
 * :mod:`~learnopt.run.loop`: :func:`meta_train`, the entry point.
 
-:mod:`learnopt.train` is the public face (``train.meta_train``). The names below are
-re-exported lazily, so that ``import learnopt.run.config`` imports no JAX.
+:mod:`learnopt.train` is the public face (``train.meta_train``). The public names of
+the modules of :data:`MODULES` are offered here too, imported when first used, so that
+``import learnopt.run.config`` imports no JAX.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from learnopt._lazy import lazy_face
 
-#: Public names and the modules that define them (read lazily, PEP 562).
-_EXPORTS = {
-    "meta_train": "learnopt.run.loop",
-    "Session": "learnopt.run.session",
-    "RunConfig": "learnopt.run.config",
-    "LaunchConfig": "learnopt.run.config",
-    "build_learner": "learnopt.run.build",
-    "build_task": "learnopt.run.build",
-    "build_lopt": "learnopt.run.build",
-    "make_estimator": "learnopt.run.build",
-    "expand_families": "learnopt.run.build",
-    "RunFolder": "learnopt.run.folder",
-    "RunExistsError": "learnopt.run.folder",
-    "RunLockedError": "learnopt.run.folder",
-    "holds_run": "learnopt.run.folder",
-    "read_metrics": "learnopt.run.metrics",
-    "MetaTrainResult": "learnopt.run.results",
-    "StepInfo": "learnopt.run.results",
-    "MetaTrainWarning": "learnopt.run.results",
-    "DataUnavailableError": "learnopt.run.results",
-}
+#: The modules whose public names (their ``__all__``) this package offers, each imported
+#: when one of its names is first used (PEP 562).
+MODULES = (
+    "learnopt.run.loop",
+    "learnopt.run.session",
+    "learnopt.run.config",
+    "learnopt.run.build",
+    "learnopt.run.folder",
+    "learnopt.run.metrics",
+    "learnopt.run.results",
+)
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'learnopt.run' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__all__, __getattr__, __dir__ = lazy_face(__name__, MODULES)
