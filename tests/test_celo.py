@@ -29,7 +29,7 @@ import pytest
 from learnopt.learned_optimizers import celo, theta_files
 from learnopt.optimizers import base as opt_base
 from learnopt.outer_trainers import gradient_learner
-from learnopt.outer_trainers.central_learner import frozen_mask
+from learnopt.outer_trainers.outer_update import frozen_mask
 
 H = 8  # LSTM width of the tests
 SHAPES = {"b": (5,), "w": (3, 4)}

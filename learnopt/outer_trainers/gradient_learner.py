@@ -7,9 +7,9 @@ The notes' library's module path, kept as the face of five modules, one concept 
   :class:`GradientEstimatorOut`, ...) and the estimator registry;
 * :mod:`~learnopt.outer_trainers.worker`: a worker's computation, every estimator's
   estimate averaged (:class:`WorkerWeights` in, :class:`AggregatedGradient` out);
-* :mod:`~learnopt.outer_trainers.central_learner`: :class:`GradientLearner`, which applies
+* :mod:`~learnopt.outer_trainers.outer_update`: :class:`GradientLearner`, which applies
   averaged estimates with an outer optimizer, clipping them and skipping non-finite ones;
-* :mod:`~learnopt.outer_trainers.learner`: :class:`SingleMachineGradientLearner`, both in
+* :mod:`~learnopt.outer_trainers.fused_learner`: :class:`SingleMachineGradientLearner`, both in
   one XLA program per outer step that compiles once;
 * :mod:`~learnopt.outer_trainers.library_convention`: the library's calling convention
   (``WorkerWeights`` first, on the host; :func:`gradient_worker_compute`) on top of them.
@@ -17,11 +17,7 @@ The notes' library's module path, kept as the face of five modules, one concept 
 
 from __future__ import annotations
 
-from learnopt.outer_trainers.central_learner import (
-    GradientLearner,
-    GradientLearnerState,
-    OptCheckpoint,
-)
+from learnopt.outer_trainers.fused_learner import SingleMachineGradientLearner, SingleMachineState
 from learnopt.outer_trainers.gradient_estimator import (
     ESTIMATORS,
     GradientEstimator,
@@ -31,11 +27,15 @@ from learnopt.outer_trainers.gradient_estimator import (
     UnrollInfo,
     is_host_style,
 )
-from learnopt.outer_trainers.learner import SingleMachineGradientLearner, SingleMachineState
 from learnopt.outer_trainers.library_convention import (
     ParameterCheckpoint,
     WorkerComputeOut,
     gradient_worker_compute,
+)
+from learnopt.outer_trainers.outer_update import (
+    GradientLearner,
+    GradientLearnerState,
+    OptCheckpoint,
 )
 from learnopt.outer_trainers.worker import AggregatedGradient, WorkerWeights
 

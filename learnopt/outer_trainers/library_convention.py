@@ -38,11 +38,6 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.canonical import settle_dtypes
-from learnopt.outer_trainers.central_learner import (
-    GradientLearner,
-    GradientLearnerState,
-    OptCheckpoint,
-)
 from learnopt.outer_trainers.gradient_estimator import (
     GradientEstimator,
     GradientEstimatorOut,
@@ -51,6 +46,11 @@ from learnopt.outer_trainers.gradient_estimator import (
     is_host_style,
     outer_kwargs,
     parameter_names,
+)
+from learnopt.outer_trainers.outer_update import (
+    GradientLearner,
+    GradientLearnerState,
+    OptCheckpoint,
 )
 from learnopt.outer_trainers.worker import (
     AggregatedGradient,

@@ -155,7 +155,7 @@ def frozen_keys(lopt: Any, freeze: Sequence[str] | None) -> tuple[str, ...] | No
     """
     if not freeze:
         return None
-    from learnopt.outer_trainers.central_learner import frozen_mask
+    from learnopt.outer_trainers.outer_update import frozen_mask
 
     groups = lopt.freeze_groups() if isinstance(lopt, lopt_base.LearnedOptimizer) else {}
     keys = tuple(k for name in freeze for k in groups.get(name, (name,)))

@@ -4,7 +4,7 @@
 estimates of its gradient estimators. One call of its
 :meth:`~SingleMachineGradientLearner.update` is **one XLA program** (every estimator's
 unrolls, the estimates and the outer update of
-:class:`~learnopt.outer_trainers.central_learner.GradientLearner`) that compiles once;
+:class:`~learnopt.outer_trainers.outer_update.GradientLearner`) that compiles once;
 only the batches are fetched on the host and passed in. Its populations of inner runs can
 be split over the devices of a mesh (:mod:`learnopt.outer_trainers.population_sharding`).
 It also owns the position of its datasets (:meth:`~SingleMachineGradientLearner.get_data_state`),
@@ -27,8 +27,8 @@ from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
 from learnopt.outer_trainers import population_sharding
 from learnopt.outer_trainers import worker as worker_lib
-from learnopt.outer_trainers.central_learner import GradientLearner, GradientLearnerState
 from learnopt.outer_trainers.gradient_estimator import GradientEstimator, is_host_style
+from learnopt.outer_trainers.outer_update import GradientLearner, GradientLearnerState
 
 PyTree = Any
 MetaParams = Any

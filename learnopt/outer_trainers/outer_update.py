@@ -4,7 +4,7 @@
 optimizer's state. Its update averages the estimates it is given, clips the mean to
 ``max_grad_norm`` and applies it only if the estimate, the new ``theta`` and the new
 outer-optimizer state are all finite; a skipped step is counted, never applied.
-:class:`~learnopt.outer_trainers.learner.SingleMachineGradientLearner` runs this update
+:class:`~learnopt.outer_trainers.fused_learner.SingleMachineGradientLearner` runs this update
 inside its one fused program.
 """
 
