@@ -58,7 +58,7 @@ MATH_PAGES = {
                     "celo_adam",
                     "celo2",
                     "controlled_adam",
-                    "progress",
+                    "blocks.progress",
                 )
             ),
         )

@@ -16,7 +16,7 @@
 * :mod:`~learnopt.run.loop`: :func:`meta_train`, the entry point.
 
 :mod:`learnopt.train` is the public face (``train.meta_train``). The public names of
-the modules of :data:`MODULES` are offered here too, imported when first used, so that
+the modules of ``MODULES`` are offered here too, imported when first used, so that
 ``import learnopt.run.config`` imports no JAX.
 """
 
