@@ -33,7 +33,7 @@ needs_compiler = pytest.mark.skipif(GXX is None, reason="no C++ compiler on PATH
 
 #: What a child process runs: the kernel's availability and the reason, on one line.
 PROBE = (
-    "from learnopt.learned_optimizers import fused_kernel as k\n"
+    "from learnopt.learned_optimizers.blocks import fused_kernel as k\n"
     "ok = k.available()\n"
     "print('RESULT', ok, k.unavailable_reason())\n"
 )
