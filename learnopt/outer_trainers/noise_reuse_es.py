@@ -84,19 +84,15 @@ class NoiseReuseES(common.TruncatedAntitheticEstimator):
           ``theta``, the next state and the unroll's record; metrics:
           ``delta_loss_abs``, ``num_done``.
         """
-        ts = self.truncated_step
-        k_eps, k_unroll, k_reset = jax.random.split(key, 3)
+        k_eps, *keys = jax.random.split(key, 3)
         eps = state.perturbation
-        pos, neg, pos_loss, neg_loss, pos_out = self._unroll_truncation(
-            theta, eps, state.pos_state, state.neg_state, k_unroll, datas
+        new_pos, new_neg, done, pos_loss, neg_loss, info = self._both_halves_then_restarts(
+            theta, eps, state, keys, datas, outer_state
         )
-        new_pos, done = ts.reset_done(theta, pos, k_reset, outer_state=outer_state)
-        new_neg, _ = ts.reset_done(theta, neg, k_reset, outer_state=outer_state)
         # A run that restarts draws its perturbation for the whole of its next run.
-        fresh = common.sample_perturbations(theta, k_eps, self.std, ts.num_tasks)
+        fresh = common.sample_perturbations(theta, k_eps, self.std, self.truncated_step.num_tasks)
         new_state = NRESState(
             pos_state=new_pos, neg_state=new_neg, perturbation=tree_where(done, fresh, eps)
         )
         metrics = {"num_done": jnp.sum(done).astype(jnp.float32)}
-        info = common.unroll_info(pos, pos_out)
         return self._output(eps, pos_loss, neg_loss, new_state, metrics, info)

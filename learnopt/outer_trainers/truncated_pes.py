@@ -90,16 +90,13 @@ class TruncatedPES(common.TruncatedAntitheticEstimator):
           ``theta``, the next state and the unroll's record; metrics:
           ``delta_loss_abs``, ``num_done``.
         """
-        ts = self.truncated_step
-        k_eps, k_unroll, k_reset = jax.random.split(key, 3)
-        eps = common.sample_perturbations(theta, k_eps, self.std, ts.num_tasks)
-        pos, neg, pos_loss, neg_loss, pos_out = self._unroll_truncation(
-            theta, eps, state.pos_state, state.neg_state, k_unroll, datas
+        k_eps, *keys = jax.random.split(key, 3)
+        eps = common.sample_perturbations(theta, k_eps, self.std, self.truncated_step.num_tasks)
+        # Finished runs restart (both halves from the same fresh state) with a zero sum.
+        new_pos, new_neg, done, pos_loss, neg_loss, info = self._both_halves_then_restarts(
+            theta, eps, state, keys, datas, outer_state
         )
         accumulator = jax.tree_util.tree_map(jnp.add, state.accumulator, eps)
-        # Finished runs restart (both halves from the same fresh state) with a zero sum.
-        new_pos, done = ts.reset_done(theta, pos, k_reset, outer_state=outer_state)
-        new_neg, _ = ts.reset_done(theta, neg, k_reset, outer_state=outer_state)
         zeros = jax.tree_util.tree_map(jnp.zeros_like, accumulator)
         new_state = PESState(
             pos_state=new_pos,
@@ -107,5 +104,4 @@ class TruncatedPES(common.TruncatedAntitheticEstimator):
             accumulator=tree_where(done, zeros, accumulator),
         )
         metrics = {"num_done": jnp.sum(done).astype(jnp.float32)}
-        info = common.unroll_info(pos, pos_out)
         return self._output(accumulator, pos_loss, neg_loss, new_state, metrics, info)
