@@ -7,8 +7,10 @@ and prints the pass / fail / skip counts, then each test that did not pass.
 
 The set is learnopt's definition: every test file of the library's ``optimizers/``,
 ``learned_optimizers/``, ``outer_trainers/``, the ported ``tasks`` modules, ``tree_utils``,
-``summary`` and ``hyper_v2``. Tests the library itself skips without 8 accelerators are counted as
-skipped, not failed.
+``summary`` and ``hyper_v2``. The library's pmap tests want exactly 8 local devices: on a
+CPU the tests run with XLA's host platform split into 8 devices
+(``--xla_force_host_platform_device_count=8``, unless ``XLA_FLAGS`` already sets a count);
+a test the library skips anyway is counted as skipped, not failed.
 
     python benchmarks/run_library_tests.py --src /tmp/libsrc        # a checked-out tree
     python benchmarks/run_library_tests.py --git-dir /path/repo.git # archives its HEAD
@@ -182,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         cmd += [str(f) for f in files]
         t0 = time.perf_counter()
         env = dict(os.environ)
+        if "xla_force_host_platform_device_count" not in env.get("XLA_FLAGS", ""):
+            flags = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"
+            env["XLA_FLAGS"] = flags.strip()
         if args.deps:
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (env.get("PYTHONPATH"), os.path.abspath(args.deps)) if p

@@ -23,17 +23,19 @@ When a run ends, both halves restart from the same fresh state and ``xi_i`` is r
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from learnopt.outer_trainers import common
+from learnopt.outer_trainers import common, population_sharding
 from learnopt.outer_trainers.gradient_estimator import ESTIMATORS
 from learnopt.outer_trainers.lopt_truncated_step import tree_where
 
-__all__ = ["TruncatedPES", "PESState", "PESWorkerState"]
+__all__ = ["TruncatedPES", "TruncatedPESPMAP", "PESState", "PESWorkerState"]
 
 
 @flax.struct.dataclass
@@ -105,3 +107,75 @@ class TruncatedPES(common.TruncatedAntitheticEstimator):
         )
         metrics = {"num_done": jnp.sum(done).astype(jnp.float32)}
         return self._output(accumulator, pos_loss, neg_loss, new_state, metrics, info)
+
+
+class TruncatedPESPMAP(TruncatedPES):
+    """PES on every local device: the library's pmap estimator, on a sharded population.
+
+    Each of the ``num_devices`` local devices runs ``truncated_step.num_tasks`` antithetic
+    pairs, as the library's ``TruncatedPESPMAP`` (its ``jax.pmap``): the population is
+    ``num_devices * num_tasks`` pairs, split over the devices by its leading axis
+    (:mod:`~learnopt.outer_trainers.population_sharding`), and the estimate is their
+    mean. XLA partitions the unroll by its inputs' sharding; the maths is
+    :class:`TruncatedPES`'s.
+
+    Args:
+      truncated_step: the population of one device; its ``num_tasks`` pairs per device.
+      *args: :class:`TruncatedPES`'s other arguments, in its order.
+      num_devices: the number of local devices, which must be ``len(jax.local_devices())``.
+      replicate_data_across_devices: give every device the same batches (one device's
+        draw, repeated) instead of its own.
+      **kwargs: :class:`TruncatedPES`'s keyword arguments.
+
+    Raises:
+      ValueError: ``num_devices`` is not the number of local devices.
+    """
+
+    def __init__(
+        self,
+        truncated_step: Any,
+        *args: Any,
+        num_devices: int = 8,
+        replicate_data_across_devices: bool = False,
+        **kwargs: Any,
+    ):
+        devices = jax.local_devices()
+        if len(devices) != num_devices:
+            raise ValueError(
+                f"TruncatedPESPMAP: num_devices={num_devices}, but there are {len(devices)} "
+                f"local devices ({devices})"
+            )
+        population = copy.copy(truncated_step)
+        population.num_tasks = truncated_step.num_tasks * num_devices
+        super().__init__(population, *args, **kwargs)
+        self.per_device_step = truncated_step
+        self.num_devices = num_devices
+        self.replicate_data_across_devices = bool(replicate_data_across_devices)
+        self.mesh = jax.sharding.Mesh(devices, ("tasks",))
+
+    def init_worker_state(self, theta: Any, key: jax.Array, outer_state: Any = None) -> PESState:
+        """:class:`TruncatedPES`'s state, its population split over the devices.
+
+        Arguments as in
+        :meth:`~learnopt.outer_trainers.gradient_estimator.GradientEstimator.init_worker_state`.
+
+        Returns:
+          The :class:`PESState`.
+        """
+        state = super().init_worker_state(theta, key, outer_state)
+        shardings = population_sharding.by_population(self.mesh, state, self, 0)
+        return jax.device_put(state, shardings)
+
+    def get_datas(self) -> Any:
+        """The batches of one truncation for every device's pairs.
+
+        Returns:
+          ``[trunc_length, num_devices * num_tasks, ...]`` batches (with
+          ``replicate_data_across_devices``, one device's draw repeated), or None.
+        """
+        if not self.replicate_data_across_devices:
+            return super().get_datas()
+        datas = self.per_device_step.get_batch(self.trunc_length)
+        return jax.tree_util.tree_map(
+            lambda x: np.concatenate([x] * self.num_devices, axis=1), datas
+        )
