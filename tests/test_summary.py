@@ -188,8 +188,7 @@ def test_writers_keep_print_and_forward(capsys):
 
 
 def test_tensorboard_writer_writes_scalars_read_back(tmp_path):
-    pytest.importorskip("tensorboardX")
-    from learnopt import tensorboard
+    from learnopt import tensorboard  # tensorboardX is in the test extra
 
     writer = summary.TensorboardWriter(tmp_path / "tb")
     writer.scalar("loss", np.float32(0.25), 7)
