@@ -20,7 +20,8 @@ parameter missing from the reference. What is checked:
   (``:meth:`~learnopt.optimizers.interface.Optimizer.update```): the arguments are
   written once, on the interface; likewise a class without ``Args:`` that inherits its
   constructor and names the class it inherits it from (``:class:`Base```) has that
-  class's ``Args:``; public properties have a docstring;
+  class's ``Args:``, and a dataclass that names its dataclass base (``:class:`Base```)
+  has that base's fields documented by it; public properties have a docstring;
 * a function or method whose return annotation is not ``None`` has a ``Returns:`` (or
   ``Yields:``) section.
 
@@ -215,6 +216,9 @@ def _constructor(cls: type) -> tuple[list[str], str]:
         fields = None
     if fields is not None:
         commented = comment_documented(cls)
+        for base in cls.__mro__[1:]:  # fields a named dataclass base documents
+            if dataclasses.is_dataclass(base) and _names_class(doc, base):
+                commented |= {f.name for f in dataclasses.fields(base)}
         return [f for f in fields if f not in commented], doc
     if issubclass(cls, (enum.Enum, BaseException)):
         return [], doc
@@ -553,3 +557,38 @@ def test_a_class_naming_the_class_it_inherits_its_constructor_from_takes_its_arg
 
     params, _ = missing({"Named": Named, "Silent": Silent})
     assert params == {"Silent": ["width"]}
+
+
+def test_a_dataclass_naming_its_base_has_the_bases_fields_documented():
+    @dataclasses.dataclass
+    class Base:
+        """A base.
+
+        Attributes:
+          a: the a.
+        """
+
+        a: int
+
+    @dataclasses.dataclass
+    class Named(Base):
+        """:class:`Base`'s fields and one more.
+
+        Attributes:
+          b: the b.
+        """
+
+        b: int
+
+    @dataclasses.dataclass
+    class Silent(Base):
+        """Does not name its base.
+
+        Attributes:
+          b: the b.
+        """
+
+        b: int
+
+    params, _ = missing({"Named": Named, "Silent": Silent})
+    assert params == {"Silent": ["a"]}

@@ -75,24 +75,17 @@ _LOSS_DECAY = 0.9
 
 
 @flax.struct.dataclass
-class ControlledAdamState:
-    """State of the optimizer :meth:`ControlledAdam.opt_fn` returns.
+class ControlledAdamState(scheduled_adam.ScheduledAdamState):
+    """State of the optimizer :meth:`ControlledAdam.opt_fn` returns: the fields of
+    :class:`~learnopt.learned_optimizers.scheduled_adam.ScheduledAdamState` and the loss
+    statistics the controller reads.
 
     Attributes:
-      params, model_state, iteration: as in every learnopt state.
-      num_steps: the run length ``T`` given to ``init``, int32.
-      mu, nu: Adam's first and second moments, in the params' arithmetic dtypes.
       loss_ema: the exponential moving average of the losses given to ``update`` (0
         before the first).
       first_loss: the first loss given to ``update`` (0 before it).
     """
 
-    params: PyTree
-    model_state: PyTree
-    iteration: jax.Array
-    num_steps: jax.Array
-    mu: PyTree
-    nu: PyTree
     loss_ema: jax.Array
     first_loss: jax.Array
 
@@ -167,11 +160,10 @@ class _ControlledAdamOptimizer(scheduled_adam._ScheduledAdamOptimizer):
             fresh = s.first_loss <= 0
             first_loss = jnp.where(fresh, value, s.first_loss)
             loss_ema = jnp.where(fresh, value, _LOSS_DECAY * s.loss_ema + (1 - _LOSS_DECAY) * value)
-        return ControlledAdamState(
+        return s.replace(
             params=params,
             model_state=model_state if model_state is not None else s.model_state,
             iteration=t,
-            num_steps=s.num_steps,
             mu=mu,
             nu=nu,
             loss_ema=loss_ema,

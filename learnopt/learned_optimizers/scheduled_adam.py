@@ -286,11 +286,10 @@ class _ScheduledAdamOptimizer(common.ThetaOptimizer):
             return (p.astype(cd) - lr * d).astype(p.dtype), m, v
 
         params, mu, nu = tree_map_multi(step, s.params, s.mu, s.nu, grads, kinds)
-        return ScheduledAdamState(
+        return s.replace(
             params=params,
             model_state=model_state if model_state is not None else s.model_state,
             iteration=t,
-            num_steps=s.num_steps,
             mu=mu,
             nu=nu,
         )
