@@ -91,15 +91,7 @@ def integer(name: str, value: Any, minimum: int | None = None, maximum: int | No
 
 
 def positive_int(name: str, value: Any) -> int:
-    """An integer >= 1.
-
-    Args:
-      name: the argument's name, used in the error message.
-      value: the value to check.
-
-    Returns:
-      ``int(value)``; see :func:`integer` for what raises.
-    """
+    """:func:`integer` with ``minimum=1``."""
     return integer(name, value, minimum=1)
 
 
@@ -137,15 +129,7 @@ def run_length(name: str, value: Any) -> Any:
 
 
 def non_negative_int(name: str, value: Any) -> int:
-    """An integer >= 0.
-
-    Args:
-      name: the argument's name, used in the error message.
-      value: the value to check.
-
-    Returns:
-      ``int(value)``; see :func:`integer` for what raises.
-    """
+    """:func:`integer` with ``minimum=0``."""
     return integer(name, value, minimum=0)
 
 
@@ -232,28 +216,12 @@ def real(
 
 
 def positive_float(name: str, value: Any) -> Any:
-    """A finite number > 0.
-
-    Args:
-      name: the argument's name, used in the error message.
-      value: the value to check (JAX arrays pass unchecked).
-
-    Returns:
-      What :func:`real` returns (a ``float`` for a scalar).
-    """
+    """A finite number > 0: :func:`real` with ``low=0.0, low_open=True``."""
     return real(name, value, low=0.0, low_open=True)
 
 
 def non_negative_float(name: str, value: Any) -> Any:
-    """A finite number >= 0.
-
-    Args:
-      name: the argument's name, used in the error message.
-      value: the value to check (JAX arrays pass unchecked).
-
-    Returns:
-      What :func:`real` returns (a ``float`` for a scalar).
-    """
+    """A finite number >= 0: :func:`real` with ``low=0.0``."""
     return real(name, value, low=0.0)
 
 
@@ -285,15 +253,7 @@ def optional_positive_float(name: str, value: Any) -> Any:
 
 
 def seed(name: str, value: Any) -> int:
-    """A PRNG seed: an integer in ``[0, 2**32)`` (JAX keys of larger seeds collide).
-
-    Args:
-      name: the argument's name, used in the error message.
-      value: the value to check.
-
-    Returns:
-      ``int(value)``; see :func:`integer` for what raises.
-    """
+    """A PRNG seed: :func:`integer` in ``[0, 2**32)`` (JAX keys of larger seeds collide)."""
     return integer(name, value, minimum=0, maximum=SEED_LIMIT - 1)
 
 

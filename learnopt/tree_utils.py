@@ -420,15 +420,7 @@ def tree_div(a: PyTree, scalar_or_tree: Any) -> PyTree:
 
 
 def tree_mul(a: PyTree, scalar_or_tree: Any) -> PyTree:
-    """``a * b`` leaf by leaf; ``b`` a scalar or a tree like ``a``.
-
-    Args:
-      a: a tree of arrays.
-      scalar_or_tree: a number or array, or a tree with ``a``'s structure.
-
-    Returns:
-      A tree with ``a``'s structure.
-    """
+    """``a * b`` leaf by leaf; arguments as :func:`tree_div`'s."""
     return _elementwise(jnp.multiply, a, scalar_or_tree)
 
 
@@ -470,14 +462,7 @@ def tree_zip_onp(trees: Any) -> PyTree:
 
 
 def tree_zip_jnp(trees: Any) -> PyTree:
-    """As :func:`tree_zip_onp`, into JAX arrays.
-
-    Args:
-      trees: an iterable of trees with one structure.
-
-    Returns:
-      The tree of ``jnp.asarray([leaf_0, leaf_1, ...])``.
-    """
+    """As :func:`tree_zip_onp`, into JAX arrays (``jnp.asarray([leaf_0, leaf_1, ...])``)."""
     return _zip(trees, jnp.asarray)
 
 

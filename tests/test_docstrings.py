@@ -19,8 +19,10 @@ parameter missing from the reference. What is checked:
   reference, and so is an override whose docstring has no ``Args:`` and names that method
   (``:meth:`~learnopt.optimizers.interface.Optimizer.update```): the arguments are
   written once, on the interface; likewise a class without ``Args:`` that inherits its
-  constructor and names the class it inherits it from (``:class:`Base```) has that
-  class's ``Args:``, and a dataclass that names its dataclass base (``:class:`Base```)
+  constructor (or defines one without ``Args:``, to reorder or add to them) and names
+  the class it takes them from (``:class:`Base```) has that class's ``Args:``; a
+  function without ``Args:`` that names a function of its module (``:func:`other```)
+  has that function's; a dataclass that names its dataclass base (``:class:`Base```)
   has that base's fields documented by it; public properties have a docstring;
 * a function or method whose return annotation is not ``None`` has a ``Returns:`` (or
   ``Yields:``) section.
@@ -40,7 +42,9 @@ import importlib
 import inspect
 import pkgutil
 import re
+import sys
 import textwrap
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -228,8 +232,9 @@ def _constructor(cls: type) -> tuple[list[str], str]:
         if "__init__" in vars(base):
             init = vars(base)["__init__"]
             docs = f"{doc}\n\n{init.__doc__ or ''}"
-            if base is not cls and not _sections(doc).get("Args") and _names_class(doc, base):
-                docs += f"\n\n{base.__doc__ or ''}"  # "Arguments as :class:`Base`'s"
+            if not _sections(docs).get("Args"):  # "Arguments as :class:`Base`'s"
+                named = (b for b in cls.__mro__[1:] if _names_class(doc, b))
+                docs += "".join(f"\n\n{b.__doc__ or ''}" for b in named)
             return _parameters(init, bound=True), docs
         if "__new__" in vars(base):
             return _parameters(cls, bound=False), doc
@@ -289,6 +294,33 @@ def method_doc(cls: type, name: str) -> str | None:
     return doc
 
 
+_FUNCTION_REFERENCE = re.compile(r":func:`~?(?:[\w.]*\.)?(\w+)`")
+
+
+def function_doc(fn: Callable[..., Any]) -> str | None:
+    """The docstring that documents function ``fn``.
+
+    Its own; where it has no ``Args:`` section and names a function of its module
+    (``:func:`other```), whose arguments it takes ("As :func:`other`, ..."), that
+    function's docstring after its own.
+
+    Args:
+      fn: the function.
+
+    Returns:
+      The docstring to check, or None.
+    """
+    doc = fn.__doc__
+    if not doc or _sections(doc).get("Args"):
+        return doc
+    module = sys.modules.get(fn.__module__)
+    for name in _FUNCTION_REFERENCE.findall(doc):
+        other = getattr(module, name, None)
+        if inspect.isfunction(other) and other is not fn:
+            return f"{doc}\n\n{other.__doc__ or ''}"
+    return doc
+
+
 def missing(
     objects: dict[str, Any] | None = None,
 ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
@@ -317,7 +349,7 @@ def missing(
 
     for name, obj in (public_objects() if objects is None else objects).items():
         if inspect.isfunction(obj):
-            check(name, obj, _parameters(obj, bound=False), obj.__doc__)
+            check(name, obj, _parameters(obj, bound=False), function_doc(obj))
             continue
         wanted, doc = _constructor(obj)
         check(name, None, wanted, doc)
@@ -555,8 +587,14 @@ def test_a_class_naming_the_class_it_inherits_its_constructor_from_takes_its_arg
     class Silent(Base):
         """Says nothing of its arguments."""
 
-    params, _ = missing({"Named": Named, "Silent": Silent})
-    assert params == {"Silent": ["width"]}
+    class Reordered(Base):
+        """Arguments as :class:`Base`'s, and ``depth``."""
+
+        def __init__(self, depth: int, width: int, extra: int = 0):
+            super().__init__(width)
+
+    params, _ = missing({"Named": Named, "Silent": Silent, "Reordered": Reordered})
+    assert params == {"Silent": ["width"], "Reordered": ["depth", "extra"]}
 
 
 def test_a_dataclass_naming_its_base_has_the_bases_fields_documented():
@@ -592,3 +630,37 @@ def test_a_dataclass_naming_its_base_has_the_bases_fields_documented():
 
     params, _ = missing({"Named": Named, "Silent": Silent})
     assert params == {"Silent": ["a"]}
+
+
+def test_a_function_naming_a_function_of_its_module_takes_its_args():
+    def fake_module_function(value: int, scale: int = 2) -> int:
+        """Scales.
+
+        Args:
+          value: the value.
+          scale: the factor.
+
+        Returns:
+          The product.
+        """
+        return value * scale
+
+    def named(value: int) -> int:
+        """As :func:`fake_module_function` with scale 3."""
+        return value * 3
+
+    def silent(value: int) -> int:
+        """Says nothing of its argument."""
+        return value
+
+    module = types.ModuleType("learnopt_fake_docs")
+    module.fake_module_function = fake_module_function
+    for fn in (fake_module_function, named, silent):
+        fn.__module__ = module.__name__
+    sys.modules[module.__name__] = module
+    try:
+        params, sections = missing({"named": named, "silent": silent})
+    finally:
+        del sys.modules[module.__name__]
+    assert params == {"silent": ["value"]}
+    assert sections == {"silent": ["Returns"]}

@@ -64,6 +64,28 @@ def _lr_of(curves: Curves, index: int) -> float | str:
     return lrs[index] if lrs else ""
 
 
+#: The summary columns read as they are from an optimizer's statistics and from its
+#: comparison with the candidate.
+_STATS_COLUMNS = ("final_train", "final_train_std", "mean_train", "final_valid")
+_COMPARISON_COLUMNS = (
+    "normalized_loss",
+    "speedup",
+    "log_loss_diff",
+    "normalized_valid",
+    "log_valid_diff",
+)
+
+
+def _row(task, optimizer, role, setting, lr, stats, at_edge, comp) -> dict[str, Any]:
+    """One row of :func:`summary_rows`: an optimizer's figures and its comparison."""
+    row = dict(task=task, optimizer=optimizer, role=role, setting=setting, learning_rate=lr)
+    row.update(diverged_seeds=stats.diverged, at_edge=at_edge, reaches_final=int(comp.reaches))
+    row.update(wins=int(comp.wins), wins_valid=int(comp.wins_valid))
+    row.update({column: getattr(stats, column) for column in _STATS_COLUMNS})
+    row.update({column: getattr(comp, column) for column in _COMPARISON_COLUMNS})
+    return {column: row[column] for column in SUMMARY_COLUMNS}
+
+
 def summary_rows(result: SuiteResult) -> list[dict[str, Any]]:
     """One row per task and optimizer: the candidate, then every tuned baseline.
 
@@ -79,54 +101,12 @@ def summary_rows(result: SuiteResult) -> list[dict[str, Any]]:
     rows = []
     for task_result, s in zip(result.tasks, result.summaries, strict=True):
         c = s.candidate_stats
-        vs = s.vs_best
-        rows.append(
-            dict(
-                task=s.task,
-                optimizer=s.candidate,
-                role="candidate",
-                setting=c.label,
-                learning_rate="",
-                final_train=c.final_train,
-                final_train_std=c.final_train_std,
-                mean_train=c.mean_train,
-                final_valid=c.final_valid,
-                diverged_seeds=c.diverged,
-                at_edge="",
-                normalized_loss=vs.normalized_loss,
-                speedup=vs.speedup,
-                reaches_final=int(vs.reaches),
-                wins=int(vs.wins),
-                wins_valid=int(vs.wins_valid),
-                log_loss_diff=vs.log_loss_diff,
-                normalized_valid=vs.normalized_valid,
-                log_valid_diff=vs.log_valid_diff,
-            )
-        )
+        rows.append(_row(s.task, s.candidate, "candidate", c.label, "", c, "", s.vs_best))
         for name, b in s.baselines.items():
-            comp = s.comparisons[name]
+            role = "best baseline" if name == s.best_baseline else "baseline"
+            lr = _lr_of(task_result.curves[name], b.index)
             rows.append(
-                dict(
-                    task=s.task,
-                    optimizer=name,
-                    role="best baseline" if name == s.best_baseline else "baseline",
-                    setting=b.label,
-                    learning_rate=_lr_of(task_result.curves[name], b.index),
-                    final_train=b.stats.final_train,
-                    final_train_std=b.stats.final_train_std,
-                    mean_train=b.stats.mean_train,
-                    final_valid=b.stats.final_valid,
-                    diverged_seeds=b.stats.diverged,
-                    at_edge=int(b.at_edge),
-                    normalized_loss=comp.normalized_loss,
-                    speedup=comp.speedup,
-                    reaches_final=int(comp.reaches),
-                    wins=int(comp.wins),
-                    wins_valid=int(comp.wins_valid),
-                    log_loss_diff=comp.log_loss_diff,
-                    normalized_valid=comp.normalized_valid,
-                    log_valid_diff=comp.log_valid_diff,
-                )
+                _row(s.task, name, role, b.label, lr, b.stats, int(b.at_edge), s.comparisons[name])
             )
     return rows
 

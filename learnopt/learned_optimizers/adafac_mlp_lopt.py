@@ -288,14 +288,8 @@ def adafac_update(
         opt_state.fac_rolling_features,
         decays,
     )
-    return AdafacMLPLOptState(
-        params=params,
-        model_state=model_state if model_state is not None else opt_state.model_state,
-        iteration=opt_state.iteration + 1,
-        num_steps=opt_state.num_steps,
-        mom_rolling=mom,
-        rms_rolling=rms,
-        fac_rolling_features=fac,
+    return common.next_state(
+        opt_state, params, model_state, mom_rolling=mom, rms_rolling=rms, fac_rolling_features=fac
     )
 
 
@@ -441,18 +435,7 @@ class AdafacMLPLOpt(lopt_base.LearnedOptimizer):
                 "make_separate_weights=True (one theta scalar per MLP weight) is not "
                 "supported by learnopt; use the default matrix layout"
             )
-        self.exp_mult = exp_mult
-        self.step_mult = step_mult
-        self.hidden_size = int(hidden_size)
-        self.hidden_layers = int(hidden_layers)
-        self.initial_momentum_decays = tuple(initial_momentum_decays)
-        self.initial_rms_decays = tuple(initial_rms_decays)
-        self.initial_adafactor_decays = tuple(initial_adafactor_decays)
-        self.concat_weights = concat_weights
-        self.make_separate_weights = make_separate_weights
-        self.split_weights = split_weights
-        self.tau_features = bool(tau_features)
-        self.default_num_steps = None if default_num_steps is None else int(default_num_steps)
+        lopt_base.keep_arguments(self, locals())
 
     @property
     def num_features(self) -> int:

@@ -207,17 +207,7 @@ class MLPNomLOpt(adafac.AdafacMLPLOpt):
             tau_features=tau_features,
             default_num_steps=default_num_steps,
         )
-        self.exp_mult = tuple(float(e) for e in exp_mult)
-        self.nominal_stepsize = nominal_stepsize
-        self.weight_decay = weight_decay
-        self.nominal_controller = nominal_controller
-        self.regularization_controller = regularization_controller
-        self.nominal_grad_estimator = nominal_grad_estimator
-        self.aggregate_magnitude = aggregate_magnitude
-        self.aggregate_nom_magnitude = aggregate_nom_magnitude
-        self.aggregate_reg_magnitude = aggregate_reg_magnitude
-        self.normalize_blackbox = normalize_blackbox
-        self.selfnormalize_blackbox = selfnormalize_blackbox
+        lopt_base.keep_arguments(self, locals())
 
     def init(self, key: jax.Array) -> dict:
         """A random theta: AdafacMLPLOpt's layout with 4 MLP outputs.

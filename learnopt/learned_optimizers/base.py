@@ -42,6 +42,7 @@ __all__ = [
     "constructor_args",
     "constructor_parameters",
     "settings_from",
+    "keep_arguments",
 ]
 
 
@@ -198,6 +199,41 @@ def constructor_parameters(cls: type) -> dict[str, inspect.Parameter]:
                 field.name, inspect.Parameter.KEYWORD_ONLY, default=getattr(config, field.name)
             )
     return named
+
+
+#: How :func:`keep_arguments` stores a value, by its parameter's annotation.
+_AS_ANNOTATED = {
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "Sequence[float]": lambda v: tuple(float(x) for x in v),
+}
+
+
+def keep_arguments(lopt: LearnedOptimizer, values: dict[str, Any]) -> None:
+    """Stores each named constructor argument of ``lopt`` under its own name.
+
+    What the repr, theta files and :func:`constructor_args` read back. A value is stored
+    as its annotation says: ``int``, ``float``, ``bool`` and ``Sequence[float]`` (as a
+    tuple of floats) converted, ``X | None`` as ``X`` unless it is None, any other as
+    given.
+
+    Args:
+      lopt: the learned optimizer being constructed.
+      values: the constructor's ``locals()`` (entries that are not parameters are ignored).
+    """
+    # The parameters of the __init__ that called: a subclass's differ (MLPNomLOpt's
+    # exp_mult is a sequence where AdafacMLPLOpt's, which it calls, is a float).
+    code = inspect.currentframe().f_back.f_code
+    cls = next(
+        (c for c in type(lopt).__mro__ if getattr(vars(c).get("__init__"), "__code__", 0) is code),
+        type(lopt),
+    )
+    for name, param in constructor_parameters(cls).items():
+        if name in values:
+            value = values[name]
+            convert = _AS_ANNOTATED.get(str(param.annotation).removesuffix(" | None"))
+            setattr(lopt, name, value if value is None or convert is None else convert(value))
 
 
 def settings_from(cls: type, config: Any, settings: dict[str, Any]) -> Any:

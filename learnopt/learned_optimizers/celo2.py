@@ -230,10 +230,10 @@ class _Celo2Optimizer(common.ThetaOptimizer):
         adam_mom, adam_rms = s.adam_mom, s.adam_rms
         if any(mask):
             p_adam, adam_mom, adam_rms = self._adam(p_adam, g_adam, adam_mom, adam_rms, t)
-        return Celo2State(
-            params=_merge(p_learned, p_adam, mask, treedef),
-            model_state=model_state if model_state is not None else s.model_state,
-            iteration=t,
+        return common.next_state(
+            s,
+            _merge(p_learned, p_adam, mask, treedef),
+            model_state,
             mom_rolling=mom,
             rms_rolling=rms,
             fac_rolling=fac,
@@ -425,36 +425,7 @@ class Celo2(lopt_base.LearnedOptimizer):
                 raise ValueError(f"{name} must be in [0, 1), got {b!r}")
         if not adam_epsilon > 0:
             raise ValueError(f"adam_epsilon must be > 0, got {adam_epsilon!r}")
-        self.ff_hidden_size = int(ff_hidden_size)
-        self.ff_hidden_layers = int(ff_hidden_layers)
-        self.initial_momentum_decays = tuple(initial_momentum_decays)
-        self.initial_rms_decays = tuple(initial_rms_decays)
-        self.initial_adafactor_decays = tuple(initial_adafactor_decays)
-        self.exp_mult = exp_mult
-        self.step_mult = step_mult
-        self.rmsmult = rmsmult
-        self.weight_decay = weight_decay
-        self.param_scale_mult = param_scale_mult
-        self.precondition_output = precondition_output
-        self.normalize_input = normalize_input
-        self.normalize_output = normalize_output
-        self.norm_eps = float(norm_eps)
-        self.aggregate_mag = aggregate_mag
-        self.bias_correction = bias_correction
-        self.mlp_activation = mlp_activation
-        self.orthogonalize = orthogonalize
-        self.ns_coeffs = tuple(ns_coeffs)
-        self.ns_iters = int(ns_iters)
-        self.ns_eps = ns_eps
-        self.regex_1d = regex_1d
-        self.mult_1d = mult_1d
-        self.adam_b1 = adam_b1
-        self.adam_b2 = adam_b2
-        self.adam_epsilon = adam_epsilon
-        self.adam_bias_correction = adam_bias_correction
-        self.adam_eps_inside_sqrt = bool(adam_eps_inside_sqrt)
-        self.adam_first_last = bool(adam_first_last)
-        self.weight_decay_after_step = bool(weight_decay_after_step)
+        lopt_base.keep_arguments(self, locals())
 
     def adam_mask(self, params: PyTree) -> list[bool]:
         """Which tensors Adam takes (see ``regex_1d``), in the order of the params' leaves.

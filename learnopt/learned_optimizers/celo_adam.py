@@ -187,11 +187,10 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
             jax.tree_util.tree_map(lambda o, k=k: o[k], out, is_leaf=lambda x: isinstance(x, tuple))
             for k in range(3)
         )
-        return CeloAdamState(
-            params=params,
-            model_state=model_state if model_state is not None else s.model_state,
-            iteration=s.iteration + 1,
-            num_steps=s.num_steps,
+        return common.next_state(
+            s,
+            params,
+            model_state,
             m=m,
             v=v,
             lstm_hidden_state=lstm_state,
@@ -253,19 +252,7 @@ class CeloAdam(lopt_base.LearnedOptimizer):
             raise ValueError(
                 "CeloAdam: initial_momentum_decays and initial_rms_decays need a value each"
             )
-        self.lstm_hidden_size = int(lstm_hidden_size)
-        self.initial_momentum_decays = tuple(float(d) for d in initial_momentum_decays)
-        self.initial_rms_decays = tuple(float(d) for d in initial_rms_decays)
-        self.initial_epsilon = float(initial_epsilon)
-        self.mix_layers = bool(mix_layers)
-        self.step_mult = float(step_mult)
-        self.bias_correction = bool(bias_correction)
-        self.param_scale_mult = bool(param_scale_mult)
-        self.rnn_state_decay = float(rnn_state_decay)
-        self.validation_mode = bool(validation_mode)
-        self.with_validation_feature_dim = bool(with_validation_feature_dim)
-        self.constant_loss = bool(constant_loss)
-        self.default_num_steps = int(default_num_steps)
+        lopt_base.keep_arguments(self, locals())
 
     @property
     def rnn_input_features(self) -> int:

@@ -60,6 +60,7 @@ from learnopt.learned_optimizers.blocks.library_accumulators import (
     vec_rolling_rms,
 )
 from learnopt.optimizers import base as opt_base
+from learnopt.optimizers.common import next_state
 
 PyTree = Any
 
@@ -104,6 +105,7 @@ __all__ = [
     "lstm_apply",
     "cast_tree",
     "check_theta",
+    "next_state",
     "ThetaOptimizer",
 ]
 

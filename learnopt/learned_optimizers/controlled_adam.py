@@ -160,14 +160,8 @@ class _ControlledAdamOptimizer(scheduled_adam._ScheduledAdamOptimizer):
             fresh = s.first_loss <= 0
             first_loss = jnp.where(fresh, value, s.first_loss)
             loss_ema = jnp.where(fresh, value, _LOSS_DECAY * s.loss_ema + (1 - _LOSS_DECAY) * value)
-        return s.replace(
-            params=params,
-            model_state=model_state if model_state is not None else s.model_state,
-            iteration=t,
-            mu=mu,
-            nu=nu,
-            loss_ema=loss_ema,
-            first_loss=first_loss,
+        return common.next_state(
+            s, params, model_state, mu=mu, nu=nu, loss_ema=loss_ema, first_loss=first_loss
         )
 
 

@@ -258,11 +258,10 @@ class _HyperV2Optimizer(common.ThetaOptimizer):
         params, mom, rms, fac = accumulators.update_tree(
             step, s.params, grads, s.mom_rolling, s.rms_rolling, s.fac_rolling, decays, index
         )
-        return HyperV2State(
-            params=params,
-            model_state=model_state if model_state is not None else s.model_state,
-            iteration=s.iteration + 1,
-            num_steps=s.num_steps,
+        return common.next_state(
+            s,
+            params,
+            model_state,
             mom_rolling=mom,
             rms_rolling=rms,
             fac_rolling=fac,

@@ -205,13 +205,8 @@ class MLPLOptOptimizer(common.ThetaOptimizer):
             count = sum(int(np.size(p)) for p in jax.tree_util.tree_leaves(params))
             total = sum(jax.tree_util.tree_leaves(stats), jnp.zeros((4,), jnp.float32))
             summary = dict(zip(_SUMMARY_KEYS, total / max(count, 1), strict=True))
-        return MLPLOptState(
-            params=params,
-            model_state=model_state if model_state is not None else opt_state.model_state,
-            iteration=iteration + 1,
-            rolling_features=MomAccumulator(m=m),
-            summary=summary,
-            num_steps=opt_state.num_steps,
+        return common.next_state(
+            opt_state, params, model_state, rolling_features=MomAccumulator(m=m), summary=summary
         )
 
 
@@ -266,15 +261,7 @@ class MLPLOpt(lopt_base.LearnedOptimizer):
                 f"MLPLOpt needs hidden_size >= 1 and hidden_layers >= 0, got "
                 f"hidden_size={hidden_size}, hidden_layers={hidden_layers}"
             )
-        self.exp_mult = exp_mult
-        self.step_mult = step_mult
-        self.hidden_size = int(hidden_size)
-        self.hidden_layers = int(hidden_layers)
-        self.compute_summary = compute_summary
-        self.tau_features = bool(tau_features)
-        self.default_num_steps = None if default_num_steps is None else int(default_num_steps)
-        self.param_scale_steps = bool(param_scale_steps)
-        self.param_scale_floor = float(param_scale_floor)
+        lopt_base.keep_arguments(self, locals())
 
     @property
     def name(self) -> str:

@@ -256,17 +256,16 @@ class _NNAdamOptimizer(common.ThetaOptimizer):
             ]
             return treedef.unflatten(leaves)
 
-        return NNAdamState(
-            params=params,
-            model_state=model_state if model_state is not None else s.model_state,
-            iteration=s.iteration + 1,
+        return common.next_state(
+            s,
+            params,
+            model_state,
             rolling_features=MeanAndMeanSquareAccumulator(m=m, rms=rms),
             per_layer_lr=moved(s.per_layer_lr, 0, _lr_inverse, _log_forward),
             per_layer_beta1=moved(s.per_layer_beta1, 1, _beta_inverse, _one_minus_log_forward),
             per_layer_beta2=moved(s.per_layer_beta2, 2, _beta_inverse, _one_minus_log_forward),
             per_layer_epsilon=moved(s.per_layer_epsilon, 3, _eps_inverse, _log_forward),
             lstm_hidden_state=lstm_state,
-            num_steps=s.num_steps,
         )
 
 
@@ -297,14 +296,8 @@ class NNAdam(lopt_base.LearnedOptimizer):
         tau_features: bool = False,
         default_num_steps: int | None = None,
     ):
-        self.output_scale = output_scale
-        self.initial_learning_rate = initial_learning_rate
-        self.initial_beta1 = initial_beta1
-        self.initial_beta2 = initial_beta2
-        self.initial_epsilon = initial_epsilon
+        lopt_base.keep_arguments(self, locals())
         self.lstm_hidden_size = _LSTM_HIDDEN
-        self.tau_features = bool(tau_features)
-        self.default_num_steps = None if default_num_steps is None else int(default_num_steps)
         self.rnn_input_features = _NUM_FEATURES + (
             progress.NUM_TAU_FEATURES if self.tau_features else 0
         )

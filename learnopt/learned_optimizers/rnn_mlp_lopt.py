@@ -327,10 +327,10 @@ class _RNNMLPOptimizer(common.ThetaOptimizer):
             new_params.append(out.params.reshape(p.shape).astype(p.dtype))
             new_from_mlp.append(out.means)
 
-        return RNNMLPLOptState(
-            params=treedef.unflatten(new_params),
-            model_state=model_state if model_state is not None else s.model_state,
-            iteration=s.iteration + 1,
+        return common.next_state(
+            s,
+            treedef.unflatten(new_params),
+            model_state,
             mom_rolling=common.MomAccumulator(m=ms),
             rms_rolling=common.RMSAccumulator(rms=rms),
             lstm_hidden_state=lstm_state,
@@ -339,7 +339,6 @@ class _RNNMLPOptimizer(common.ThetaOptimizer):
             train_loss_accum=train_accum,
             valid_loss_accum=s.valid_loss_accum,
             dynamic_clip=dynamic_clip,
-            num_steps=s.num_steps,
         )
 
     @staticmethod
@@ -438,17 +437,7 @@ class RNNMLPLOpt(lopt_base.LearnedOptimizer):
         tau_features: bool = False,
         default_num_steps: int | None = None,
     ):
-        self.step_multiplier = step_multiplier
-        self.magnitude_rate = magnitude_rate
-        self.hidden_size = int(hidden_size)
-        self.hidden_layer = int(hidden_layer)
-        self.from_mlp_size = int(from_mlp_size)
-        self.from_lstm_size = int(from_lstm_size)
-        self.lstm_to_ff = int(lstm_to_ff)
-        self.lstm_hidden_size = int(lstm_hidden_size)
-        self.decays = tuple(float(d) for d in decays)
-        self.tau_features = bool(tau_features)
-        self.default_num_steps = None if default_num_steps is None else int(default_num_steps)
+        lopt_base.keep_arguments(self, locals())
         if len(self.decays) != 5:
             # The feature counts of the library's layout (23 + 14 = 37) assume 5 decays.
             raise ValueError(f"RNNMLPLOpt needs 5 decays (the library's layout), got {decays}")

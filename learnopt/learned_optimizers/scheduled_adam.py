@@ -286,13 +286,7 @@ class _ScheduledAdamOptimizer(common.ThetaOptimizer):
             return (p.astype(cd) - lr * d).astype(p.dtype), m, v
 
         params, mu, nu = tree_map_multi(step, s.params, s.mu, s.nu, grads, kinds)
-        return s.replace(
-            params=params,
-            model_state=model_state if model_state is not None else s.model_state,
-            iteration=t,
-            mu=mu,
-            nu=nu,
-        )
+        return common.next_state(s, params, model_state, mu=mu, nu=nu)
 
 
 class ScheduledAdam(lopt_base.LearnedOptimizer):
@@ -347,28 +341,18 @@ class ScheduledAdam(lopt_base.LearnedOptimizer):
         _validate.positive_int("hidden_size", hidden_size)
         if default_num_steps is not None:
             _validate.positive_int("default_num_steps", default_num_steps)
-        self.initial_lr = initial_lr
-        self.initial_beta1 = initial_beta1
-        self.initial_beta2 = initial_beta2
-        self.initial_epsilon = initial_epsilon
         if schedule_prior not in SCHEDULE_PRIORS:
             raise ValueError(
                 f"schedule_prior must be one of {SCHEDULE_PRIORS}, got {schedule_prior!r}"
             )
         _validate.real("warmup_fraction", warmup_fraction, low=0.0, high=1.0, high_open=True)
-        self.hidden_size = int(hidden_size)
-        self.default_num_steps = None if default_num_steps is None else int(default_num_steps)
-        self.schedule_prior = schedule_prior
-        self.warmup_fraction = float(warmup_fraction)
-        self.tensor_features = bool(tensor_features)
-        self.learn_schedule = bool(learn_schedule)
         offset_kinds = tuple(offset_kinds) if not isinstance(offset_kinds, str) else ()
         if len(offset_kinds) != len(TENSOR_KINDS) or not set(offset_kinds) <= set(TENSOR_KINDS):
             raise ValueError(
                 f"offset_kinds must name, for each of {TENSOR_KINDS} in order, one of those "
                 f"kinds, got {offset_kinds!r}"
             )
-        self.offset_kinds = offset_kinds
+        lopt_base.keep_arguments(self, locals())
 
     def init(self, key: jax.Array) -> dict:
         """The initial theta: Adam on the prior schedule (zero learned outputs and offsets).

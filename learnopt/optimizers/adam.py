@@ -21,39 +21,33 @@ import numpy as np
 
 from learnopt import _validate
 from learnopt.optimizers.common import (
-    ModelState,
+    OptimizerState,
     Params,
     PyTree,
     accumulator,
     hp,
     is_zero,
-    iteration0,
-    next_model_state,
+    next_state,
     safe_sqrt,
 )
 from learnopt.optimizers.interface import OPTIMIZERS, Optimizer
-from learnopt.optimizers.library_compat import ModelStateAlias
 from learnopt.tree_utils import tree_map_multi
 
 __all__ = ["Adam", "AdamW", "AdamState", "adam_direction", "adam_direction_from_decays"]
 
 
 @flax.struct.dataclass
-class AdamState(ModelStateAlias):
+class AdamState(OptimizerState):
     """State of :class:`Adam` and :class:`AdamW`.
 
+    The fields of :class:`~learnopt.optimizers.common.OptimizerState`, then:
+
     Attributes:
-      params: the parameters, in their own dtypes.
-      model_state: the model state (or None).
-      iteration: the number of updates applied, int32.
       mu: the first moments, shaped like the params, in their arithmetic dtype
         (AdamW: in ``mu_dtype`` when it is given).
       nu: the second moments, likewise.
     """
 
-    params: Params
-    model_state: ModelState
-    iteration: jax.Array
     mu: PyTree
     nu: PyTree
 
@@ -85,9 +79,15 @@ def adam_direction(m, v, g, t, b1, b2, eps, eps_root):
     v = b2 * v + (1 - b2) * jnp.square(g)
     m_hat = m / (1 - b1 ** t.astype(cd))
     v_hat = v / (1 - b2 ** t.astype(cd))
+    return _direction(m_hat, v_hat, eps, eps_root), m, v
+
+
+def _direction(m_hat: jax.Array, v_hat: jax.Array, eps: Any, eps_root: Any) -> jax.Array:
+    """``m_hat / (sqrt(v_hat + eps_root) + eps)`` in ``m_hat``'s dtype."""
+    cd = m_hat.dtype
     if not is_zero(eps_root):
         v_hat = v_hat + hp(eps_root, cd)
-    return m_hat / (safe_sqrt(v_hat) + hp(eps, cd)), m, v
+    return m_hat / (safe_sqrt(v_hat) + hp(eps, cd))
 
 
 def _decay_complement(one_minus_beta: Any, dtype: np.dtype) -> jax.Array:
@@ -115,14 +115,12 @@ def adam_direction_from_decays(m, v, g, t, omb1, omb2, eps, eps_root):
     ``1 - b^t`` to 0.
 
     Args:
-      m: the first moment (its dtype is the arithmetic dtype).
-      v: the second moment.
-      g: the gradient (cast to ``m``'s dtype).
-      t: the step number, counting from 1 (an integer array).
+      m, v, g, t: the moments, the gradient and the step number, as for
+        :func:`adam_direction`.
       omb1: ``1 - beta1`` (kept in a safe range, see ``_decay_complement``).
       omb2: ``1 - beta2``.
-      eps: added to the root of ``v_hat``.
-      eps_root: added to ``v_hat`` inside the root (left out when a Python zero).
+      eps, eps_root: the epsilons outside and inside the root, as for
+        :func:`adam_direction`.
 
     Returns:
       ``(direction, new_m, new_v)``.
@@ -136,11 +134,8 @@ def adam_direction_from_decays(m, v, g, t, omb1, omb2, eps, eps_root):
     def inverse_correction(omb):
         return (1 / -jnp.expm1(t.astype(omb.dtype) * jnp.log1p(-omb))).astype(cd)
 
-    m_hat = m * inverse_correction(omb1)
-    v_hat = v * inverse_correction(omb2)
-    if not is_zero(eps_root):
-        v_hat = v_hat + hp(eps_root, cd)
-    return m_hat / (safe_sqrt(v_hat) + hp(eps, cd)), m, v
+    m_hat, v_hat = m * inverse_correction(omb1), v * inverse_correction(omb2)
+    return _direction(m_hat, v_hat, eps, eps_root), m, v
 
 
 class Adam(Optimizer):
@@ -203,12 +198,8 @@ class Adam(Optimizer):
 
         Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
-        return AdamState(
-            params=params,
-            model_state=model_state,
-            iteration=iteration0(),
-            mu=accumulator(params),
-            nu=accumulator(params),
+        return AdamState.initial(
+            params, model_state, mu=accumulator(params), nu=accumulator(params)
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
@@ -232,13 +223,7 @@ class Adam(Optimizer):
             return (p.astype(cd) - hp(self.learning_rate, cd) * d).astype(p.dtype), m, v
 
         params, mu, nu = tree_map_multi(step, opt_state.params, opt_state.mu, opt_state.nu, grads)
-        return AdamState(
-            params=params,
-            model_state=next_model_state(model_state, opt_state),
-            iteration=t,
-            mu=mu,
-            nu=nu,
-        )
+        return next_state(opt_state, params, model_state, mu=mu, nu=nu)
 
     @property
     def name(self) -> str:
@@ -314,13 +299,8 @@ class AdamW(Optimizer):
 
         Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
-        return AdamState(
-            params=params,
-            model_state=model_state,
-            iteration=iteration0(),
-            mu=accumulator(params, self.mu_dtype),
-            nu=accumulator(params),
-        )
+        mu = accumulator(params, self.mu_dtype)
+        return AdamState.initial(params, model_state, mu=mu, nu=accumulator(params))
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One AdamW step: Adam's direction plus decoupled weight decay.
@@ -347,13 +327,7 @@ class AdamW(Optimizer):
             return p, m_new.astype(m.dtype), v
 
         params, mu, nu = tree_map_multi(step, params, opt_state.mu, opt_state.nu, grads, decay)
-        return AdamState(
-            params=params,
-            model_state=next_model_state(model_state, opt_state),
-            iteration=t,
-            mu=mu,
-            nu=nu,
-        )
+        return next_state(opt_state, params, model_state, mu=mu, nu=nu)
 
     def __repr__(self) -> str:
         return (

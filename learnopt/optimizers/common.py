@@ -7,17 +7,21 @@ traced scalars (learned optimizers pass ``jnp.exp(theta[...])``); :func:`hp` cas
 either to the arithmetic dtype, and :func:`is_zero` tells when a term can be left out
 of the program altogether. :func:`safe_sqrt` is the square root whose derivative stays
 finite at zero, which keeps meta-gradients through Adam-like updates free of NaN.
+:class:`OptimizerState` declares the fields every state starts with and builds the
+states ``init`` and ``update`` return.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from learnopt.canonical import leaf_compute_dtype
+from learnopt.optimizers.library_compat import ModelStateAlias
 
 PyTree = Any
 Params = Any
@@ -38,6 +42,8 @@ __all__ = [
     "iteration0",
     "accumulator",
     "next_model_state",
+    "next_state",
+    "OptimizerState",
 ]
 
 
@@ -127,3 +133,56 @@ def next_model_state(model_state: ModelState, opt_state: OptState) -> ModelState
       ``model_state`` if it is not None, else ``opt_state.model_state``.
     """
     return model_state if model_state is not None else opt_state.model_state
+
+
+def next_state(state: Any, params: Params, model_state: ModelState = None, **fields: Any) -> Any:
+    """``state`` after one update: the new ``params`` and ``fields``, ``iteration + 1``.
+
+    What every optimizer's ``update`` returns, hand-designed or learned.
+
+    Args:
+      state: the state ``update`` was given (a ``flax.struct`` dataclass with ``params``,
+        ``model_state`` and ``iteration``).
+      params: the updated parameters.
+      model_state: what ``update`` was given (None keeps ``state.model_state``, as
+        :func:`next_model_state`).
+      **fields: the other fields the update changed; the rest are kept.
+
+    Returns:
+      ``state.replace(...)`` with those fields.
+    """
+    return state.replace(
+        params=params,
+        model_state=next_model_state(model_state, state),
+        iteration=state.iteration + 1,
+        **fields,
+    )
+
+
+@flax.struct.dataclass
+class OptimizerState(ModelStateAlias):
+    """The fields a built-in optimizer's state starts with; each state adds its own after them.
+
+    Attributes:
+      params: the parameters, in their own dtypes.
+      model_state: the model state (or None).
+      iteration: the number of updates applied, int32.
+    """
+
+    params: Params
+    model_state: ModelState
+    iteration: jax.Array
+
+    @classmethod
+    def initial(cls, params: Params, model_state: ModelState, **fields: Any) -> OptimizerState:
+        """The state of ``init``: ``params``, ``model_state``, a zero step count and ``fields``.
+
+        Args:
+          params: the params.
+          model_state: the model state (or None).
+          **fields: the values of the subclass's own fields.
+
+        Returns:
+          A new state of this class.
+        """
+        return cls(params=params, model_state=model_state, iteration=iteration0(), **fields)

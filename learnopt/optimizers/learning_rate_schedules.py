@@ -151,12 +151,7 @@ class LinearRampupSqrtDecay(ScalarSchedule):
     def __call__(self, step: Any, max_steps: Any = None) -> jax.Array:
         """``peak_lr * min(t / warmup_steps, sqrt(warmup_steps / t))``, ``t = max(step, 1)``.
 
-        Args:
-          step: the step, 0-based.
-          max_steps: unused.
-
-        Returns:
-          The learning rate, float32.
+        As :meth:`ScalarSchedule.__call__`; ``max_steps`` is unused.
         """
         t = jnp.maximum(_f32(step), 1.0)
         warm = _f32(self.warmup_steps)
@@ -185,12 +180,7 @@ class PiecewiseLinear(ScalarSchedule):
     def __call__(self, step: Any, max_steps: Any = None) -> jax.Array:
         """The interpolated value at ``step`` (``jnp.interp``).
 
-        Args:
-          step: the step.
-          max_steps: unused.
-
-        Returns:
-          The learning rate, float32.
+        As :meth:`ScalarSchedule.__call__`; ``max_steps`` is unused.
         """
         return jnp.interp(_f32(step), _f32(self.times), _f32(self.vals))
 
@@ -210,11 +200,6 @@ class ExponentialDecay(ScalarSchedule):
     def __call__(self, step: Any, max_steps: Any = None) -> jax.Array:
         """``base_lr * (1 - decay_amount) ** step``.
 
-        Args:
-          step: the step, 0-based.
-          max_steps: unused.
-
-        Returns:
-          The learning rate, float32.
+        As :meth:`ScalarSchedule.__call__`; ``max_steps`` is unused.
         """
         return _f32(self.base_lr) * (1 - _f32(self.decay_amount)) ** _f32(step)

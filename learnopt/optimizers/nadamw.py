@@ -35,39 +35,33 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.optimizers.common import (
-    ModelState,
-    Params,
+    OptimizerState,
     PyTree,
     accumulator,
     hp,
     is_zero,
-    next_model_state,
+    next_state,
     safe_sqrt,
 )
 from learnopt.optimizers.interface import OPTIMIZERS, Optimizer
 from learnopt.optimizers.learning_rate_schedules import ScalarSchedule
-from learnopt.optimizers.library_compat import ModelStateAlias
 from learnopt.tree_utils import tree_map_multi
 
 __all__ = ["NAdamW", "NAdamWState", "adam_warmup_cosine", "WARMUP_FRACTION"]
 
 
 @flax.struct.dataclass
-class NAdamWState(ModelStateAlias):
+class NAdamWState(OptimizerState):
     """State of :class:`NAdamW`.
 
+    The fields of :class:`~learnopt.optimizers.common.OptimizerState`, then:
+
     Attributes:
-      params: the parameters, in their own dtypes.
-      model_state: the model state (or None).
-      iteration: the number of updates applied, int32.
       grad_acc: the first moments ``m``, in the params' arithmetic dtype.
       grad_sqr_acc: the second moments ``v``, in the params' arithmetic dtype.
       num_steps: the planned run length given to ``init``, int32 (-1: not given).
     """
 
-    params: Params
-    model_state: ModelState
-    iteration: jax.Array
     grad_acc: PyTree
     grad_sqr_acc: PyTree
     num_steps: jax.Array
@@ -128,10 +122,9 @@ class NAdamW(Optimizer):
                 "NAdamW with a learning-rate schedule needs the run length: "
                 "init(params, num_steps=N)"
             )
-        return NAdamWState(
-            params=params,
-            model_state=model_state,
-            iteration=jnp.zeros((), jnp.int32),
+        return NAdamWState.initial(
+            params,
+            model_state,
             grad_acc=accumulator(params),
             grad_sqr_acc=accumulator(params),
             num_steps=jnp.asarray(-1 if num_steps is None else num_steps, jnp.int32),
@@ -172,10 +165,10 @@ class NAdamW(Optimizer):
         params, grad_acc, grad_sqr_acc = tree_map_multi(
             step, opt_state.params, opt_state.grad_acc, opt_state.grad_sqr_acc, grads
         )
-        return NAdamWState(
-            params=params,
-            model_state=next_model_state(model_state, opt_state),
-            iteration=t,
+        return next_state(
+            opt_state,
+            params,
+            model_state,
             grad_acc=grad_acc,
             grad_sqr_acc=grad_sqr_acc,
             num_steps=opt_state.num_steps,

@@ -18,28 +18,24 @@ import numpy as np
 import optax
 
 from learnopt.canonical import compute_dtype
-from learnopt.optimizers.common import ModelState, Params, PyTree, iteration0, next_model_state
+from learnopt.optimizers.common import OptimizerState, Params, PyTree, next_state
 from learnopt.optimizers.interface import Optimizer
-from learnopt.optimizers.library_compat import ModelStateAlias, OptaxStateAlias
+from learnopt.optimizers.library_compat import OptaxStateAlias
 
 __all__ = ["OptaxOptimizer", "OptaxState", "OptaxDtypeError"]
 
 
 @flax.struct.dataclass
-class OptaxState(ModelStateAlias, OptaxStateAlias):
+class OptaxState(OptimizerState, OptaxStateAlias):
     """State of :class:`OptaxOptimizer`.
 
+    The fields of :class:`~learnopt.optimizers.common.OptimizerState`, then:
+
     Attributes:
-      params: the parameters, in their own dtypes.
-      model_state: the model state (or None).
-      iteration: the number of updates applied, int32.
       optax_state: the wrapped transformation's state (``.optax_opt_state``, the
         library's name, reads it too).
     """
 
-    params: Params
-    model_state: ModelState
-    iteration: jax.Array
     optax_state: PyTree
 
 
@@ -118,12 +114,7 @@ class OptaxOptimizer(Optimizer):
             optax_state = self.opt.init(params_c)
         except Exception as err:
             raise self._dtype_error(params, err) from None
-        return OptaxState(
-            params=params,
-            model_state=model_state,
-            iteration=iteration0(),
-            optax_state=optax_state,
-        )
+        return OptaxState.initial(params, model_state, optax_state=optax_state)
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One ``tx.update`` in the arithmetic dtype, its updates added to the params.
@@ -154,12 +145,7 @@ class OptaxOptimizer(Optimizer):
             self._from_tx(updates, params),
             params,
         )
-        return OptaxState(
-            params=new_params,
-            model_state=next_model_state(model_state, opt_state),
-            iteration=opt_state.iteration + 1,
-            optax_state=optax_state,
-        )
+        return next_state(opt_state, new_params, model_state, optax_state=optax_state)
 
     def _to_tx(self, tree: PyTree) -> PyTree:
         """Params-shaped tree -> what the transform sees (identity; SM3 adds an axis to scalars)."""
@@ -185,9 +171,7 @@ class OptaxOptimizer(Optimizer):
         try:
             p = jax.tree_util.tree_map(lambda x: jnp.zeros(np.shape(x), dtype), params)
             tx_state = self.opt.init(self._to_tx(p))
-            state = OptaxState(
-                params=p, model_state=None, iteration=iteration0(), optax_state=tx_state
-            )
+            state = OptaxState.initial(p, None, optax_state=tx_state)
             Optimizer._settle(self, state)
         except Exception:
             return False

@@ -8,43 +8,35 @@ dtype. Same name, arguments and maths as learned_optimization's ``RMSProp``.
 from __future__ import annotations
 
 import flax.struct
-import jax
 import jax.numpy as jnp
 
 from learnopt import _validate
 from learnopt.optimizers.common import (
-    ModelState,
-    Params,
+    OptimizerState,
     PyTree,
     accumulator,
     hp,
-    iteration0,
-    next_model_state,
+    next_state,
     safe_sqrt,
 )
 from learnopt.optimizers.interface import OPTIMIZERS, Optimizer
-from learnopt.optimizers.library_compat import ModelStateAlias
 from learnopt.tree_utils import tree_map_multi
 
 __all__ = ["RMSProp", "RMSPropState"]
 
 
 @flax.struct.dataclass
-class RMSPropState(ModelStateAlias):
+class RMSPropState(OptimizerState):
     """State of :class:`RMSProp`.
 
+    The fields of :class:`~learnopt.optimizers.common.OptimizerState`, then:
+
     Attributes:
-      params: the parameters, in their own dtypes.
-      model_state: the model state (or None).
-      iteration: the number of updates applied, int32.
       nu: the squared-gradient averages ``v``, shaped like the params, in their
         arithmetic dtype.
       momentums: the momentums ``m``, likewise.
     """
 
-    params: Params
-    model_state: ModelState
-    iteration: jax.Array
     nu: PyTree
     momentums: PyTree
 
@@ -87,13 +79,8 @@ class RMSProp(Optimizer):
 
         Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
-        return RMSPropState(
-            params=params,
-            model_state=model_state,
-            iteration=iteration0(),
-            nu=accumulator(params),
-            momentums=accumulator(params),
-        )
+        nu, momentums = accumulator(params), accumulator(params)
+        return RMSPropState.initial(params, model_state, nu=nu, momentums=momentums)
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One RMSProp step (see the class docstring).
@@ -114,13 +101,7 @@ class RMSProp(Optimizer):
         params, nu, momentums = tree_map_multi(
             step, opt_state.params, opt_state.nu, opt_state.momentums, grads
         )
-        return RMSPropState(
-            params=params,
-            model_state=next_model_state(model_state, opt_state),
-            iteration=opt_state.iteration + 1,
-            nu=nu,
-            momentums=momentums,
-        )
+        return next_state(opt_state, params, model_state, nu=nu, momentums=momentums)
 
     @property
     def name(self) -> str:

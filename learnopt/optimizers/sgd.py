@@ -13,35 +13,36 @@ import jax
 
 from learnopt import _validate
 from learnopt.optimizers.common import (
-    ModelState,
-    Params,
+    OptimizerState,
     PyTree,
     accumulator,
     arith_dtype,
     hp,
-    iteration0,
-    next_model_state,
+    next_state,
 )
 from learnopt.optimizers.interface import OPTIMIZERS, Optimizer
-from learnopt.optimizers.library_compat import ModelStateAlias
 from learnopt.tree_utils import tree_map_multi
 
 __all__ = ["SGD", "SGDState", "SGDM", "SGDMState"]
 
 
 @flax.struct.dataclass
-class SGDState(ModelStateAlias):
-    """State of :class:`SGD`.
+class SGDState(OptimizerState):
+    """State of :class:`SGD`: the fields of :class:`~learnopt.optimizers.common.OptimizerState`."""
+
+
+@flax.struct.dataclass
+class SGDMState(OptimizerState):
+    """State of :class:`SGDM`.
+
+    The fields of :class:`~learnopt.optimizers.common.OptimizerState`, then:
 
     Attributes:
-      params: the parameters, in their own dtypes.
-      model_state: the model state (or None).
-      iteration: the number of updates applied, int32.
+      momentums: the momentums ``m``, shaped like the params, in their arithmetic
+        dtype.
     """
 
-    params: Params
-    model_state: ModelState
-    iteration: jax.Array
+    momentums: PyTree
 
 
 class SGD(Optimizer):
@@ -60,7 +61,7 @@ class SGD(Optimizer):
 
         Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
-        return SGDState(params=params, model_state=model_state, iteration=iteration0())
+        return SGDState.initial(params, model_state)
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One step ``p <- p - lr * g``.
@@ -73,11 +74,7 @@ class SGD(Optimizer):
             return (p.astype(cd) - hp(self.learning_rate, cd) * g.astype(cd)).astype(p.dtype)
 
         params = jax.tree_util.tree_map(step, opt_state.params, grads)
-        return SGDState(
-            params=params,
-            model_state=next_model_state(model_state, opt_state),
-            iteration=opt_state.iteration + 1,
-        )
+        return next_state(opt_state, params, model_state)
 
     @property
     def name(self) -> str:
@@ -86,24 +83,6 @@ class SGD(Optimizer):
 
     def __repr__(self) -> str:
         return f"SGD(learning_rate={self.learning_rate})"
-
-
-@flax.struct.dataclass
-class SGDMState(ModelStateAlias):
-    """State of :class:`SGDM`.
-
-    Attributes:
-      params: the parameters, in their own dtypes.
-      model_state: the model state (or None).
-      iteration: the number of updates applied, int32.
-      momentums: the momentums ``m``, shaped like the params, in their arithmetic
-        dtype.
-    """
-
-    params: Params
-    model_state: ModelState
-    iteration: jax.Array
-    momentums: PyTree
 
 
 class SGDM(Optimizer):
@@ -125,12 +104,7 @@ class SGDM(Optimizer):
 
         Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
         """
-        return SGDMState(
-            params=params,
-            model_state=model_state,
-            iteration=iteration0(),
-            momentums=accumulator(params),
-        )
+        return SGDMState.initial(params, model_state, momentums=accumulator(params))
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """One step ``m <- mu m + g; p <- p - lr m``.
@@ -145,12 +119,7 @@ class SGDM(Optimizer):
             return p, m
 
         params, momentums = tree_map_multi(step, opt_state.params, opt_state.momentums, grads)
-        return SGDMState(
-            params=params,
-            model_state=next_model_state(model_state, opt_state),
-            iteration=opt_state.iteration + 1,
-            momentums=momentums,
-        )
+        return next_state(opt_state, params, model_state, momentums=momentums)
 
     @property
     def name(self) -> str:

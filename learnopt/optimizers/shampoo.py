@@ -46,17 +46,14 @@ import numpy as np
 
 from learnopt import _validate
 from learnopt.optimizers.common import (
-    ModelState,
-    Params,
+    OptimizerState,
     PyTree,
     accumulator,
     arith_dtype,
     hp,
-    iteration0,
-    next_model_state,
+    next_state,
 )
 from learnopt.optimizers.interface import OPTIMIZERS, Optimizer
-from learnopt.optimizers.library_compat import ModelStateAlias
 
 __all__ = ["GraftingType", "Shampoo", "ShampooState", "block_layout"]
 
@@ -73,13 +70,12 @@ class GraftingType(enum.IntEnum):
 
 
 @flax.struct.dataclass
-class ShampooState(ModelStateAlias):
+class ShampooState(OptimizerState):
     """State of :class:`Shampoo`.
 
+    The fields of :class:`~learnopt.optimizers.common.OptimizerState`, then:
+
     Attributes:
-      params: the parameters, in their own dtypes.
-      model_state: the model state (or None).
-      iteration: the number of updates applied, int32.
       diagonal_statistics: the grafted optimizer's accumulators (AdaGrad / RMSProp),
         shaped like the params.
       statistics: per parameter leaf, per block, per dimension: ``S_i``.
@@ -88,9 +84,6 @@ class ShampooState(ModelStateAlias):
       momentum: momentum of the Shampoo update, shaped like the params.
     """
 
-    params: Params
-    model_state: ModelState
-    iteration: jax.Array
     diagonal_statistics: PyTree
     statistics: tuple
     preconditioners: tuple
@@ -273,10 +266,9 @@ class Shampoo(Optimizer):
         """
         leaves = jax.tree_util.tree_leaves(params)
         per_leaf = [self._leaf_init(p) for p in leaves]
-        return ShampooState(
-            params=params,
-            model_state=model_state,
-            iteration=iteration0(),
+        return ShampooState.initial(
+            params,
+            model_state,
             diagonal_statistics=accumulator(params),
             statistics=tuple(s for s, _ in per_leaf),
             preconditioners=tuple(p for _, p in per_leaf),
@@ -396,10 +388,10 @@ class Shampoo(Optimizer):
             )
         ]
         column = [list(c) for c in zip(*outs, strict=True)] if outs else [[]] * 6
-        return ShampooState(
-            params=treedef.unflatten(column[0]),
-            model_state=next_model_state(model_state, opt_state),
-            iteration=step + 1,
+        return next_state(
+            opt_state,
+            treedef.unflatten(column[0]),
+            model_state,
             diagonal_statistics=treedef.unflatten(column[1]),
             statistics=tuple(column[2]),
             preconditioners=tuple(column[3]),

@@ -3,7 +3,8 @@
 :class:`GradientClipOptimizer` clips each gradient element before running the
 optimizer it wraps; :class:`GraftedOptimizer` takes one optimizer's step direction
 with another's step length. Same names, arguments and state layout as
-learned_optimization's.
+learned_optimization's. :class:`OptimizerWrapper` is the base of wrappers whose state
+is the wrapped optimizer's.
 """
 
 from __future__ import annotations
@@ -15,24 +16,56 @@ import jax.numpy as jnp
 from learnopt import _validate
 from learnopt.optimizers.adam import Adam
 from learnopt.optimizers.common import (
-    ModelState,
+    OptimizerState,
     Params,
     PyTree,
     arith_dtype,
     hp,
-    iteration0,
-    next_model_state,
+    next_state,
     safe_sqrt,
 )
 from learnopt.optimizers.interface import OPTIMIZERS, Optimizer, require_optimizer
-from learnopt.optimizers.library_compat import ModelStateAlias
 from learnopt.optimizers.sgd import SGDM
 from learnopt.tree_utils import tree_vdot
 
-__all__ = ["GradientClipOptimizer", "GraftedOptimizer", "GraftedOptimizerState"]
+__all__ = ["OptimizerWrapper", "GradientClipOptimizer", "GraftedOptimizer", "GraftedOptimizerState"]
 
 
-class GradientClipOptimizer(Optimizer):
+class OptimizerWrapper(Optimizer):
+    """Base of optimizers that run another, ``self.opt``, and keep its state as theirs.
+
+    Every method calls ``opt``'s: a subclass sets ``self.opt`` in its constructor and
+    overrides what it changes (e.g. ``update``, to alter the gradients first).
+    """
+
+    def get_params(self, opt_state):
+        """``opt``'s :meth:`~learnopt.optimizers.interface.Optimizer.get_params`."""
+        return self.opt.get_params(opt_state)
+
+    def get_state(self, opt_state):
+        """``opt``'s :meth:`~learnopt.optimizers.interface.Optimizer.get_state`."""
+        return self.opt.get_state(opt_state)
+
+    def set_params(self, opt_state, params):
+        """``opt``'s :meth:`~learnopt.optimizers.interface.Optimizer.set_params`."""
+        return self.opt.set_params(opt_state, params)
+
+    def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
+        """``opt``'s state (the wrapper adds none).
+
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
+        """
+        return self.opt.init(params, model_state, num_steps=num_steps, key=key, **kwargs)
+
+    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        """One step of ``opt``.
+
+        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`.
+        """
+        return self.opt.update(opt_state, grads, loss, model_state=model_state, key=key, **kwargs)
+
+
+class GradientClipOptimizer(OptimizerWrapper):
     """Clips every gradient element to ``[-grad_clip, grad_clip]``, then runs ``opt``.
 
     The state is ``opt``'s state (``get_params``/``get_state``/``set_params`` are
@@ -48,47 +81,6 @@ class GradientClipOptimizer(Optimizer):
         _validate.positive_float("grad_clip", grad_clip)
         self.opt = opt
         self.grad_clip = grad_clip
-
-    def get_params(self, opt_state):
-        """The params of ``opt``'s state.
-
-        Args:
-          opt_state: a state of ``opt``.
-
-        Returns:
-          ``opt.get_params(opt_state)``.
-        """
-        return self.opt.get_params(opt_state)
-
-    def get_state(self, opt_state):
-        """The model state of ``opt``'s state.
-
-        Args:
-          opt_state: a state of ``opt``.
-
-        Returns:
-          ``opt.get_state(opt_state)``.
-        """
-        return self.opt.get_state(opt_state)
-
-    def set_params(self, opt_state, params):
-        """``opt``'s state with new params.
-
-        Args:
-          opt_state: a state of ``opt``.
-          params: the new params.
-
-        Returns:
-          ``opt.set_params(opt_state, params)``.
-        """
-        return self.opt.set_params(opt_state, params)
-
-    def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
-        """``opt``'s state (the wrapper adds none).
-
-        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
-        """
-        return self.opt.init(params, model_state, num_steps=num_steps, key=key, **kwargs)
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """Clips every gradient element to ``[-grad_clip, grad_clip]``, then runs ``opt``.
@@ -108,20 +100,16 @@ class GradientClipOptimizer(Optimizer):
 
 
 @flax.struct.dataclass
-class GraftedOptimizerState(ModelStateAlias):
+class GraftedOptimizerState(OptimizerState):
     """State of :class:`GraftedOptimizer`.
 
+    The fields of :class:`~learnopt.optimizers.common.OptimizerState`, then:
+
     Attributes:
-      params: the parameters, in their own dtypes.
-      model_state: the model state (or None).
-      iteration: the number of updates applied, int32.
       mag_opt_state: ``magnitude_opt``'s state.
       dir_opt_state: ``direction_opt``'s state.
     """
 
-    params: Params
-    model_state: ModelState
-    iteration: jax.Array
     mag_opt_state: PyTree
     dir_opt_state: PyTree
 
@@ -163,10 +151,9 @@ class GraftedOptimizer(Optimizer):
         - ``key``: split between the two optimizers (or None).
         """
         keys = (None, None) if key is None else tuple(jax.random.split(key))
-        return GraftedOptimizerState(
-            params=params,
-            model_state=model_state,
-            iteration=iteration0(),
+        return GraftedOptimizerState.initial(
+            params,
+            model_state,
             mag_opt_state=self.magnitude_opt.init(
                 params, model_state, num_steps=num_steps, key=keys[0], **kwargs
             ),
@@ -201,10 +188,10 @@ class GraftedOptimizer(Optimizer):
             base,
             dir_step,
         )
-        return GraftedOptimizerState(
-            params=params,
-            model_state=next_model_state(model_state, opt_state),
-            iteration=opt_state.iteration + 1,
+        return next_state(
+            opt_state,
+            params,
+            model_state,
             mag_opt_state=self.magnitude_opt.set_params(mag_state, params),
             dir_opt_state=self.direction_opt.set_params(dir_state, params),
         )

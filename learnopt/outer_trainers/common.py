@@ -501,11 +501,7 @@ class TruncatedAntitheticEstimator(AntitheticEstimator):
         unroll_length: int | None = None,
     ):
         super().__init__(
-            truncated_step,
-            std=std,
-            stack_antithetic_samples=stack_antithetic_samples,
-            clip_loss_diff=clip_loss_diff,
-            sign_delta_loss_scalar=sign_delta_loss_scalar,
+            truncated_step, std, stack_antithetic_samples, clip_loss_diff, sign_delta_loss_scalar
         )
         self.trunc_length = steps_per_estimate(
             self.name, trunc_length, unroll_length, self.default_trunc_length

@@ -90,25 +90,16 @@ class FullES(common.WholeRuns, common.AntitheticEstimator):
         sign_delta_loss_scalar: float | None = None,
     ):
         super().__init__(
-            truncated_step,
-            std=std,
-            stack_antithetic_samples=stack_antithetic_samples,
-            clip_loss_diff=clip_loss_diff,
-            sign_delta_loss_scalar=sign_delta_loss_scalar,
+            truncated_step, std, stack_antithetic_samples, clip_loss_diff, sign_delta_loss_scalar
         )
         self._whole_runs(truncation_schedule, steps_per_jit, loss_type, recompute_samples)
 
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
         """The antithetic ES estimate over whole fresh runs (traced).
 
-        Arguments as in
-        :meth:`~learnopt.outer_trainers.gradient_estimator.GradientEstimator.compute_gradient_estimate`.
-        Here ``state`` is the (empty) state, returned as it is.
-
-        Returns:
-          ``(GradientEstimatorOut, metrics)``: the mean meta-loss, ``grad`` shaped like
-          ``theta``, the next state and the unroll's record; metrics:
-          ``delta_loss_abs``.
+        Args and returns as in
+        :meth:`~learnopt.outer_trainers.gradient_estimator.GradientEstimator.compute_gradient_estimate`;
+        ``state`` (empty) is returned as it is. Metrics: ``delta_loss_abs``.
         """
         data, recompute = datas
         ts = self.truncated_step

@@ -115,14 +115,10 @@ class FullGrad(common.WholeRuns, GradientEstimator):
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
         """The exact gradient of :meth:`meta_loss` by backprop through the runs (traced).
 
-        Arguments as in
-        :meth:`~learnopt.outer_trainers.gradient_estimator.GradientEstimator.compute_gradient_estimate`.
-        Here ``state`` is the (empty) state, returned as it is.
-
-        Returns:
-          ``(GradientEstimatorOut, metrics)``: the mean meta-loss, ``grad`` shaped like
-          ``theta``, the next state and the unroll's record; metrics:
-          ``last_loss`` (the mean loss of the runs' last steps).
+        Args and returns as in
+        :meth:`~learnopt.outer_trainers.gradient_estimator.GradientEstimator.compute_gradient_estimate`;
+        ``state`` (empty) is returned as it is. Metrics: ``last_loss`` (the mean loss of
+        the runs' last steps).
         """
         (loss, (final, out)), grad = jax.value_and_grad(self.meta_loss, has_aux=True)(
             theta, key, datas, outer_state

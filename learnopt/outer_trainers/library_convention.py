@@ -196,26 +196,17 @@ def _first_arg(args: tuple, kwargs: dict) -> Any:
     return kwargs.get("worker_weights", kwargs.get("theta"))
 
 
-def _wrap_init(fn: Callable) -> Callable:
+def _dispatching(fn: Callable, library: Callable) -> Callable:
+    """``fn``, or ``library(self, fn, ...)`` when called with the library's ``WorkerWeights``."""
+
     @functools.wraps(fn)
-    def init_worker_state(self, *args, **kwargs):
+    def method(self, *args, **kwargs):
         if isinstance(_first_arg(args, kwargs), WorkerWeights):
-            return _library_init(self, fn, *args, **kwargs)
+            return library(self, fn, *args, **kwargs)
         return fn(self, *args, **kwargs)
 
-    init_worker_state._learnopt_dispatch = True
-    return init_worker_state
-
-
-def _wrap_estimate(fn: Callable) -> Callable:
-    @functools.wraps(fn)
-    def compute_gradient_estimate(self, *args, **kwargs):
-        if isinstance(_first_arg(args, kwargs), WorkerWeights):
-            return _library_estimate(self, fn, *args, **kwargs)
-        return fn(self, *args, **kwargs)
-
-    compute_gradient_estimate._learnopt_dispatch = True
-    return compute_gradient_estimate
+    method._learnopt_dispatch = True
+    return method
 
 
 def _adapt(cls: type) -> None:
@@ -224,13 +215,13 @@ def _adapt(cls: type) -> None:
     if estimate is not None and _library_style(estimate):
         cls._library_convention = True  # written against the library: run on the host
         return
-    for name, wrap in (
-        ("init_worker_state", _wrap_init),
-        ("compute_gradient_estimate", _wrap_estimate),
+    for name, library in (
+        ("init_worker_state", _library_init),
+        ("compute_gradient_estimate", _library_estimate),
     ):
         fn = cls.__dict__.get(name)
         if fn is not None and not getattr(fn, "_learnopt_dispatch", False):
-            setattr(cls, name, wrap(fn))
+            setattr(cls, name, _dispatching(fn, library))
 
 
 add_subclass_hook(_adapt)

@@ -36,22 +36,6 @@ class TruncatedES(common.TruncatedAntitheticEstimator):
     Arguments as :class:`~learnopt.outer_trainers.common.TruncatedAntitheticEstimator`,
     in the library's order (it names ``trunc_length`` ``unroll_length``; both are
     accepted). Default 20 steps per estimate, as the library's.
-
-    Args:
-      truncated_step: its ``num_tasks`` is the number of antithetic pairs.
-      trunc_length: inner steps per estimate (default 20).
-      steps_per_jit: the library's chunking of a truncation; accepted and validated
-        (``trunc_length`` must be a multiple of it).
-      std: perturbation standard deviation.
-      stack_antithetic_samples: run the + and - halves as one population of
-        ``2 * num_tasks`` (faster; learnopt's default) or as two unrolls (half the peak
-        memory; the library's default). Same results either way.
-      sign_delta_loss_scalar: use ``sign(L+ - L-)`` times this instead of the
-        difference (None: the difference).
-      clip_loss_diff: clip ``L+ - L-`` to this magnitude (robustness to outliers; None:
-        no clipping).
-      unroll_length: the library's name for ``trunc_length`` (keyword only; both given
-        must agree).
     """
 
     default_trunc_length = 20
@@ -68,14 +52,14 @@ class TruncatedES(common.TruncatedAntitheticEstimator):
         *,
         unroll_length: int | None = None,
     ):
-        super().__init__(
+        super().__init__(  # the base's order
             truncated_step,
-            trunc_length=trunc_length,
-            std=std,
-            steps_per_jit=steps_per_jit,
-            stack_antithetic_samples=stack_antithetic_samples,
-            sign_delta_loss_scalar=sign_delta_loss_scalar,
-            clip_loss_diff=clip_loss_diff,
+            trunc_length,
+            std,
+            steps_per_jit,
+            stack_antithetic_samples,
+            sign_delta_loss_scalar,
+            clip_loss_diff,
             unroll_length=unroll_length,
         )
 

@@ -154,12 +154,7 @@ class ConstantTruncationSchedule(TruncationSchedule):
     def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
         """``total_length``.
 
-        Args:
-          key: randomness of the length (unused).
-          outer_state: anything with an ``outer_iteration`` (or None) (unused).
-
-        Returns:
-          An int32 scalar.
+        Args and returns as in :meth:`TruncationSchedule.sample_length`.
         """
         return jnp.asarray(self.total_length, jnp.int32)
 
@@ -196,13 +191,7 @@ class LogUniformLengthSchedule(TruncationSchedule):
     def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
         """A length log-uniform in ``[min_length, max_length]``, rounded.
 
-        Args:
-          key: randomness of the length.
-          outer_state: anything with an ``outer_iteration`` (or None): the outer iteration of
-            scheduled bounds.
-
-        Returns:
-          An int32 scalar.
+        Args and returns as in :meth:`TruncationSchedule.sample_length`.
         """
         step = outer_iteration(outer_state)
         lo = _value(self.min_length, step)
@@ -225,12 +214,7 @@ class NeverEndingTruncationSchedule(TruncationSchedule):
     def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
         """The largest int32 (a run never reaches it).
 
-        Args:
-          key: randomness of the length (unused).
-          outer_state: anything with an ``outer_iteration`` (or None) (unused).
-
-        Returns:
-          An int32 scalar.
+        Args and returns as in :meth:`TruncationSchedule.sample_length`.
         """
         return jnp.asarray(_NEVER, jnp.int32)
 
@@ -288,12 +272,7 @@ class ScheduledTruncationSchedule(TruncationSchedule):
     def sample_length(self, key: jax.Array, outer_state: Any = None) -> jax.Array:
         """``schedule(outer_iteration)``, randomly shifted when ``std > 0``, clipped.
 
-        Args:
-          key: randomness of the length (the shift).
-          outer_state: anything with an ``outer_iteration`` (or None): the schedule's argument.
-
-        Returns:
-          An int32 scalar.
+        Args and returns as in :meth:`TruncationSchedule.sample_length`.
         """
         length = _value(self.schedule, outer_iteration(outer_state), self.max_steps)
         length = length.astype(jnp.int32)

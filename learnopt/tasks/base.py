@@ -35,7 +35,22 @@ __all__ = [
 ]
 
 
-class Task:
+class _Named:
+    """What tasks and families share: ``datasets``, a ``name`` and a ``repr`` showing it."""
+
+    datasets: Any = None
+    _name: str | None = None  # a subclass named at construction stores the name here
+
+    @property
+    def name(self) -> str:
+        """The name given at construction, else the class name (subclasses may override)."""
+        return self._name or type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
+
+
+class Task(_Named):
     """An optimization problem: ``init(key) -> params`` and ``loss(params, key, batch)``.
 
     Subclasses implement ``init`` and ``loss`` (stateless models) or
@@ -43,13 +58,6 @@ class Task:
     statistics); the other pair is derived. ``datasets`` is a
     :class:`learnopt.tasks.datasets.base.Datasets` or ``None`` for data-free tasks.
     """
-
-    datasets: Any = None
-
-    @property
-    def name(self) -> str:
-        """The task's name (the class name unless a subclass says otherwise)."""
-        return type(self).__name__
 
     def init(self, key: jax.Array) -> Params:
         """Initial params (override this or :meth:`init_with_state`).
@@ -155,11 +163,8 @@ class Task:
         """
         return loss
 
-    def __repr__(self) -> str:
-        return f"{self.name}()"
 
-
-class TaskFamily:
+class TaskFamily(_Named):
     """A distribution over tasks.
 
     ``sample(key)`` must be traceable (it is called inside ``jit`` and ``vmap``) and
@@ -167,13 +172,6 @@ class TaskFamily:
     and ``loss`` may close over ``cfg``'s (traced) arrays. All tasks of a family share
     ``datasets`` so one batch of data can feed the whole population.
     """
-
-    datasets: Any = None
-
-    @property
-    def name(self) -> str:
-        """The family's name (the class name unless a subclass says otherwise)."""
-        return type(self).__name__
 
     def sample(self, key: jax.Array) -> TaskCfg:
         """Draws one configuration (traceable: called inside ``jit`` and ``vmap``).
@@ -218,9 +216,6 @@ class TaskFamily:
           The task.
         """
         return self.task_fn(self.sample(key))
-
-    def __repr__(self) -> str:
-        return f"{self.name}()"
 
 
 class SingleTaskFamily(TaskFamily):

@@ -135,15 +135,9 @@ class BatchQuadraticTask(tasks_base.Task):
         return jax.random.normal(key, (10,))
 
     def loss(self, params: jax.Array, key: jax.Array, data: Any) -> jax.Array:
-        """``sum(p^2)``, computed in at least float32.
+        """``sum(p^2)``, computed in at least float32; ``key`` and the batch are ignored.
 
-        Args:
-          params: ``[10]``.
-          key: unused.
-          data: a noise batch ``float32 [4, 2]`` (ignored).
-
-        Returns:
-          A scalar.
+        Args and returns as in :meth:`~learnopt.tasks.base.Task.loss`.
         """
         del key, data
         return _sum_squares(params)
@@ -327,7 +321,7 @@ class _TargetQuadraticPlusData(_TargetQuadratic):
         return jnp.clip(loss, 0, 1000)
 
 
-class FixedDimQuadraticFamilyData(tasks_base.TaskFamily):
+class FixedDimQuadraticFamilyData(FixedDimQuadraticFamily):
     """:class:`FixedDimQuadraticFamily` whose loss adds a scalar batch of standard normal noise.
 
     ``loss = sum((c - p)^2) + batch`` with ``batch`` from ``datasets`` (scalar
@@ -341,19 +335,8 @@ class FixedDimQuadraticFamilyData(tasks_base.TaskFamily):
     """
 
     def __init__(self, dim: int = 10, seed: int = 0):
-        self._dim = int(dim)
+        super().__init__(dim)
         self.datasets = noise_datasets(seed)
-
-    def sample(self, key: jax.Array) -> jax.Array:
-        """Draws a target ``c ~ N(0, I_dim)``.
-
-        Args:
-          key: a PRNG key.
-
-        Returns:
-          The target, ``[dim]``, in JAX's default float dtype.
-        """
-        return jax.random.normal(key, (self._dim,))
 
     def task_fn(self, task_params: jax.Array) -> tasks_base.Task:
         """The member with target ``task_params``: ``sum((c - p)^2) + batch`` on this family's data.

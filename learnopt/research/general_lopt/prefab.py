@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -44,6 +43,7 @@ from learnopt import _validate
 from learnopt.optimizers import opt_to_optax
 from learnopt.optimizers.gradient_accumulator import GradientAccumulator
 from learnopt.optimizers.interface import Optimizer
+from learnopt.optimizers.wrappers import OptimizerWrapper
 from learnopt.research.general_lopt import pretrained_optimizers
 from learnopt.research.general_lopt.pretrained_optimizers import (
     CheckpointFormatError,
@@ -63,7 +63,7 @@ _default_lopt_fn = pretrained_optimizers.aug12_continue_on_bigger_2xbs_200kstep_
 PathLike = str | os.PathLike
 
 
-class _L2Penalty(Optimizer):
+class _L2Penalty(OptimizerWrapper):
     """``opt`` on the gradient and loss of ``loss + weight_decay * sum(p^2)``, as the
     library's ``WeightDecayWrapper`` computes them (the gradient term is ``weight_decay *
     p``, without the factor 2).
@@ -76,47 +76,6 @@ class _L2Penalty(Optimizer):
     def __init__(self, opt: Optimizer, weight_decay: float):
         self.opt = opt
         self.weight_decay = weight_decay
-
-    def get_params(self, opt_state: Any) -> Any:
-        """The params of ``opt``'s state.
-
-        Args:
-          opt_state: a state of ``opt``.
-
-        Returns:
-          ``opt.get_params(opt_state)``.
-        """
-        return self.opt.get_params(opt_state)
-
-    def get_state(self, opt_state: Any) -> Any:
-        """The model state of ``opt``'s state.
-
-        Args:
-          opt_state: a state of ``opt``.
-
-        Returns:
-          ``opt.get_state(opt_state)``.
-        """
-        return self.opt.get_state(opt_state)
-
-    def set_params(self, opt_state: Any, params: Any) -> Any:
-        """``opt``'s state with new params.
-
-        Args:
-          opt_state: a state of ``opt``.
-          params: the new params.
-
-        Returns:
-          ``opt.set_params(opt_state, params)``.
-        """
-        return self.opt.set_params(opt_state, params)
-
-    def init(self, params, model_state=None, num_steps=None, key=None, **kwargs):
-        """``opt``'s state (the wrapper keeps none of its own).
-
-        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.init`.
-        """
-        return self.opt.init(params, model_state, num_steps=num_steps, key=key, **kwargs)
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
         """Adds the penalty to ``grads`` and ``loss``, then runs ``opt``.
@@ -146,13 +105,14 @@ def _base_optimizer(base_lopt_fn: Callable[..., Optimizer], checkpoint: PathLike
     return base_lopt_fn(checkpoint=checkpoint)
 
 
-class LearnedOptimizer(Optimizer):
+class LearnedOptimizer(OptimizerWrapper):
     """A pretrained learned optimizer (VeLO by default) set up for a run of a given length.
 
     The library's class of the same name: ``opt`` is the pretrained optimizer, wrapped in
     a :class:`~learnopt.optimizers.gradient_accumulator.GradientAccumulator` when
     ``num_training_steps > max_training_steps`` and in the L2 penalty when
-    ``weight_decay > 0`` (see the module docstring).
+    ``weight_decay > 0`` (see the module docstring). ``update`` is ``opt``'s: pass the
+    training loss, VeLO needs it.
 
     Args:
       num_training_steps: the planned number of updates (``init`` uses it).
@@ -214,49 +174,6 @@ class LearnedOptimizer(Optimizer):
         return self.opt.init(
             params, model_state, num_steps=self.num_training_steps, key=key, **kwargs
         )
-
-    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
-        """One step of the wrapped optimizer.
-
-        Args and returns as in :meth:`~learnopt.optimizers.interface.Optimizer.update`; here:
-
-        - ``loss``: the training loss (VeLO needs it).
-        """
-        return self.opt.update(opt_state, grads, loss, model_state=model_state, key=key, **kwargs)
-
-    def get_params(self, opt_state: Any) -> Any:
-        """The params held by the wrapped optimizer's state.
-
-        Args:
-          opt_state: the state.
-
-        Returns:
-          The params.
-        """
-        return self.opt.get_params(opt_state)
-
-    def get_state(self, opt_state: Any) -> Any:
-        """The model state held by the wrapped optimizer's state.
-
-        Args:
-          opt_state: the state.
-
-        Returns:
-          The model state.
-        """
-        return self.opt.get_state(opt_state)
-
-    def set_params(self, opt_state: Any, params: Any) -> Any:
-        """The state with new params.
-
-        Args:
-          opt_state: the state.
-          params: the new params.
-
-        Returns:
-          The wrapped optimizer's state with ``params``.
-        """
-        return self.opt.set_params(opt_state, params)
 
     @property
     def name(self) -> str:

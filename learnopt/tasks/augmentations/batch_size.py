@@ -13,7 +13,7 @@ from typing import Any
 import jax
 
 from learnopt.tasks import base as tasks_base
-from learnopt.tasks.augmentations.wrapping import _TaskWrapper
+from learnopt.tasks.augmentations.wrapping import _FamilyWrapper, _TaskWrapper
 from learnopt.tasks.datasets import base as datasets_base
 
 __all__ = ["ReducedBatchsizeFamily", "ReducedBatchsizeTask"]
@@ -86,7 +86,7 @@ class ReducedBatchsizeTask(_TaskWrapper):
         return self._datasets
 
 
-class ReducedBatchsizeFamily(tasks_base.TaskFamily):
+class ReducedBatchsizeFamily(_FamilyWrapper):
     """A family on the first ``fraction_of_batchsize`` of every batch.
 
     Args:
@@ -96,14 +96,9 @@ class ReducedBatchsizeFamily(tasks_base.TaskFamily):
     """
 
     def __init__(self, task_family: tasks_base.TaskFamily, fraction_of_batchsize: float):
-        self.task_family = task_family
+        super().__init__(task_family, f"ReducedBatchsize_{task_family.name}")
         self.fraction_of_batchsize = float(fraction_of_batchsize)
         self.datasets = _reduced_datasets(task_family.datasets, self.fraction_of_batchsize)
-        self._name = f"ReducedBatchsize_{task_family.name}"
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def sample(self, key):
         """The wrapped family's configuration.

@@ -20,10 +20,9 @@ from learnopt.tasks import base as tasks_base
 from learnopt.tasks.augmentations.wrapping import (
     PyTree,
     WrappedTaskFamilyWithTaskWrapper,
-    _log_uniform,
+    _LogUniformFamily,
     _TaskWrapper,
 )
-from learnopt.tasks.parametric import cfgobject
 
 __all__ = [
     "AddGradientNoise",
@@ -218,47 +217,18 @@ def AddGradientNoise(task, std: float | jax.Array):  # noqa: N802
     return ModifyTaskGradient(task, add_noise)
 
 
-class AddGradientNoiseTaskFamily(tasks_base.TaskFamily):
+class AddGradientNoiseTaskFamily(_LogUniformFamily):
     """Members get gradient noise with ``std`` log-uniform in ``std_range`` (traced).
+
+    Members are :func:`AddGradientNoise` tasks; configurations hold ``sub_cfg`` and ``std``.
 
     Args:
       task_family: the family to wrap.
       std_range: ``(low, high)`` with ``0 < low <= high``.
     """
 
+    _cfg_name, _field, _wrap = "AddGradientNoise", "std", staticmethod(AddGradientNoise)
+
     def __init__(self, task_family: tasks_base.TaskFamily, std_range=(1e-3, 1e-1)):
-        self.task_family = task_family
         self.std_range = tuple(float(x) for x in std_range)
-        _log_uniform(jax.random.key(0), (), *self.std_range)
-        self.datasets = task_family.datasets
-        self._name = f"AddGradientNoise_{task_family.name}"
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def sample(self, key):
-        """Draws the wrapped family's configuration and ``std``, log-uniform in ``std_range``.
-
-        Args:
-          key: a PRNG key.
-
-        Returns:
-          A ``CFGNamed`` with ``sub_cfg`` and ``std`` (a float32 scalar).
-        """
-        k1, k2 = jax.random.split(key)
-        return cfgobject.CFGNamed(
-            "AddGradientNoise",
-            {"sub_cfg": self.task_family.sample(k1), "std": _log_uniform(k2, (), *self.std_range)},
-        )
-
-    def task_fn(self, cfg):
-        """The wrapped family's task for ``cfg`` under :func:`AddGradientNoise` (sampled ``std``).
-
-        Args:
-          cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
-
-        Returns:
-          The task.
-        """
-        return AddGradientNoise(self.task_family.task_fn(cfg.values["sub_cfg"]), cfg.values["std"])
+        super().__init__(task_family, self.std_range)

@@ -10,8 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.tasks import base as tasks_base
-from learnopt.tasks.augmentations.wrapping import _log_uniform, _TaskWrapper
-from learnopt.tasks.parametric import cfgobject
+from learnopt.tasks.augmentations.wrapping import _LogUniformFamily, _TaskWrapper
 
 __all__ = ["ScaleLoss", "ScaleLossTaskFamily"]
 
@@ -55,50 +54,18 @@ class ScaleLoss(_TaskWrapper):
         return self.task.normalizer(loss / jnp.asarray(self.scale, jnp.result_type(loss)))
 
 
-class ScaleLossTaskFamily(tasks_base.TaskFamily):
+class ScaleLossTaskFamily(_LogUniformFamily):
     """Members' losses are scaled by a factor log-uniform in ``scale_range`` (traced).
+
+    Members are :class:`ScaleLoss` tasks; configurations hold ``sub_cfg`` and ``scale``.
 
     Args:
       task_family: the family to wrap.
       scale_range: ``(low, high)`` with ``0 < low <= high``.
     """
 
+    _cfg_name, _field, _wrap = "ScaleLoss", "scale", staticmethod(ScaleLoss)
+
     def __init__(self, task_family: tasks_base.TaskFamily, scale_range=(0.1, 10.0)):
-        self.task_family = task_family
         self.scale_range = tuple(float(x) for x in scale_range)
-        _log_uniform(jax.random.key(0), (), *self.scale_range)
-        self.datasets = task_family.datasets
-        self._name = f"ScaleLoss_{task_family.name}"
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def sample(self, key):
-        """Draws the wrapped family's configuration and the scale, log-uniform in ``scale_range``.
-
-        Args:
-          key: a PRNG key.
-
-        Returns:
-          A ``CFGNamed`` with ``sub_cfg`` and ``scale`` (a float32 scalar).
-        """
-        k1, k2 = jax.random.split(key)
-        return cfgobject.CFGNamed(
-            "ScaleLoss",
-            {
-                "sub_cfg": self.task_family.sample(k1),
-                "scale": _log_uniform(k2, (), *self.scale_range),
-            },
-        )
-
-    def task_fn(self, cfg):
-        """The wrapped family's task for ``cfg`` as a :class:`ScaleLoss` (sampled scale).
-
-        Args:
-          cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
-
-        Returns:
-          The task.
-        """
-        return ScaleLoss(self.task_family.task_fn(cfg.values["sub_cfg"]), cfg.values["scale"])
+        super().__init__(task_family, self.scale_range)

@@ -13,7 +13,12 @@ import jax
 import jax.numpy as jnp
 
 from learnopt.tasks import base as tasks_base
-from learnopt.tasks.augmentations.wrapping import PyTree, _log_uniform, _TaskWrapper
+from learnopt.tasks.augmentations.wrapping import (
+    PyTree,
+    _FamilyWrapper,
+    _log_uniform,
+    _TaskWrapper,
+)
 from learnopt.tasks.parametric import cfgobject
 
 __all__ = ["ReparamWeights", "ReparamWeightsFamily"]
@@ -81,7 +86,7 @@ class ReparamWeights(_TaskWrapper):
         return self.task.loss_with_state_and_aux(scaled, state, key, data)
 
 
-class ReparamWeightsFamily(tasks_base.TaskFamily):
+class ReparamWeightsFamily(_FamilyWrapper):
     """A family whose members are reparameterized by sampled scales (see :class:`ReparamWeights`).
 
     Args:
@@ -99,16 +104,10 @@ class ReparamWeightsFamily(tasks_base.TaskFamily):
     ):
         if level not in ("global", "tensor", "parameter"):
             raise ValueError(f"level must be 'global', 'tensor' or 'parameter', got {level!r}")
-        self.task_family = task_family
         self.level = level
         self.param_scale_range = tuple(float(x) for x in param_scale_range)
         _log_uniform(jax.random.key(0), (), *self.param_scale_range)  # validates the range
-        self.datasets = task_family.datasets
-        self._name = f"ReparamWeights{level}_{task_family.name}"
-
-    @property
-    def name(self) -> str:
-        return self._name
+        super().__init__(task_family, f"ReparamWeights{level}_{task_family.name}")
 
     def _abstract_params(self) -> PyTree:
         def init(key):

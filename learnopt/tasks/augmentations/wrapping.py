@@ -64,7 +64,63 @@ class _TaskWrapper(tasks_base.Task):
         return self.task.normalizer(loss)
 
 
-class WrappedTaskFamilyWithTaskWrapper(tasks_base.TaskFamily):
+class _FamilyWrapper(tasks_base.TaskFamily):
+    """A family built on ``task_family``: its datasets, under ``name``."""
+
+    def __init__(self, task_family: tasks_base.TaskFamily, name: str):
+        self.task_family = task_family
+        self.datasets = task_family.datasets
+        self._name = name
+
+
+class _LogUniformFamily(_FamilyWrapper):
+    """Members are ``wrap(task, value)``, ``value`` log-uniform in ``value_range`` (traced).
+
+    Subclasses set ``_cfg_name`` (the configuration's name, and the prefix of the family's
+    name), ``_field`` (the value's key in the configuration) and ``_wrap`` (a staticmethod).
+    """
+
+    _cfg_name: str
+    _field: str
+    _wrap: Callable[[tasks_base.Task, jax.Array], tasks_base.Task]
+
+    def __init__(self, task_family: tasks_base.TaskFamily, value_range: tuple[float, float]):
+        _log_uniform(jax.random.key(0), (), *value_range)  # validates the range
+        super().__init__(task_family, f"{self._cfg_name}_{task_family.name}")
+        self._value_range = value_range
+
+    def sample(self, key: jax.Array) -> cfgobject.CFGNamed:
+        """Draws the wrapped family's configuration and the value, log-uniform in its range.
+
+        Args:
+          key: a PRNG key.
+
+        Returns:
+          A ``CFGNamed`` with ``sub_cfg`` and the value (a float32 scalar) under ``_field``.
+        """
+        k1, k2 = jax.random.split(key)
+        return cfgobject.CFGNamed(
+            self._cfg_name,
+            {
+                "sub_cfg": self.task_family.sample(k1),
+                self._field: _log_uniform(k2, (), *self._value_range),
+            },
+        )
+
+    def task_fn(self, cfg: cfgobject.CFGNamed) -> tasks_base.Task:
+        """The wrapped family's task for ``cfg``, wrapped with the sampled value.
+
+        Args:
+          cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
+
+        Returns:
+          The task.
+        """
+        task = self.task_family.task_fn(cfg.values["sub_cfg"])
+        return self._wrap(task, cfg.values[self._field])
+
+
+class WrappedTaskFamilyWithTaskWrapper(_FamilyWrapper):
     """Applies ``task_wrapper`` to every task of ``task_family``.
 
     Args:
@@ -79,14 +135,8 @@ class WrappedTaskFamilyWithTaskWrapper(tasks_base.TaskFamily):
         task_wrapper: Callable[[tasks_base.Task], tasks_base.Task],
         name: str | None = None,
     ):
-        self.task_family = task_family
+        super().__init__(task_family, name or f"Wrapped_{task_family.name}")
         self.task_wrapper = task_wrapper
-        self.datasets = task_family.datasets
-        self._name = name or f"Wrapped_{task_family.name}"
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def sample(self, key: jax.Array) -> cfgobject.CFGNamed:
         """The wrapped family's configuration, named.

@@ -76,6 +76,7 @@ from learnopt.tasks.datasets._sources import (
 from learnopt.tasks.datasets.images import _process, resize_images
 from learnopt.tasks.datasets.iterators import (
     SplitIterator,
+    _Lazy,
     _LazyArrays,
     _StackingIterator,
     take_slice,
@@ -365,7 +366,7 @@ def datasets_from_arrays(
         return {k: _process(*parts[k], size, 1, antialias) for k in SPLITS}
 
     return _make_datasets(
-        _LazyArrays(loader),
+        _Lazy(loader),
         name=name,
         batch_size=batch_size,
         seed=seed,
@@ -434,7 +435,7 @@ def image_classification_datasets(
 
     channels = 1 if bw else spec.image_shape[2]
     return _make_datasets(
-        _LazyArrays(loader),
+        _Lazy(loader),
         name=spec.name,
         batch_size=batch_size,
         seed=seed,

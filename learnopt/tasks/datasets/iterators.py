@@ -20,7 +20,7 @@ import math
 import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import jax
 import numpy as np
@@ -29,25 +29,31 @@ from learnopt.tasks.datasets.images import Arrays, _to_unit_float
 
 __all__ = ["SplitIterator", "take_slice"]
 
+T = TypeVar("T")
 
-class _LazyArrays:
-    """Calls ``loader() -> {split: (images, labels)}`` once, on first use (thread-safe)."""
 
-    def __init__(self, loader: Callable[[], Mapping[str, Arrays]]):
+class _Lazy(Generic[T]):
+    """Calls ``loader()`` once, on first use (thread-safe), and keeps what it returned."""
+
+    def __init__(self, loader: Callable[[], T]):
         self._loader = loader
-        self._arrays: Mapping[str, Arrays] | None = None
+        self._value: T | None = None
         self._lock = threading.Lock()
 
     @property
     def loaded(self) -> bool:
-        return self._arrays is not None
+        return self._value is not None
 
-    def get(self) -> Mapping[str, Arrays]:
-        if self._arrays is None:
+    def get(self) -> T:
+        if self._value is None:
             with self._lock:
-                if self._arrays is None:
-                    self._arrays = self._loader()
-        return self._arrays
+                if self._value is None:
+                    self._value = self._loader()
+        return self._value
+
+
+#: The splits of an image dataset: ``loader() -> {split: (images, labels)}``.
+_LazyArrays = _Lazy[Mapping[str, Arrays]]
 
 
 class SplitIterator:

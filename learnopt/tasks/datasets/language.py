@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ import numpy as np
 
 from learnopt.tasks.datasets import _pystdlib, _sources, storage
 from learnopt.tasks.datasets import base as datasets_base
+from learnopt.tasks.datasets.iterators import _Lazy
 
 __all__ = [
     "BYTE_OFFSET",
@@ -222,24 +223,8 @@ def load_token_streams(
         return out
 
 
-class _LazyStreams:
-    """Calls ``loader() -> {split: stream}`` once, on first use (thread-safe)."""
-
-    def __init__(self, loader: Callable[[], Mapping[str, np.ndarray]]):
-        self._loader = loader
-        self._streams: Mapping[str, np.ndarray] | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def loaded(self) -> bool:
-        return self._streams is not None
-
-    def get(self) -> Mapping[str, np.ndarray]:
-        if self._streams is None:
-            with self._lock:
-                if self._streams is None:
-                    self._streams = self._loader()
-        return self._streams
+#: The token streams of a corpus: ``loader() -> {split: stream}``.
+_LazyStreams = _Lazy[Mapping[str, np.ndarray]]
 
 
 class TokenSplitIterator:
@@ -385,7 +370,7 @@ def language_datasets(
     """
     _check_name(name)
     data_dir = _sources.resolve_data_dir(data_dir)
-    data = _LazyStreams(lambda: load_token_streams(name, data_dir))
+    data = _Lazy(lambda: load_token_streams(name, data_dir))
     iterators = [
         TokenSplitIterator(data, split, batch_size, sequence_length, seed)
         for split in datasets_base.SPLITS

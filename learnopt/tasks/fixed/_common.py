@@ -57,6 +57,24 @@ def factory_doc(summary: str, task_class: str) -> str:
     )
 
 
+def publish(
+    namespace: dict[str, Any], name: str, make: Callable[..., Any], doc: str, registry: Any = None
+) -> None:
+    """Publishes a factory: names it ``name``, registers it and binds it in its module.
+
+    Args:
+      namespace: the module's ``globals()`` (its ``__all__`` gets ``name`` too).
+      name: the registered and public name.
+      make: the factory.
+      doc: its docstring (e.g. :func:`factory_doc`'s).
+      registry: where to register it (default :data:`~learnopt.tasks.base.TASKS`).
+    """
+    make.__name__ = make.__qualname__ = name
+    make.__doc__ = doc
+    namespace[name] = (registry or tasks_base.TASKS).register(make)
+    namespace["__all__"].append(name)
+
+
 def softmax_cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     """Per-example ``-log softmax(logits)[label]``, computed in at least float32.
 
@@ -200,10 +218,6 @@ class FlaxModelTask(tasks_base.Task):
             self._datasets = self._datasets_fn()
         return self._datasets
 
-    @property
-    def name(self) -> str:
-        return self._name or type(self).__name__
-
     # -- what subclasses define
     def make_module(self) -> nn.Module:
         """A fresh ``flax.linen`` module (subclasses define it).
@@ -329,9 +343,6 @@ class FlaxModelTask(tasks_base.Task):
           A scalar loss.
         """
         return self.loss_with_state(params, None, key, data)[0]
-
-    def __repr__(self) -> str:
-        return f"{self.name}()"
 
 
 class ImageClassifierTask(FlaxModelTask):

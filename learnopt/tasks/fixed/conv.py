@@ -21,7 +21,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from learnopt.tasks import base as tasks_base
 from learnopt.tasks.fixed import _common
 
 __all__ = ["ConvNet", "ConvTask", "haiku_default_init"]
@@ -136,10 +135,7 @@ def _register(name: str, doc: str, dataset: str, hidden: Sequence[int], **kwargs
     def make(param_dtype: Any = jnp.float32) -> ConvTask:
         return ConvTask(dataset, hidden, param_dtype=param_dtype, name=name, **kwargs)
 
-    make.__name__ = make.__qualname__ = name
-    make.__doc__ = _common.factory_doc(doc, "ConvTask")
-    globals()[name] = tasks_base.register_task(make)
-    __all__.append(name)
+    _common.publish(globals(), name, make, _common.factory_doc(doc, "ConvTask"))
 
 
 # The library's CIFAR-10 tasks (need cifar-10-python.tar.gz in the manual dir).

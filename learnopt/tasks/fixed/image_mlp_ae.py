@@ -21,7 +21,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from learnopt.tasks import base as tasks_base
 from learnopt.tasks.fixed import _common
 
 __all__ = ["ImageMLPAETask"]
@@ -115,14 +114,9 @@ def _register(
             dataset, hidden, batch_size=batch_size, param_dtype=param_dtype, name=name
         )
 
-    make.__name__ = make.__qualname__ = name
     widths = "-".join(map(str, hidden))
-    make.__doc__ = _common.factory_doc(
-        f"MLP auto-encoder of {dataset} images, hidden {widths}, ReLU, batch {batch_size}{note}.",
-        "ImageMLPAETask",
-    )
-    globals()[name] = tasks_base.register_task(make)
-    __all__.append(name)
+    doc = f"MLP auto-encoder of {dataset} images, hidden {widths}, ReLU, batch {batch_size}{note}."
+    _common.publish(globals(), name, make, _common.factory_doc(doc, "ImageMLPAETask"))
 
 
 _register("ImageMLPAE_Cifar10_32x32x32_bs128", "cifar10", (32, 32, 32), 128)

@@ -161,10 +161,6 @@ class ImageMLPTask(tasks_base.Task):
         return self._datasets
 
     @property
-    def name(self) -> str:
-        return self._name or type(self).__name__
-
-    @property
     def layer_sizes(self) -> tuple[int, ...]:
         """``(input, *hidden, classes)``."""
         return (math.prod(self.image_shape), *self.hidden_sizes, self.num_classes)
@@ -295,9 +291,6 @@ class ImageMLPTask(tasks_base.Task):
         maxval = 1.5 * math.log(self.num_classes)
         loss = jnp.clip(loss, 0, maxval)
         return jnp.nan_to_num(loss, nan=maxval, posinf=maxval, neginf=maxval)
-
-    def __repr__(self) -> str:
-        return f"{self.name}()"
 
 
 def _haiku_name(base: str, i: int) -> str:

@@ -15,7 +15,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from learnopt.tasks import base as tasks_base
 from learnopt.tasks.datasets import base as datasets_base
 from learnopt.tasks.fixed import _common, image_mlp
 
@@ -47,10 +46,12 @@ def _register(
             name=name,
         )
 
-    make.__name__ = make.__qualname__ = name
-    make.__doc__ = _common.factory_doc(doc, "~learnopt.tasks.fixed.image_mlp.ImageMLPTask")
-    globals()[name] = tasks_base.register_task(make)
-    __all__.append(name)
+    _common.publish(
+        globals(),
+        name,
+        make,
+        _common.factory_doc(doc, "~learnopt.tasks.fixed.image_mlp.ImageMLPTask"),
+    )
 
 
 _register(

@@ -24,7 +24,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from learnopt.tasks import base as tasks_base
 from learnopt.tasks.fixed import _common
 from learnopt.tasks.fixed.conv import haiku_default_init
 
@@ -248,10 +247,7 @@ def _register(name: str, doc: str, cfg: Mapping[str, Any]) -> None:
     def make(param_dtype: Any = jnp.float32) -> ResnetTask:
         return ResnetTask(cfg, name, param_dtype=param_dtype)
 
-    make.__name__ = make.__qualname__ = name
-    make.__doc__ = _common.factory_doc(doc, "ResnetTask")
-    globals()[name] = tasks_base.register_task(make)
-    __all__.append(name)
+    _common.publish(globals(), name, make, _common.factory_doc(doc, "ResnetTask"))
 
 
 # The smallest of the library's Resnet_MultiRuntime configs (groups of one block,

@@ -26,7 +26,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from learnopt.tasks import base as tasks_base
 from learnopt.tasks.fixed import _common, _language
 
 __all__ = [
@@ -47,8 +46,28 @@ class _Core(nn.RNNCellBase):
 
     hidden_size: int
 
-    def initial_state(self, batch_size: int) -> Any:
+    def __call__(self, carry: Any, x: jax.Array):
+        """One step of the recurrence.
+
+        Args:
+          carry: the state: ``h`` (``(h, c)`` for the LSTM), each ``[B, hidden_size]``.
+          x: the inputs ``[B, D]``.
+
+        Returns:
+          ``(new carry, output)``; the output is the new ``h``, ``[B, hidden_size]``.
+        """
         raise NotImplementedError
+
+    def initial_state(self, batch_size: int) -> Any:
+        """The zero state of a batch (:class:`RNNLanguageModel` learns its own, of this shape).
+
+        Args:
+          batch_size: the batch size ``B``.
+
+        Returns:
+          ``h``, float32 zeros ``[B, hidden_size]`` (for the LSTM ``(h, c)``, two of them).
+        """
+        return jnp.zeros((batch_size, self.hidden_size), jnp.float32)
 
     def initialize_carry(self, rng: jax.Array, input_shape: tuple[int, ...]) -> Any:
         del rng
@@ -73,15 +92,6 @@ class LSTM(_Core):
 
     @nn.compact
     def __call__(self, carry: tuple[jax.Array, jax.Array], x: jax.Array):
-        """One step of the recurrence.
-
-        Args:
-          carry: the state ``(h, c)``, each ``[B, hidden_size]``.
-          x: the inputs ``[B, D]``.
-
-        Returns:
-          ``(new carry, output)``; the output is the new ``h``, ``[B, hidden_size]``.
-        """
         h, c = carry
         gates = nn.Dense(4 * self.hidden_size, kernel_init=self.kernel_init, name="linear")(
             jnp.concatenate([x, h.astype(x.dtype)], axis=-1)
@@ -92,14 +102,7 @@ class LSTM(_Core):
         return (h, c), h
 
     def initial_state(self, batch_size: int):
-        """The zero state of a batch (:class:`RNNLanguageModel` learns its own, of this shape).
-
-        Args:
-          batch_size: the batch size ``B``.
-
-        Returns:
-          ``(h, c)``, float32 zeros ``[B, hidden_size]`` each.
-        """
+        """``(h, c)``, see :meth:`_Core.initial_state`."""
         zeros = jnp.zeros((batch_size, self.hidden_size), jnp.float32)
         return (zeros, zeros)
 
@@ -116,15 +119,6 @@ class GRU(_Core):
 
     @nn.compact
     def __call__(self, carry: jax.Array, x: jax.Array):
-        """One step of the recurrence.
-
-        Args:
-          carry: the state ``h``, ``[B, hidden_size]``.
-          x: the inputs ``[B, D]``.
-
-        Returns:
-          ``(new carry, output)``; the output is the new ``h``, ``[B, hidden_size]``.
-        """
         h = carry.astype(x.dtype)
         hs = self.hidden_size
         xw = nn.Dense(3 * hs, kernel_init=self.kernel_init, name="input")(x)
@@ -137,17 +131,6 @@ class GRU(_Core):
         )
         h = (1 - z) * h + z * a
         return h, h
-
-    def initial_state(self, batch_size: int):
-        """The zero state of a batch (:class:`RNNLanguageModel` learns its own, of this shape).
-
-        Args:
-          batch_size: the batch size ``B``.
-
-        Returns:
-          ``h``, float32 zeros ``[B, hidden_size]``.
-        """
-        return jnp.zeros((batch_size, self.hidden_size), jnp.float32)
 
 
 class VanillaRNN(_Core):
@@ -166,15 +149,6 @@ class VanillaRNN(_Core):
 
     @nn.compact
     def __call__(self, carry: jax.Array, x: jax.Array):
-        """One step of the recurrence.
-
-        Args:
-          carry: the state ``h``, ``[B, hidden_size]``.
-          x: the inputs ``[B, D]``.
-
-        Returns:
-          ``(new carry, output)``; the output is the new ``h``, ``[B, hidden_size]``.
-        """
         h = carry.astype(x.dtype)
         pre = nn.Dense(self.hidden_size, kernel_init=self.kernel_init, name="input_to_hidden")(x)
         pre = pre + nn.Dense(
@@ -182,17 +156,6 @@ class VanillaRNN(_Core):
         )(h)
         h = self.activation(pre)
         return h, h
-
-    def initial_state(self, batch_size: int):
-        """The zero state of a batch (:class:`RNNLanguageModel` learns its own, of this shape).
-
-        Args:
-          batch_size: the batch size ``B``.
-
-        Returns:
-          ``h``, float32 zeros ``[B, hidden_size]``.
-        """
-        return jnp.zeros((batch_size, self.hidden_size), jnp.float32)
 
 
 def _identity_init(gain: float) -> Callable[..., jax.Array]:
@@ -350,14 +313,12 @@ def _register(core: str, hidden: int, embed: int, seq_len: int, batch_size: int 
             name=name,
         )
 
-    make.__name__ = make.__qualname__ = name
-    make.__doc__ = _common.factory_doc(
+    doc = _common.factory_doc(
         f"Byte-level {core}({hidden}) LM, embedding {embed}, on the Python standard "
         f"library's sources, sequences of {seq_len}, batch {batch_size} (offline).",
         "TeacherForcedRNNLM",
     )
-    globals()[name] = tasks_base.register_task(make)
-    __all__.append(name)
+    _common.publish(globals(), name, make, doc)
 
 
 # The library's lm1b-bytes configurations, on the offline byte-level corpus.

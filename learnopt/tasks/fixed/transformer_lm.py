@@ -26,7 +26,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from learnopt.tasks import base as tasks_base
 from learnopt.tasks.fixed import _common, _language
 
 __all__ = ["CausalSelfAttention", "Transformer", "TransformerLMTask"]
@@ -194,15 +193,13 @@ def _register(name: str, cfg: Mapping[str, Any]) -> None:
     def make(param_dtype: Any = jnp.float32) -> TransformerLMTask:
         return TransformerLMTask(cfg, name, param_dtype=param_dtype)
 
-    make.__name__ = make.__qualname__ = name
-    make.__doc__ = _common.factory_doc(
+    doc = _common.factory_doc(
         f"Byte-level Transformer LM on the Python standard library's sources (offline): "
         f"{cfg['num_layers']} layers, d_model {cfg['d_model']}, {cfg['num_heads']} heads, "
         f"batch {cfg['batch_size']} x {cfg['sequence_length']} tokens.",
         "TransformerLMTask",
     )
-    globals()[name] = tasks_base.register_task(make)
-    __all__.append(name)
+    _common.publish(globals(), name, make, doc)
 
 
 # The library's smallest "MultiRuntime" size configurations:

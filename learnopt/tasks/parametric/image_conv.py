@@ -20,7 +20,12 @@ from learnopt.tasks import base as tasks_base
 from learnopt.tasks.fixed import _common
 from learnopt.tasks.parametric import _family, cfgobject, parametric_utils
 
-__all__ = ["ConvNet", "ParametricImageConv", "sample_image_conv"]
+__all__ = [
+    "ConvNet",
+    "ParametricImageConv",
+    "ParametricImageConv_Digits8_16x32",
+    "sample_image_conv",
+]
 
 
 class ConvNet(nn.Module):
@@ -97,81 +102,44 @@ class ParametricImageConv(_family.ImageFamily):
         self.strides = tuple(int(s) for s in strides)
 
     def make_module(self, act: Callable, init: Callable) -> nn.Module:
-        """The conv net with activation ``act`` and weight initializer ``init``.
+        """The :class:`ConvNet` of this family's shapes.
 
-        Args:
-          act: the activation (a traced choice).
-          init: a Flax initializer ``(key, shape, dtype) -> array`` (a traced choice).
-
-        Returns:
-          A :class:`ConvNet`.
+        See :meth:`~learnopt.tasks.parametric._family.ImageFamily.make_module`.
         """
         return ConvNet(
             self.hidden_sizes, self.kernel_sizes, self.strides, self.num_classes, act, init
         )
 
 
-@cfgobject.configurable
+@_family.host_sampler
 def sample_image_conv(key: jax.Array) -> cfgobject.CFGObject:
-    """A random :class:`ParametricImageConv` configuration (host side), as the library.
-
-    Args:
-      key: a concrete PRNG key.
-
-    Returns:
-      A :class:`~learnopt.tasks.parametric.cfgobject.CFGObject` of a ``ParametricImageConv``
-      (``object_from_config`` builds it).
-    """
-    keys = iter(jax.random.split(key, 6))
-    hidden_size = parametric_utils.log_int(next(keys), 4, 64)
-    num_layers = parametric_utils.choice(next(keys), [0, 1, 2, 3])
-    num_stride = min(num_layers, int(parametric_utils.choice(next(keys), [0, 1, 2])))
-    strides = [2] * num_stride + [1] * (num_layers - num_stride)
-    image_size = parametric_utils.log_int(next(keys), 4, 32)
-    dataset = parametric_utils.SampleImageDataset.sample(next(keys))
-    lf = cfgobject.LogFeature
-    return cfgobject.CFGObject(
-        "ParametricImageConv",
-        {
-            "hidden_sizes": lf(num_layers * [hidden_size]),
-            "strides": strides,
-            "kernel_sizes": [(3, 3)] * num_layers,
-            "num_classes": parametric_utils.SampleImageDataset.num_classes(dataset),
-            "datasets": cfgobject.CFGObject(
-                dataset,
-                {
-                    "image_size": lf((image_size, image_size)),
-                    "batch_size": lf(parametric_utils.log_int(next(keys), 4, 512)),
-                },
-            ),
-        },
+    """A random :class:`ParametricImageConv` configuration (host side), as the library."""
+    keys = jax.random.split(key, 6)
+    hidden_size = parametric_utils.log_int(keys[0], 4, 64)
+    num_layers = parametric_utils.choice(keys[1], [0, 1, 2, 3])
+    num_stride = min(num_layers, int(parametric_utils.choice(keys[2], [0, 1, 2])))
+    model = {
+        "hidden_sizes": cfgobject.LogFeature(num_layers * [hidden_size]),
+        "strides": [2] * num_stride + [1] * (num_layers - num_stride),
+        "kernel_sizes": [(3, 3)] * num_layers,
+    }
+    return _family.image_config(
+        "ParametricImageConv", model, image_key=keys[3], dataset_key=keys[4], batch_key=keys[5]
     )
 
 
-def _register(name, dataset, image_size, hidden, strides, batch, doc):
-    def make() -> ParametricImageConv:
-        fn = cfgobject.CONFIGURABLES.constructor(f"{dataset}_datasets")
-        return ParametricImageConv(
-            lambda: fn(batch_size=batch, image_size=image_size),
-            hidden_sizes=hidden,
-            kernel_sizes=[(3, 3)] * len(hidden),
-            strides=strides,
-            name=name,
-        )
+@tasks_base.TASK_FAMILIES.register
+def ParametricImageConv_Digits8_16x32() -> ParametricImageConv:  # noqa: N802
+    """Convs 16 (stride 2) - 32 on 8x8 digits, batch 128; sampled activation and initializer.
 
-    make.__name__ = make.__qualname__ = name
-    make.__doc__ = f"{doc}\n\nReturns:\n  The task family, a :class:`ParametricImageConv`.\n"
-    tasks_base.TASK_FAMILIES.register(make, name=name)
-    globals()[name] = make
-    __all__.append(name)
-
-
-_register(
-    "ParametricImageConv_Digits8_16x32",
-    "digits8",
-    (8, 8),
-    (16, 32),
-    (2, 1),
-    128,
-    "Convs 16 (stride 2) - 32 on 8x8 digits, batch 128; sampled activation and initializer.",
-)
+    Returns:
+      The task family, a :class:`ParametricImageConv`.
+    """
+    fn = cfgobject.CONFIGURABLES.constructor("digits8_datasets")
+    return ParametricImageConv(
+        lambda: fn(batch_size=128, image_size=(8, 8)),
+        hidden_sizes=(16, 32),
+        kernel_sizes=((3, 3), (3, 3)),
+        strides=(2, 1),
+        name="ParametricImageConv_Digits8_16x32",
+    )

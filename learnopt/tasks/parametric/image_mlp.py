@@ -18,9 +18,9 @@ import jax
 
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks.fixed import _common
-from learnopt.tasks.parametric import _family, cfgobject, parametric_utils
+from learnopt.tasks.parametric import _family, cfgobject
 
-__all__ = ["ParametricImageMLP", "sample_image_mlp"]
+__all__ = ["ParametricImageMLP", "ParametricImageMLP_Digits8_32x32", "sample_image_mlp"]
 
 
 @cfgobject.configurable
@@ -45,69 +45,29 @@ class ParametricImageMLP(_family.ImageFamily):
         self.hidden_layers = tuple(int(h) for h in hidden_layers)
 
     def make_module(self, act: Callable, init: Callable) -> nn.Module:
-        """The MLP with activation ``act`` and weight initializer ``init``.
+        """The :class:`~learnopt.tasks.fixed._common.MLP` ``(*hidden_layers, num_classes)``.
 
-        Args:
-          act: the activation (a traced choice).
-          init: a Flax initializer ``(key, shape, dtype) -> array`` (a traced choice).
-
-        Returns:
-          An :class:`~learnopt.tasks.fixed._common.MLP` of widths
-          ``(*hidden_layers, num_classes)``.
+        See :meth:`~learnopt.tasks.parametric._family.ImageFamily.make_module`.
         """
         return _common.MLP((*self.hidden_layers, self.num_classes), act, init)
 
 
-@cfgobject.configurable
+@_family.host_sampler
 def sample_image_mlp(key: jax.Array) -> cfgobject.CFGObject:
-    """A random :class:`ParametricImageMLP` configuration (host side).
+    """A random :class:`ParametricImageMLP` configuration (host side)."""
+    return _family.mlp_config(key, "ParametricImageMLP", "hidden_layers", num_classes=True)
 
-    Args:
-      key: a concrete PRNG key.
+
+@tasks_base.TASK_FAMILIES.register
+def ParametricImageMLP_Digits8_32x32() -> ParametricImageMLP:  # noqa: N802
+    """MLP 64-32-32-10 on 8x8 digits, batch 128; sampled activation and initializer.
 
     Returns:
-      A :class:`~learnopt.tasks.parametric.cfgobject.CFGObject` of a ``ParametricImageMLP``
-      (``object_from_config`` builds it).
+      The task family, a :class:`ParametricImageMLP`.
     """
-    k1, k2, k3, k4, k5 = jax.random.split(key, 5)
-    hidden_size = parametric_utils.log_int(k1, 8, 128)
-    num_layers = parametric_utils.choice(k2, [0, 1, 2, 3, 4])
-    image_size = parametric_utils.log_int(k3, 4, 32)
-    batch_size = parametric_utils.log_int(k4, 4, 512)
-    dataset = parametric_utils.SampleImageDataset.sample(k5)
-    lf = cfgobject.LogFeature
-    return cfgobject.CFGObject(
-        "ParametricImageMLP",
-        {
-            "hidden_layers": lf(num_layers * [hidden_size]),
-            "num_classes": parametric_utils.SampleImageDataset.num_classes(dataset),
-            "datasets": cfgobject.CFGObject(
-                dataset,
-                {"image_size": lf((image_size, image_size)), "batch_size": lf(batch_size)},
-            ),
-        },
+    fn = cfgobject.CONFIGURABLES.constructor("digits8_datasets")
+    return ParametricImageMLP(
+        lambda: fn(batch_size=128, image_size=(8, 8)),
+        hidden_layers=(32, 32),
+        name="ParametricImageMLP_Digits8_32x32",
     )
-
-
-def _register(name: str, dataset: str, image_size, hidden: Sequence[int], batch: int, doc: str):
-    def make() -> ParametricImageMLP:
-        fn = cfgobject.CONFIGURABLES.constructor(f"{dataset}_datasets")
-        return ParametricImageMLP(
-            lambda: fn(batch_size=batch, image_size=image_size), hidden_layers=hidden, name=name
-        )
-
-    make.__name__ = make.__qualname__ = name
-    make.__doc__ = f"{doc}\n\nReturns:\n  The task family, a :class:`ParametricImageMLP`.\n"
-    tasks_base.TASK_FAMILIES.register(make, name=name)
-    globals()[name] = make
-    __all__.append(name)
-
-
-_register(
-    "ParametricImageMLP_Digits8_32x32",
-    "digits8",
-    (8, 8),
-    (32, 32),
-    128,
-    "MLP 64-32-32-10 on 8x8 digits, batch 128; sampled activation and initializer.",
-)

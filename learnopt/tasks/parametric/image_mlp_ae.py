@@ -73,10 +73,6 @@ class ParametricImageMLPAE(tasks_base.TaskFamily):
         self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
         self._name = name
 
-    @property
-    def name(self) -> str:
-        return self._name or type(self).__name__
-
     def sample(self, key: jax.Array) -> cfgobject.CFGNamed:
         """Draws, traced, the activation, the initializer and the three loss switches.
 
@@ -121,34 +117,10 @@ class ParametricImageMLPAE(tasks_base.TaskFamily):
         )
 
 
-@cfgobject.configurable
+@_family.host_sampler
 def sample_image_mlp_ae(key: jax.Array) -> cfgobject.CFGObject:
-    """A random :class:`ParametricImageMLPAE` configuration (host side), as the library.
-
-    Args:
-      key: a concrete PRNG key.
-
-    Returns:
-      A :class:`~learnopt.tasks.parametric.cfgobject.CFGObject` of a ``ParametricImageMLPAE``
-      (``object_from_config`` builds it).
-    """
-    keys = iter(jax.random.split(key, 5))
-    hidden_size = parametric_utils.log_int(next(keys), 8, 128)
-    num_layers = parametric_utils.choice(next(keys), [0, 1, 2, 3, 4])
-    image_size = parametric_utils.log_int(next(keys), 4, 32)
-    batch_size = parametric_utils.log_int(next(keys), 4, 512)
-    dataset = parametric_utils.SampleImageDataset.sample(next(keys))
-    lf = cfgobject.LogFeature
-    return cfgobject.CFGObject(
-        "ParametricImageMLPAE",
-        {
-            "hidden_sizes": lf(num_layers * [hidden_size]),
-            "datasets": cfgobject.CFGObject(
-                dataset,
-                {"image_size": lf((image_size, image_size)), "batch_size": lf(batch_size)},
-            ),
-        },
-    )
+    """A random :class:`ParametricImageMLPAE` configuration (host side), as the library."""
+    return _family.mlp_config(key, "ParametricImageMLPAE", "hidden_sizes", num_classes=False)
 
 
 def _make_default() -> ParametricImageMLPAE:

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import flax.linen as nn
 import jax
 
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks.fixed import transformer_lm
-from learnopt.tasks.parametric import _family, cfgobject, lm_rnn, parametric_utils
+from learnopt.tasks.parametric import _family, cfgobject, parametric_utils
 
 __all__ = ["ParametricLMTransformer", "sample_lm_transformer"]
 
 
 @cfgobject.configurable
-class ParametricLMTransformer(tasks_base.TaskFamily):
+class ParametricLMTransformer(_family.LMFamily):
     """Decoder-only Transformer LMs of one shape (see :mod:`learnopt.tasks.fixed.transformer_lm`).
 
     Args:
@@ -44,19 +45,13 @@ class ParametricLMTransformer(tasks_base.TaskFamily):
         dropout_rate: float = 0.1,
         name: str | None = None,
     ):
-        self.datasets = _family.resolve_datasets(datasets)
-        self.vocab_size = vocab_size
+        super().__init__(datasets, vocab_size, name)
         self.num_heads, self.num_layers, self.d_model = (
             int(num_heads),
             int(num_layers),
             int(d_model),
         )
         self.dropout_rate = float(dropout_rate)
-        self._name = name
-
-    @property
-    def name(self) -> str:
-        return self._name or type(self).__name__
 
     def sample(self, key: jax.Array) -> cfgobject.CFGNamed:
         """An empty configuration (every member is the same model; only its init key differs).
@@ -70,58 +65,29 @@ class ParametricLMTransformer(tasks_base.TaskFamily):
         del key
         return cfgobject.CFGNamed("ParametricLMTransformer", {})
 
-    def task_fn(self, cfg: cfgobject.CFGNamed) -> tasks_base.Task:
-        """The LM on this family's datasets.
+    def make_module(self, cfg: cfgobject.CFGNamed, vocab_size: int) -> nn.Module:
+        """The :class:`~learnopt.tasks.fixed.transformer_lm.Transformer` (``cfg`` is empty).
 
-        Args:
-          cfg: a configuration drawn by :meth:`sample` (unused: it is empty).
-
-        Returns:
-          The task (a :class:`~learnopt.tasks.fixed.transformer_lm.Transformer` under the
-          library's LM normalizer), named ``<family name>_sample``.
+        See :meth:`~learnopt.tasks.parametric._family.LMFamily.make_module`.
         """
-        shape = lm_rnn.lm_shape(self.datasets)
-        vocab = int(self.vocab_size or shape["data_vocab_size"])
-        module = transformer_lm.Transformer(
-            self.num_heads, self.num_layers, self.d_model, vocab, self.dropout_rate
-        )
-        return lm_rnn._SampledLM(
-            module, self.datasets, vocab_size=vocab, name=f"{self.name}_sample", **shape
+        return transformer_lm.Transformer(
+            self.num_heads, self.num_layers, self.d_model, vocab_size, self.dropout_rate
         )
 
 
-@cfgobject.configurable
+@_family.host_sampler
 def sample_lm_transformer(key: jax.Array) -> cfgobject.CFGObject:
-    """A random :class:`ParametricLMTransformer` configuration (host side).
-
-    Args:
-      key: a concrete PRNG key.
-
-    Returns:
-      A :class:`~learnopt.tasks.parametric.cfgobject.CFGObject` of a ``ParametricLMTransformer``
-      (``object_from_config`` builds it).
-    """
-    keys = iter(jax.random.split(key, 6))
+    """A random :class:`ParametricLMTransformer` configuration (host side)."""
+    keys = jax.random.split(key, 6)
     lf = cfgobject.LogFeature
-    per_head = parametric_utils.log_int(next(keys), 8, 128)
-    num_heads = parametric_utils.log_int(next(keys), 8, 128)
-    num_layers = parametric_utils.log_int(next(keys), 1, 8)
-    batch_size = parametric_utils.log_int(next(keys), 4, 512)
-    sequence_length = parametric_utils.log_int(next(keys), 4, 512)
-    vocab_size = parametric_utils.log_int(next(keys), 100, 10000)
-    return cfgobject.CFGObject(
-        "ParametricLMTransformer",
-        {
-            "vocab_size": lf(vocab_size),
-            "d_model": lf(num_heads * per_head),
-            "num_heads": lf(num_heads),
-            "num_layers": lf(num_layers),
-            "datasets": cfgobject.CFGObject(
-                "pystdlib_bytes_datasets",
-                {"sequence_length": lf(sequence_length), "batch_size": lf(batch_size)},
-            ),
-        },
-    )
+    per_head = parametric_utils.log_int(keys[0], 8, 128)
+    num_heads = parametric_utils.log_int(keys[1], 8, 128)
+    model = {
+        "d_model": lf(num_heads * per_head),
+        "num_heads": lf(num_heads),
+        "num_layers": lf(parametric_utils.log_int(keys[2], 1, 8)),
+    }
+    return _family.lm_config("ParametricLMTransformer", model, *keys[3:6])
 
 
 def _make_default() -> ParametricLMTransformer:

@@ -75,8 +75,7 @@ def log_int(key: jax.Array, lower: int, upper: int) -> int:
     Returns:
       A Python int.
     """
-    val = jax.random.uniform(key, (), minval=math.log(lower), maxval=math.log(upper))
-    return int(np.exp(np.asarray(val, np.float64)))
+    return int(log_float(key, lower, upper))
 
 
 def log_float(key: jax.Array, lower: float, upper: float) -> float:
