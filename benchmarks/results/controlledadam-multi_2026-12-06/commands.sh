@@ -31,8 +31,12 @@ if [ ! -f $RUN/done ]; then
   fi && touch $RUN/done
   echo "$(date) meta-train rc=$?"
 fi
+# Meta-valid kept the start (step 0; 2026-12-06): theta_best is the controller at its
+# initial theta, the shipped default up to beta2's logit (4e-5 in float32), whose heldout
+# figures ../controlledadam-from-default_2026-12-05/ holds, so this step was
+# stopped. Rerun with CHOSEN_HELDOUT=1 to make it anyway.
 OUT=$ROOT/runs/heldout-controlled-multi-chosen
-if [ ! -f $OUT/done ]; then
+if [ -n "$CHOSEN_HELDOUT" ] && [ ! -f $OUT/done ]; then
   (cd $SRC && nice -n 5 $PY -m learnopt evaluate --theta $RUN/theta_best.msgpack --seeds 2 \
     --out $OUT --overwrite) && touch $OUT/done
   echo "$(date) heldout chosen rc=$?"
