@@ -266,7 +266,7 @@ def undocumented_properties(cls: type) -> list[str]:
     return found
 
 
-_METHOD_REFERENCE = re.compile(r":meth:`~?(?:[\w.]*\.)?(\w+)\.(\w+)`")
+_METHOD_REFERENCE = re.compile(r":meth:`[~!]?(?:[\w.]*\.)?(\w+)\.(\w+)`")
 
 
 def method_doc(cls: type, name: str) -> str | None:

@@ -102,7 +102,7 @@ class LSTM(_Core):
         return (h, c), h
 
     def initial_state(self, batch_size: int):
-        """``(h, c)``, see :meth:`_Core.initial_state`."""
+        """``(h, c)``, see :meth:`!_Core.initial_state`."""
         zeros = jnp.zeros((batch_size, self.hidden_size), jnp.float32)
         return (zeros, zeros)
 

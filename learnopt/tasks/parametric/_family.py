@@ -330,7 +330,7 @@ class LMFamily(tasks_base.TaskFamily):
           cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
 
         Returns:
-          A :class:`SampledLM` (a task) named ``<family name>_sample``.
+          A ``SampledLM`` (a task) named ``<family name>_sample``.
         """
         shape = lm_shape(self.datasets)
         vocab = int(self.vocab_size or shape["data_vocab_size"])
