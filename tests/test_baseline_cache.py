@@ -269,7 +269,11 @@ def test_a_user_task_key_covers_its_source_its_constructor_and_its_attributes(
     own = cache.task_key("QuadraticTask")
     assert own.definition == {
         "constructor": "learnopt.tasks.quadratics.QuadraticTask",
-        "classes": ["learnopt.tasks.quadratics.QuadraticTask", "learnopt.tasks.base.Task"],
+        "classes": [
+            "learnopt.tasks.quadratics.QuadraticTask",
+            "learnopt.tasks.base.Task",
+            "learnopt.tasks.base._Named",
+        ],
     }
     digits = cache.task_key("ImageMLP_Digits8_Relu32").data
     assert "['name', 'digits8']" in str(digits["extra_info"]).replace('"', "'")
