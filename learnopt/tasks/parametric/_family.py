@@ -121,11 +121,8 @@ class ImageFamily(tasks_base.TaskFamily):
     def task_fn(self, cfg: Any) -> tasks_base.Task:
         """The classifier for ``cfg`` on this family's datasets.
 
-        Args:
-          cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
-
-        Returns:
-          A ``SampledImageClassifier`` (a task) named ``<family name>_sample``.
+        Args and returns as in :meth:`~learnopt.tasks.base.TaskFamily.task_fn`; the task is a
+        ``SampledImageClassifier`` named ``<family name>_sample``.
         """
         values = cfg.values
         act = parametric_utils.SampleActivation.get_dynamic(values["activation"])
@@ -326,11 +323,8 @@ class LMFamily(tasks_base.TaskFamily):
     def task_fn(self, cfg: Any) -> tasks_base.Task:
         """The LM of :meth:`make_module` for ``cfg`` on this family's datasets.
 
-        Args:
-          cfg: a configuration drawn by :meth:`sample` (its arrays may be traced).
-
-        Returns:
-          A ``SampledLM`` (a task) named ``<family name>_sample``.
+        Args and returns as in :meth:`~learnopt.tasks.base.TaskFamily.task_fn`; the task is a
+        ``SampledLM`` named ``<family name>_sample``.
         """
         shape = lm_shape(self.datasets)
         vocab = int(self.vocab_size or shape["data_vocab_size"])
