@@ -304,6 +304,13 @@ _CONTROLLED_MULTI = {
     "steps": 1500,
 }
 
+#: controlledadam-multi with the meta-loss on the outer-valid split (the late log
+#: validation loss; the log makes it relative per task: a task's constant scale has no
+#: gradient). On the training split the controller learned larger steps that fit harder
+#: and generalized worse on every kind of meta-valid task; this asks it for the loss the
+#: evaluation's valid column reads, and selects on that column.
+_CONTROLLED_MULTI_VALID = {**_CONTROLLED_MULTI, "meta_loss_split": "outer_valid"}
+
 _CELOADAM_HEAD_VALID = dict(
     lopt="CeloAdam",
     init_theta="CeloAdam",
@@ -443,6 +450,14 @@ RECIPES: dict[str, Recipe] = {
             "chosen on meta-valid over 3 seeds, start included",
             _CONTROLLED_MULTI,
             dict(every=500, steps=1000, at_start=True, seeds=3),
+        ),
+        Recipe(
+            "controlledadam-multi-valid",
+            "controlledadam-multi with the meta-loss on the outer-valid split (late log "
+            "validation loss); the best theta chosen on meta-valid's validation loss over "
+            "3 seeds, start included",
+            _CONTROLLED_MULTI_VALID,
+            dict(every=500, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
         Recipe(
             "celoadam-head-valid",
