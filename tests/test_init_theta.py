@@ -155,3 +155,26 @@ def test_find_takes_a_file_before_a_name_and_refuses_folders(tmp_path, monkeypat
     (tmp_path / "run").mkdir()
     with pytest.raises(IsADirectoryError, match="folder"):
         pretrained.find(tmp_path / "run")
+
+
+def test_width_aware_wraps_the_entry_it_starts_from(tmp_path):
+    """--lopt WidthAware with --init-theta: the wrapper takes the file's optimizer and
+    configuration, the run starts from the file's theta, and no mismatch is reported."""
+    out = tmp_path / "run"
+    argv = [*RUN, "--lopt", "WidthAware", "--lopt-arg", "base_width=32", "--init-theta", ENTRY]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert cli.main([*argv, "--steps", "1", "--out", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["lopt"] == "WidthAware"
+    assert config["lopt_config"] == {
+        "lopt": "ScheduledAdam",
+        "lopt_config": pretrained.metadata(ENTRY)["config"],
+        "base_width": 32,
+    }
+    trained = theta_files.load(out / "theta.msgpack")
+    assert trained.lopt.name == "WidthAware" and trained.lopt.base_width == 32.0
+    start, end = _leaves(pretrained.load(ENTRY).theta), _leaves(trained.theta)
+    assert set(start) == set(end)
+    for key in start:  # one small outer step from the entry's values
+        assert np.abs(end[key] - start[key]).max() < 0.1

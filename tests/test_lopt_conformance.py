@@ -71,6 +71,12 @@ SMALL = {
     "Celo2": dict(ff_hidden_size=4, step_mult=0.03),
     "ScheduledAdam": dict(initial_lr=1e-2),
     "ControlledAdam": dict(initial_lr=1e-2, hidden_size=4),
+    # The quadratic's one matrix is an input, so every multiplier is 1 (the scaling
+    # itself: tests/test_width_aware.py).
+    "WidthAware": dict(
+        lopt="ScheduledAdam", lopt_config=dict(initial_lr=1e-2, default_num_steps=20),
+        base_width=2.0,
+    ),
 }  # fmt: skip
 # The *_tau variants (fraction-of-training inputs): their architecture's arguments.
 for _name in ("MLPLOpt", "AdafacMLPLOpt", "MLPNomLOpt", "RNNMLPLOpt", "NNAdam", "HyperV2"):
@@ -100,6 +106,7 @@ DESCENDS = {
     "NNAdam",
     "NNAdam_tau",
     "ScheduledAdam",
+    "WidthAware",
 }  # fmt: skip  (ControlledAdam's warmup makes its first step 0)
 
 NAMES = lopt_base.registered_learned_optimizers()

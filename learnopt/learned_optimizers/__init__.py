@@ -21,6 +21,9 @@ end of this file register them all):
 * ``celo2.Celo2``: a normalized, compute-efficient update rule (Moudgil et al., 2026);
 * ``controlled_adam.ControlledAdam``: a learned, bounded per-tensor controller of
   ScheduledAdam's warmup-cosine step and weight decay (LHOPT-style, arXiv:2106.00958);
+* ``width_aware``: ``WidthAware``, any of them with width-aware (muP) steps per tensor,
+  and ``WidthAwareSteps``, the same for any optimizer
+  (arXiv:2203.03466, 2406.00153);
 * ``common``: shared accumulators, features and Haiku-layout layers (the library's path);
 * ``convert``, ``theta_files``: loading a ``theta`` saved by learned_optimization; theta
   files with their metadata.
@@ -47,4 +50,5 @@ from learnopt.learned_optimizers import (  # noqa: F401  (each registers its arc
     nn_adam,
     rnn_mlp_lopt,
     scheduled_adam,
+    width_aware,
 )

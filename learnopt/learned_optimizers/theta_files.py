@@ -373,6 +373,11 @@ def _lopt_from_metadata(path: Path, metadata: dict[str, Any]) -> lopt_base.Learn
 def _differences(lopt: lopt_base.LearnedOptimizer, metadata: dict[str, Any]) -> list[str]:
     """How ``lopt`` differs from the learned optimizer a metadata describes."""
     name = registered_name(lopt) or type(lopt).__name__
+    wrapped = getattr(lopt, "wraps_theta_of", None)
+    if metadata.get("architecture") != name and wrapped is not None:
+        # A wrapper whose theta is its wrapped optimizer's (WidthAware) starts from that
+        # optimizer's files: compared with the wrapped one.
+        return _differences(wrapped, metadata)
     if metadata.get("architecture") != name:
         return [f"architecture {metadata.get('architecture')!r} (given {name!r})"]
     saved, given = metadata.get("config"), lopt_config(lopt)

@@ -263,6 +263,17 @@ def _init_theta_origin(given: Mapping[str, Any]) -> tuple[str, dict[str, Any]] |
     return None
 
 
+def _wrapper_config(name: str) -> Any:
+    """The ``wrapper_config(architecture, config)`` of a registered learned optimizer
+    that wraps another's theta (:class:`~learnopt.learned_optimizers.width_aware.WidthAware`),
+    or None."""
+    from learnopt.learned_optimizers import base as lopt_base
+
+    if name not in lopt_base.registered_learned_optimizers():
+        return None
+    return getattr(lopt_base.LOPTS.constructor(name), "wrapper_config", None)
+
+
 def _resolve_lopt_config(
     given: Mapping[str, Any],
     saved: Mapping[str, Any],
@@ -295,6 +306,8 @@ def _resolve_lopt_config(
         return dict(old)
     if origin is not None and origin[0] == settings["lopt"]:
         base = origin[1]  # the theta means what it means under the file's configuration
+    elif origin is not None and _wrapper_config(settings["lopt"]) is not None:
+        base = _wrapper_config(settings["lopt"])(*origin)  # a wrapper of the file's (WidthAware)
     else:
         base = recipes.lopt_defaults(settings["lopt"])
     return {**base, **(given["lopt_config"] or {})}
