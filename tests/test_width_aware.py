@@ -78,18 +78,20 @@ def test_names_and_a_mapping_override_the_shapes():
     # The longest key wins: the leaf's entry over its module's.
     both = tensor_roles(params, {"mlp/~/linear_0": "input", "mlp/~/linear_0/b": "hidden"})
     assert both["mlp/~/linear_0"]["b"] == "hidden"
-    # A module named for its role, and embeddings.
+    # A module declared by its name, and embeddings; a plain "output" module (an
+    # attention block's projection) is read by its shape.
     named = {
-        "input_proj": {"w": jnp.zeros((32, 32))},
+        "mup_input_proj": {"w": jnp.zeros((32, 32))},
         "body": {"w": jnp.zeros((32, 32))},
+        "attn": {"output": {"w": jnp.zeros((32, 32))}},
         "token_embed": {"embeddings": jnp.zeros((50, 32))},
         "unembed": {"w": jnp.zeros((32, 50))},
     }
     roles = tensor_roles(named)
-    assert roles["input_proj"]["w"] == "input"
+    assert roles["mup_input_proj"]["w"] == "input"
     assert roles["token_embed"]["embeddings"] == "input"
     assert roles["unembed"]["w"] == "output"
-    assert roles["body"]["w"] == "hidden"
+    assert roles["body"]["w"] == roles["attn"]["output"]["w"] == "hidden"
 
 
 def test_bad_roles_are_named():
@@ -100,10 +102,12 @@ def test_bad_roles_are_named():
         tensor_roles(params, {"nope": "input"})
     with pytest.raises(TypeError, match="mapping of parameter paths"):
         tensor_roles(params, ["input"])
-    with pytest.raises(ValueError, match="base_width must be positive"):
+    with pytest.raises(ValueError, match="base_width must be a positive number, got 0"):
         step_multipliers(params, 0)
-    with pytest.raises(ValueError, match="base_width must be positive"):
+    with pytest.raises(ValueError, match="base_width must be a positive number"):
         WidthAwareSteps(Adam(), -1.0)
+    with pytest.raises(ValueError, match="max_multiplier must be a positive number"):
+        WidthAware("ScheduledAdam", max_multiplier=0.0)
 
 
 def test_multipliers_scale_hidden_and_output_by_base_over_fan_in():
@@ -111,6 +115,19 @@ def test_multipliers_scale_hidden_and_output_by_base_over_fan_in():
     assert mults["mlp/~/linear_0"] == {"w": 1.0, "b": 1.0}
     assert mults["mlp/~/linear_1"] == {"w": 0.25, "b": 1.0}
     assert mults["mlp/~/linear_2"] == {"w": 0.25, "b": 1.0}
+
+
+def test_max_multiplier_caps_the_steps_that_would_grow():
+    # A conv net's 8-channel kernel is 8x narrower than a base width of 64.
+    params = {
+        "conv_0": {"kernel": jnp.zeros((3, 3, 1, 8))},
+        "conv_1": {"kernel": jnp.zeros((3, 3, 8, 128))},
+        "dense": {"kernel": jnp.zeros((128, 10))},
+    }
+    free = step_multipliers(params, 64)
+    capped = step_multipliers(params, 64, max_multiplier=1.0)
+    assert free["conv_1"]["kernel"] == 8.0 and capped["conv_1"]["kernel"] == 1.0
+    assert free["dense"]["kernel"] == capped["dense"]["kernel"] == 0.5
 
 
 def _run(opt, params, steps=4):
@@ -202,7 +219,13 @@ def test_the_learned_wrapper_scales_the_learned_optimizers_steps():
 
 
 def test_the_learned_wrapper_round_trips_through_a_theta_file(tmp_path):
-    lopt = WidthAware("ControlledAdam", {"initial_lr": 2e-3}, base_width=32, roles={"x": "input"})
+    lopt = WidthAware(
+        "ControlledAdam",
+        {"initial_lr": 2e-3},
+        base_width=32,
+        roles={"x": "input"},
+        max_multiplier=1,
+    )
     assert lopt.freeze_groups() == lopt.inner.freeze_groups()
     theta = lopt.init(jax.random.PRNGKey(0))
     path = theta_files.save(tmp_path / "t.msgpack", lopt, theta)
@@ -211,6 +234,7 @@ def test_the_learned_wrapper_round_trips_through_a_theta_file(tmp_path):
     assert loaded.lopt.lopt == "ControlledAdam"
     assert loaded.lopt.inner.initial_lr == pytest.approx(2e-3)
     assert (loaded.lopt.base_width, loaded.lopt.roles) == (32.0, {"x": "input"})
+    assert loaded.lopt.max_multiplier == 1.0
     assert "WidthAware" in lopt_base.registered_learned_optimizers()
 
 

@@ -35,21 +35,29 @@ A matrix or kernel (rank >= 2, the layout ``(..., fan_in_channels, fan_out)`` of
 ``Dense`` and ``Conv`` and of Haiku's ``Linear``) reads its fan-in from ``shape[-2]``
 and writes ``shape[-1]``. It is an ``output`` tensor if no other matrix reads a
 dimension of its output's size (the logits; a kernel's output is also read by a matrix
-whose fan-in is a multiple of it, the flattened feature map), else an ``input`` tensor if no other
-matrix writes a dimension of its fan-in's size (it reads the data), else ``hidden``; a
-model with one matrix has only an input. The rule is right for MLPs, conv nets (whose
-readout after a flattened feature map has the fan-in ``C*H*W``, so its step is scaled by
-that) and Transformers with 2-D projections. Where it is not (a hidden width equal to
-the data's size, attention kernels of rank 3), a task declares the roles, before the
-shapes are read: by naming a module ``input``, ``hidden`` or ``output`` (or
-``input_...`` etc.: the last path entry with such a name decides; a path with ``embed``
-in it is an input, with ``unembed`` an output), or by a ``roles`` mapping of paths
-(``"mlp/~/linear_0/w"`` or a prefix, as ``--freeze`` takes theta keys) to roles, which
-overrides everything.
+whose fan-in is a multiple of it, the flattened feature map), else an ``input`` tensor
+if no other matrix writes a dimension of its fan-in's size (it reads the data), else
+``hidden``; a model with one matrix has only an input, and a path with ``embed`` in it
+is an input (``unembed``: an output). The rule is right for MLPs and conv nets; it is
+not for an auto-encoder (its input and output sizes are equal: every matrix reads as
+hidden), a hidden width equal to the data's size, or attention kernels of rank 3. There
+a task declares the roles, before the shapes are read: by naming a module
+``mup_input``, ``mup_hidden`` or ``mup_output`` (a path entry starting with one of
+these decides), or by a ``roles`` mapping of paths (``"mlp/~/linear_0/w"`` or a prefix,
+as ``--freeze`` takes theta keys) to roles, which overrides everything.
+
+**One base width for many tasks.** muP compares a network with a narrower copy of
+itself; a single ``base_width`` compares every task with one reference width, which is
+right for a family of MLPs and wrong across architectures: at ``base_width=64`` a conv
+net with 8 input channels in its second kernel would take 8x the step. ``max_multiplier``
+caps the multipliers (``1.0``: steps only ever shrink, for tensors wider than the base),
+the safe setting for deploying an optimizer meta-trained on narrow tasks to wider ones
+of other kinds.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -108,10 +116,9 @@ def check_roles(roles: Mapping[str, str] | None, what: str = "roles") -> dict[st
 
 
 def _named_role(name: str) -> str | None:
-    for entry in reversed(name.split("/")):
-        low = entry.lower()
+    for entry in reversed(name.lower().split("/")):
         for role in ("input", "hidden", "output"):
-            if low == role or low.startswith(role + "_"):
+            if entry.startswith("mup_" + role):
                 return role
     low = name.lower()
     if "unembed" in low:
@@ -129,7 +136,7 @@ def tensor_roles(params: Params, roles: Mapping[str, str] | None = None) -> PyTr
     """Each parameter's role: ``"input"``, ``"hidden"``, ``"output"`` or ``"vector"``.
 
     The rule is the module docstring's: the ``roles`` override first, then a path entry
-    named for a role (or an embedding's path), then the shapes.
+    ``mup_<role>...`` (or an embedding's path), then the shapes.
 
     Args:
       params: the parameters (arrays or ``jax.ShapeDtypeStruct``; only shapes are read).
@@ -175,7 +182,10 @@ def tensor_roles(params: Params, roles: Mapping[str, str] | None = None) -> PyTr
 
 
 def step_multipliers(
-    params: Params, base_width: float, roles: Mapping[str, str] | None = None
+    params: Params,
+    base_width: float,
+    roles: Mapping[str, str] | None = None,
+    max_multiplier: float | None = None,
 ) -> PyTree:
     """Each parameter's step multiplier: ``base_width / fan_in`` for hidden and output
     tensors (``fan_in`` is ``shape[-2]``, the input channels of a kernel), 1 otherwise.
@@ -185,22 +195,29 @@ def step_multipliers(
       base_width: the fan-in at which steps are unchanged (the width the optimizer's
         rate was chosen, or meta-trained, at).
       roles: the override of :func:`tensor_roles`.
+      max_multiplier: the largest multiplier (None: no cap; ``1.0``: steps only shrink).
 
     Returns:
       A tree like ``params`` of Python floats.
 
     Raises:
-      ValueError: ``base_width`` is not positive, or as :func:`tensor_roles`.
+      ValueError: ``base_width`` or ``max_multiplier`` is not positive, or as
+        :func:`tensor_roles`.
     """
-    base = float(base_width)
-    if not base > 0:
-        raise ValueError(f"base_width must be positive, got {base_width!r}")
+    base = _positive("base_width", base_width)
+    cap = math.inf if max_multiplier is None else _positive("max_multiplier", max_multiplier)
     kinds = tensor_roles(params, roles)
     return jax.tree_util.tree_map(
-        lambda p, r: base / p.shape[-2] if r in _SCALED and len(p.shape) >= 2 else 1.0,
+        lambda p, r: min(base / p.shape[-2], cap) if r in _SCALED and len(p.shape) >= 2 else 1.0,
         params,
         kinds,
     )
+
+
+def _positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
 
 
 class WidthAwareSteps(OptimizerWrapper):
@@ -219,15 +236,23 @@ class WidthAwareSteps(OptimizerWrapper):
       base_width: the fan-in at which steps are ``opt``'s own.
       roles: ``{parameter path or prefix: role}`` overriding the roles inferred from
         shapes (see the module docstring).
+      max_multiplier: the largest multiplier (None: no cap; ``1.0``: steps only shrink).
     """
 
-    def __init__(self, opt: Optimizer, base_width: float, roles: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        opt: Optimizer,
+        base_width: float,
+        roles: Mapping[str, str] | None = None,
+        max_multiplier: float | None = None,
+    ):
         require_optimizer(opt, "WidthAwareSteps' opt")
-        if not float(base_width) > 0:
-            raise ValueError(f"base_width must be positive, got {base_width!r}")
         self.opt = opt
-        self.base_width = float(base_width)
+        self.base_width = _positive("base_width", base_width)
         self.roles = check_roles(roles)
+        self.max_multiplier = (
+            None if max_multiplier is None else _positive("max_multiplier", max_multiplier)
+        )
 
     @property
     def name(self) -> str:
@@ -247,7 +272,7 @@ class WidthAwareSteps(OptimizerWrapper):
             opt_state, grads, loss, model_state=model_state, key=key, **kwargs
         )
         new = self.opt.get_params(new_state)
-        mults = step_multipliers(old, self.base_width, self.roles)
+        mults = step_multipliers(old, self.base_width, self.roles, self.max_multiplier)
 
         def scale(p, q, m):
             if m == 1.0:
@@ -271,7 +296,8 @@ class WidthAware(lopt_base.LearnedOptimizer):
       base_width: the fan-in at which the wrapped optimizer's steps are unchanged (the
         width of the tasks its theta was, or will be, meta-trained on).
       roles: ``{parameter path or prefix: role}`` overriding the roles inferred from
-        shapes (:func:`learnopt.learned_optimizers.width_aware.tensor_roles`).
+        shapes (:func:`tensor_roles`).
+      max_multiplier: the largest multiplier (None: no cap; ``1.0``: steps only shrink).
     """
 
     def __init__(
@@ -280,6 +306,7 @@ class WidthAware(lopt_base.LearnedOptimizer):
         lopt_config: Mapping[str, Any] | None = None,
         base_width: float = 64.0,
         roles: Mapping[str, str] | None = None,
+        max_multiplier: float | None = None,
     ):
         if isinstance(lopt, lopt_base.LearnedOptimizer):
             if lopt_config is not None:
@@ -299,11 +326,12 @@ class WidthAware(lopt_base.LearnedOptimizer):
             inner = lopt_base.LOPTS.get(name, **config)
         else:
             raise TypeError(f"lopt must be a registered name or a LearnedOptimizer, got {lopt!r}")
-        if not float(base_width) > 0:
-            raise ValueError(f"base_width must be positive, got {base_width!r}")
         self.lopt, self.lopt_config = name, config
-        self.base_width = float(base_width)
+        self.base_width = _positive("base_width", base_width)
         self.roles = check_roles(roles) or None
+        self.max_multiplier = (
+            None if max_multiplier is None else _positive("max_multiplier", max_multiplier)
+        )
         self.inner = inner
 
     def __repr__(self) -> str:
@@ -343,7 +371,7 @@ class WidthAware(lopt_base.LearnedOptimizer):
         Args and returns as in :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.opt_fn`.
         """
         opt = self.inner.opt_fn(theta, is_training=is_training)
-        return WidthAwareSteps(opt, self.base_width, self.roles)
+        return WidthAwareSteps(opt, self.base_width, self.roles, self.max_multiplier)
 
     def freeze_groups(self) -> dict[str, tuple[str, ...]]:
         """The wrapped optimizer's.
