@@ -35,8 +35,12 @@ def main() -> None:
         writer.writerows(rows)
     for name in candidates:
         mine = [r for r in rows if r["candidate"] == name]
-        geo = lambda k: math.exp(sum(math.log(float(r[k])) for r in mine) / len(mine))  # noqa: E731
-        print(f"{name}: normalized train {geo('normalized_loss'):.3f}, valid {geo('final_valid'):.4f}")
+        train, valid = (_geo_mean(mine, k) for k in ("normalized_loss", "final_valid"))
+        print(f"{name}: normalized train {train:.3f}, valid {valid:.4f}")
+
+
+def _geo_mean(rows: list[dict], key: str) -> float:
+    return math.exp(sum(math.log(float(r[key])) for r in rows) / len(rows))
 
 
 if __name__ == "__main__":
