@@ -24,11 +24,13 @@ if [ ! -f $RUN/done ]; then
   fi && touch $RUN/done
   echo "$(date) meta-train rc=$?"
 fi
-STEP=$($PY -c "from learnopt import checkpoints as c; print(c.load_theta_metadata('$RUN/theta_best.msgpack')['step'])")
+STEP=$($PY -c "from learnopt import checkpoints as c; print(c.load_theta_metadata('$RUN/theta_best.msgpack')['meta_training']['step'])")
 if [ "$STEP" = 0 ]; then
   echo "meta-valid kept the start: nothing new to evaluate on heldout"; exit 0
 fi
-for pair in "chosen:$RUN/theta_best.msgpack" "start:ScheduledAdam_cosine_hparams"; do
+# The start's heldout figures on the same machine and baselines are
+# ../mup-default_2026-12-06/heldout_start_summary.md (that script's "start" row).
+for pair in "chosen:$RUN/theta_best.msgpack"; do
   name=${pair%%:*}; theta=${pair#*:}
   OUT=$ROOT/runs/heldout-controlled-multi-valid-$name
   [ -f $OUT/done ] && continue
