@@ -28,8 +28,9 @@ STEP=$($PY -c "from learnopt import checkpoints as c; print(c.load_theta_metadat
 if [ "$STEP" = 0 ]; then
   echo "meta-valid kept the start: nothing new to evaluate on heldout"; exit 0
 fi
-# The start's heldout figures on the same machine and baselines are
-# ../mup-default_2026-12-06/heldout_start_summary.md (that script's "start" row).
+# The start was evaluated beside the chosen theta by this script's first run (the same
+# machine and baselines; heldout_start_summary.md); to redo it, add
+# "start:ScheduledAdam_cosine_hparams" to the loop.
 for pair in "chosen:$RUN/theta_best.msgpack"; do
   name=${pair%%:*}; theta=${pair#*:}
   OUT=$ROOT/runs/heldout-controlled-multi-valid-$name
