@@ -205,13 +205,18 @@ def step_multipliers(
         :func:`tensor_roles`.
     """
     base = _positive("base_width", base_width)
-    cap = math.inf if max_multiplier is None else _positive("max_multiplier", max_multiplier)
+    cap = _cap(max_multiplier)
+    cap = math.inf if cap is None else cap
     kinds = tensor_roles(params, roles)
     return jax.tree_util.tree_map(
         lambda p, r: min(base / p.shape[-2], cap) if r in _SCALED and len(p.shape) >= 2 else 1.0,
         params,
         kinds,
     )
+
+
+def _cap(max_multiplier: float | None) -> float | None:
+    return None if max_multiplier is None else _positive("max_multiplier", max_multiplier)
 
 
 def _positive(name: str, value: Any) -> float:
@@ -250,9 +255,7 @@ class WidthAwareSteps(OptimizerWrapper):
         self.opt = opt
         self.base_width = _positive("base_width", base_width)
         self.roles = check_roles(roles)
-        self.max_multiplier = (
-            None if max_multiplier is None else _positive("max_multiplier", max_multiplier)
-        )
+        self.max_multiplier = _cap(max_multiplier)
 
     @property
     def name(self) -> str:
@@ -329,9 +332,7 @@ class WidthAware(lopt_base.LearnedOptimizer):
         self.lopt, self.lopt_config = name, config
         self.base_width = _positive("base_width", base_width)
         self.roles = check_roles(roles) or None
-        self.max_multiplier = (
-            None if max_multiplier is None else _positive("max_multiplier", max_multiplier)
-        )
+        self.max_multiplier = _cap(max_multiplier)
         self.inner = inner
 
     def __repr__(self) -> str:

@@ -304,10 +304,11 @@ def _resolve_lopt_config(
                 f"lopt_config={old!r}; a resumed run keeps its settings"
             )
         return dict(old)
+    wrapper = None if origin is None else _wrapper_config(settings["lopt"])
     if origin is not None and origin[0] == settings["lopt"]:
         base = origin[1]  # the theta means what it means under the file's configuration
-    elif origin is not None and _wrapper_config(settings["lopt"]) is not None:
-        base = _wrapper_config(settings["lopt"])(*origin)  # a wrapper of the file's (WidthAware)
+    elif wrapper is not None:
+        base = wrapper(*origin)  # a wrapper of the file's optimizer (WidthAware)
     else:
         base = recipes.lopt_defaults(settings["lopt"])
     return {**base, **(given["lopt_config"] or {})}
