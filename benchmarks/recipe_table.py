@@ -96,8 +96,24 @@ def _baseline_order(name: str) -> tuple[int, str]:
     return (BASELINES.index(name) if name in BASELINES else len(BASELINES), name)
 
 
+def _chosen(path: Path) -> tuple[float, int] | None:
+    """``(score, step)`` of the periodic evaluation's choice recorded in a theta file."""
+    if not path.exists():
+        return None
+    from learnopt import checkpoints
+
+    chosen = (checkpoints.load_theta_metadata(path) or {}).get("meta_training") or {}
+    if "score" not in chosen or "step" not in chosen:
+        return None
+    return float(chosen["score"]), int(chosen["step"])
+
+
 def run_figures(run_dir: Path) -> dict[str, float]:
     """Outer steps, wall minutes and the best meta-validation score of a meta-training run.
+
+    The best score and step are the run's own choice, read from ``theta_best.msgpack``'s
+    metadata (it records the selection, by training or validation loss); a run without
+    one falls back to the lowest geometric mean of ``eval.csv``'s normalized train loss.
 
     Args:
       run_dir: a ``learnopt meta-train`` output folder.
@@ -111,8 +127,11 @@ def run_figures(run_dir: Path) -> dict[str, float]:
     if metrics and "wall_seconds" in metrics[-1]:
         minutes = float(metrics[-1]["wall_seconds"]) / 60
     best, best_step = math.inf, math.nan
+    chosen = _chosen(run_dir / "theta_best.msgpack")
     eval_csv = run_dir / "eval.csv"
-    if eval_csv.exists():
+    if chosen is not None:
+        best, best_step = chosen
+    elif eval_csv.exists():
         by_step: dict[int, list[float]] = {}
         for r in _rows(eval_csv):
             by_step.setdefault(int(r["step"]), []).append(float(r["normalized_loss"]))

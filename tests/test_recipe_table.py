@@ -58,3 +58,19 @@ def test_the_markdown_row_carries_the_start_column_and_writes_csv_and_png(tmp_pa
     assert lines[2].startswith("| R | - | - | 2/2, 1/2,") and lines[2].endswith("| 2/2, 1/2 |")
     rows = list(csv.DictReader(open(out / "recipe_table.csv")))
     assert rows[0]["beats_start_train"] == "2" and (out / "recipe_table.png").stat().st_size > 0
+
+
+def test_the_best_score_is_the_runs_own_choice_recorded_in_theta_best(tmp_path):
+    """A run selected on the validation loss reports that choice, not the train-loss best."""
+    from learnopt import checkpoints
+
+    table = _table()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.csv").write_text("step,wall_seconds\n0,0\n500,600\n")
+    (run / "eval.csv").write_text("step,normalized_loss\n0,0.4\n500,0.6\n")
+    assert (table.run_figures(run)["best_score"], table.run_figures(run)["best_step"]) == (0.4, 0)
+    meta = {"meta_training": {"score": 0.257, "step": 500, "selected_by": "valid"}}
+    checkpoints.save_theta(run / "theta_best.msgpack", {"w": [1.0]}, metadata=meta)
+    figures = table.run_figures(run)
+    assert (figures["best_score"], figures["best_step"], figures["steps"]) == (0.257, 500, 500)
