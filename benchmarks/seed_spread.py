@@ -1,0 +1,127 @@
+"""How much of a heldout win is seed noise: the seed-to-seed spread beside each margin.
+
+``learnopt evaluate`` counts a task as won when the candidate's seed-mean final loss is
+below the tuned baseline's. This script reads evaluation folders (their ``summary.csv``
+and ``curves.npz``) and prints, per task and column (final train loss: the mean of the
+last ``final_window`` steps, as the evaluation's; final valid loss), the candidate's
+margin against a tuned baseline, ``ln(candidate) - ln(baseline)``, beside the seed
+spread: the largest ``|ln(seed i) - ln(seed j)|`` of the candidate and the baseline at its
+tuned rate. A margin smaller than the spread is a win or loss that another pair of seeds
+could reverse. Writes ``seed_spread.csv`` into ``--out``::
+
+    python benchmarks/seed_spread.py --baseline AdamWarmupCosine \\
+        CeloAdam=runs/heldout-celoadam-start default=runs/heldout-default
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+#: The steps the evaluation's final train loss averages (``learnopt evaluate``'s default).
+FINAL_WINDOW = 100
+
+
+def _finals(curves: np.lib.npyio.NpzFile, task: str, name: str, label: str, window: int):
+    """Per-seed final train and valid losses of one sweep point, as float64 arrays."""
+    labels = [str(x) for x in curves[f"{task}/{name}/labels"]]
+    i = labels.index(label)
+    train = np.asarray(curves[f"{task}/{name}/train_loss"][i], np.float64)[:, -window:]
+    valid = np.asarray(curves[f"{task}/{name}/valid_loss"][i], np.float64)[:, -1]
+    return train.mean(axis=-1), valid
+
+
+def _spread(values: np.ndarray) -> float:
+    """The largest absolute log difference between two seeds (0 for one seed)."""
+    pairs = itertools.combinations([float(v) for v in values], 2)
+    return max((abs(math.log(a / b)) for a, b in pairs if a > 0 and b > 0), default=0.0)
+
+
+def _window(folder: Path) -> int:
+    """The final-train window the evaluation recorded in its config.json (else the default)."""
+    try:
+        return int(json.loads((folder / "config.json").read_text()).get("window", FINAL_WINDOW))
+    except (OSError, ValueError):
+        return FINAL_WINDOW
+
+
+def spread_rows(folder: Path, baseline: str, window: int | None = None) -> list[dict]:
+    """Margins and seed spreads of one evaluation's candidate against ``baseline``.
+
+    Args:
+      folder: a ``learnopt evaluate`` output folder.
+      baseline: the tuned baseline to compare with (e.g. ``"AdamWarmupCosine"``).
+      window: the steps the final train loss averages (default: the evaluation's own,
+        from its ``config.json``).
+
+    Returns:
+      One dict per task and column (``"train"``, ``"valid"``): ``task``, ``column``,
+      ``margin`` (log candidate - log baseline, seed means), ``spread`` (the largest
+      seed-to-seed log difference of either), ``won`` and ``within_noise``.
+    """
+    window = _window(folder) if window is None else window
+    rows = list(csv.DictReader(open(folder / "summary.csv", newline="")))
+    candidate = {r["task"]: r for r in rows if r["role"] == "candidate"}
+    tuned = {r["task"]: r for r in rows if r["optimizer"] == baseline and r["role"] != "candidate"}
+    if not tuned:
+        raise ValueError(f"{folder}: no tuned {baseline!r} rows in summary.csv")
+    curves = np.load(folder / "curves.npz")
+    out = []
+    for task, cand in candidate.items():
+        mine = _finals(curves, task, cand["optimizer"], cand["setting"], window)
+        theirs = _finals(curves, task, baseline, tuned[task]["setting"], window)
+        for col, a, b in (("train", mine[0], theirs[0]), ("valid", mine[1], theirs[1])):
+            margin = math.log(a.mean() / b.mean())
+            spread = max(_spread(a), _spread(b))
+            out.append(
+                dict(task=task, column=col, margin=margin, spread=spread, won=margin < 0,
+                     within_noise=abs(margin) < spread)
+            )  # fmt: skip
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("entries", nargs="+", help="LABEL=EVAL_DIR")
+    parser.add_argument("--baseline", default="AdamWarmupCosine", help="the tuned baseline")
+    parser.add_argument("--out", type=Path, default=None, help="folder for seed_spread.csv")
+    args = parser.parse_args(argv)
+    table = []
+    for entry in args.entries:
+        label, sep, folder = entry.partition("=")
+        if not sep or not folder:
+            parser.error(f"entry {entry!r} is not LABEL=EVAL_DIR")
+        for row in spread_rows(Path(folder), args.baseline):
+            table.append({"entry": label, **row})
+    print(f"| entry | task | column | margin vs tuned {args.baseline} (ln) | seed spread (ln) |")
+    print("| --- | --- | --- | ---: | ---: |")
+    for r in table:
+        flag = " (within noise)" if r["within_noise"] else ""
+        print(f"| {r['entry']} | {r['task']} | {r['column']} | {r['margin']:+.3f}{flag} "
+              f"| {r['spread']:.3f} |")  # fmt: skip
+    for label in dict.fromkeys(r["entry"] for r in table):
+        for col in ("train", "valid"):
+            mine = [r for r in table if r["entry"] == label and r["column"] == col]
+            wins = sum(r["won"] for r in mine)
+            noisy = sum(r["within_noise"] for r in mine)
+            print(f"{label}, {col}: {wins}/{len(mine)} won; {noisy}/{len(mine)} margins within "
+                  "the seed spread")  # fmt: skip
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        with open(args.out / "seed_spread.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(table[0]))
+            writer.writeheader()
+            writer.writerows(table)
+        print(f"wrote {args.out / 'seed_spread.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""benchmarks/seed_spread.py: margins against a tuned baseline beside the seed-to-seed spread."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location(
+        "seed_spread", ROOT / "benchmarks" / "seed_spread.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _evaluation(folder: Path) -> Path:
+    """One task: a candidate (2 seeds) and a 2-point baseline grid tuned at lr=0.1."""
+    folder.mkdir()
+    fields = ["task", "optimizer", "role", "setting"]
+    with open(folder / "summary.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerow(dict(task="t", optimizer="X", role="candidate", setting="theta"))
+        writer.writerow(dict(task="t", optimizer="B", role="baseline", setting="lr=0.1"))
+    steps = np.arange(1, 11, dtype=np.float32)
+    ones = np.ones_like(steps)
+    arrays = {
+        # candidate: final train 1.0 and 2.0 by seed, final valid 3.0 and 3.0
+        "t/X/labels": np.array(["theta"]),
+        "t/X/train_loss": np.stack([ones, 2 * ones])[None],
+        "t/X/valid_loss": np.array([[[9.0, 3.0], [9.0, 3.0]]]),
+        # baseline: the tuned point (index 1) has train 2.0, 2.0 and valid 2.0, 4.0
+        "t/B/labels": np.array(["lr=0.01", "lr=0.1"]),
+        "t/B/train_loss": np.stack(
+            [np.stack([9 * ones, 9 * ones]), np.stack([2 * ones, 2 * ones])]
+        ),
+        "t/B/valid_loss": np.array([[[9.0, 9.0], [9.0, 9.0]], [[9.0, 2.0], [9.0, 4.0]]]),
+    }
+    np.savez(folder / "curves.npz", **arrays)
+    return folder
+
+
+def test_the_margin_is_the_seed_means_log_ratio_and_the_spread_the_widest_seed_pair(tmp_path):
+    rows = {
+        r["column"]: r for r in _module().spread_rows(_evaluation(tmp_path / "e"), "B", window=5)
+    }
+    assert rows["train"]["margin"] == pytest.approx(math.log(1.5 / 2.0))
+    assert rows["train"]["spread"] == pytest.approx(math.log(2.0))  # the candidate's seeds
+    assert rows["train"]["won"] and rows["train"]["within_noise"]
+    assert rows["valid"]["margin"] == pytest.approx(math.log(3.0 / 3.0))
+    assert rows["valid"]["spread"] == pytest.approx(math.log(2.0))  # the baseline's seeds
+    assert not rows["valid"]["won"]
+
+
+def test_a_missing_baseline_is_named_and_the_csv_is_written(tmp_path, capsys):
+    module = _module()
+    folder = _evaluation(tmp_path / "e")
+    with pytest.raises(ValueError, match="no tuned 'Adam' rows"):
+        module.spread_rows(folder, "Adam")
+    assert module.main(["--baseline", "B", "--out", str(tmp_path / "o"), f"C={folder}"]) == 0
+    assert "C, train: 1/1 won; 1/1 margins within the seed spread" in capsys.readouterr().out
+    assert len(list(csv.DictReader(open(tmp_path / "o" / "seed_spread.csv")))) == 2
