@@ -29,6 +29,7 @@ PAIRS = {
         "heldout-celoadam-head-multi-chosen",
         "heldout-seed100-head-multi",
     ),
+    "CeloAdam, width-aware (base 64)": ("heldout-celoadam-muP64", "heldout-seed100-CeloAdam-muP64"),
 }
 BASELINES = ("Adam", "AdamWarmupCosine", "OptList", "Reference")
 WINDOW = 100
