@@ -6,7 +6,11 @@ and command-line tests) do not pay for it.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,6 +24,35 @@ ENV_CACHE_DIR = "LEARNOPT_CACHE_DIR"
 #: stream all live in the checkpoint, and nothing needs a dataset on disk. Each file sets
 #: its own lengths and cadence on top (``dict(PES_QUADRATIC, trunc_length=..., ...)``).
 PES_QUADRATIC = dict(task="FixedDimQuadraticFamilyData", trainer="pes", num_tasks=4)
+
+#: The repository's root: the scripts under benchmarks/, docs/ and examples/ are not in
+#: the package, so the tests load them from their files.
+ROOT = Path(__file__).resolve().parents[1]
+_SCRIPTS: dict[str, ModuleType] = {}
+
+
+def _load_script(path: str, register: bool = False) -> ModuleType:
+    """The script at ``ROOT / path`` as a module, loaded once per test session.
+
+    ``register`` also puts it in ``sys.modules`` under its file's stem (Flax Linen modules
+    are dataclasses, whose module must be importable by name).
+    """
+    if path not in _SCRIPTS:
+        name = Path(path).stem
+        spec = importlib.util.spec_from_file_location(name, ROOT / path)
+        module = importlib.util.module_from_spec(spec)
+        if register:
+            sys.modules[name] = module
+        spec.loader.exec_module(module)
+        _SCRIPTS[path] = module
+    return _SCRIPTS[path]
+
+
+@pytest.fixture(scope="session")
+def repo_script() -> Callable[..., ModuleType]:
+    """Loads a script of the repository by its path from the root (e.g.
+    ``repo_script("benchmarks/recipe_table.py")``), once per session."""
+    return _load_script
 
 
 @pytest.fixture(scope="session", autouse=True)

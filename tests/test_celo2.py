@@ -14,11 +14,9 @@ float64, written from those equations, not from learnopt's code.
 
 from __future__ import annotations
 
-import importlib.util
 import pickle
 import struct
 import zipfile
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -28,8 +26,6 @@ import pytest
 
 from learnopt.learned_optimizers import celo2, common
 from learnopt.testing import conformance
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # The learned rule's decays are float32 arrays in the release (``jnp.asarray`` of the
 # Python tuples), and in learnopt.
@@ -429,15 +425,6 @@ def test_pretrained_celo2_is_pylos_deployment():
 # ------------------------------------------- the converter's reader of PyLO's torch zip
 
 
-def _converter():
-    spec = importlib.util.spec_from_file_location(
-        "convert_published_for_tests", ROOT / "examples" / "convert_published.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _text(s):
     raw = s.encode()
     return b"X" + struct.pack("<I", len(raw)) + raw
@@ -475,8 +462,8 @@ def _torch_zip(path, pickled, numel=6):
     return path.read_bytes()
 
 
-def test_the_torch_zip_reader_rebuilds_strided_float32_tensors(tmp_path):
-    convert = _converter()
+def test_the_torch_zip_reader_rebuilds_strided_float32_tensors(tmp_path, repo_script):
+    convert = repo_script("examples/convert_published.py")
     state = convert.read_torch_state_dict(_torch_zip(tmp_path / "w.pt", _tensor_pickle()))
     assert list(state) == ["w"] and state["w"].dtype == np.float32
     # size (2, 3), stride (1, 2): element [i, j] is storage[i + 2 j] (a transposed view).
@@ -497,8 +484,8 @@ def test_the_torch_zip_reader_rebuilds_strided_float32_tensors(tmp_path):
         ("collections", "defaultdict"),
     ],
 )
-def test_the_torch_zip_reader_refuses_any_other_global(tmp_path, global_):
-    convert = _converter()
+def test_the_torch_zip_reader_refuses_any_other_global(tmp_path, global_, repo_script):
+    convert = repo_script("examples/convert_published.py")
     marker = tmp_path / "ran"
     # A pickle that would run a command (or call any other global) if it were honoured.
     pickled = b"\x80\x02" + _global(*global_) + b"(" + _text(f"touch {marker}") + b"tR."

@@ -95,15 +95,6 @@ def test_every_notebook_is_a_tutorial_page():
     assert notebooks <= links, f"link from {TUTORIALS_INDEX}: {sorted(notebooks - links)}"
 
 
-def _check_site():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("check_site", ROOT / "docs" / "check_site.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _page(body: str, nav: str = "", head: str = "") -> str:
     return (
         f"<html><head>{head}</head><body>"
@@ -113,9 +104,9 @@ def _page(body: str, nav: str = "", head: str = "") -> str:
 
 
 def test_the_site_check_finds_remote_loads_internals_in_the_navigation_and_missing_maths(
-    tmp_path,
+    tmp_path, repo_script
 ):
-    check_site = _check_site()
+    check_site = repo_script("docs/check_site.py")
     internals = check_site.internal_modules(INTERNALS)
     assert "learnopt.run.session" in internals and "learnopt.train" not in internals
     site = tmp_path / "html"

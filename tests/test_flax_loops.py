@@ -3,11 +3,6 @@ nnx.Optimizer, the two examples, and the loss reaching the optimizer through eac
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import sys
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,17 +14,6 @@ from flax.training import train_state
 from learnopt.flax_utils import TrainState
 from learnopt.learned_optimizers import hyper_v2, rnn_mlp_lopt
 from learnopt.testing import TraceCounter
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@functools.cache
-def _example(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # Linen modules are dataclasses: their module must be known
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -47,15 +31,15 @@ def _params():
 
 
 @pytest.mark.parametrize("example", ["flax_linen_trainstate", "flax_nnx"])
-def test_example_trains_with_the_pretrained_optimizer(example):
-    first, last = _example(example).main(steps=40)
+def test_example_trains_with_the_pretrained_optimizer(example, repo_script):
+    first, last = repo_script(f"examples/{example}.py", register=True).main(steps=40)
     assert last < 0.5 * first
 
 
 @pytest.mark.parametrize("example", ["flax_linen_trainstate", "flax_nnx"])
-def test_example_runs_hyper_v2_with_the_loss(example):
+def test_example_runs_hyper_v2_with_the_loss(example, repo_script):
     # Without the loss HyperV2 raises, so a finite run means the loop passed it on.
-    first, last = _example(example).main(
+    first, last = repo_script(f"examples/{example}.py", register=True).main(
         steps=8, lopt="HyperV2", batch_size=32, lstm_hidden_size=8, param_inits=4
     )
     assert np.isfinite(first) and np.isfinite(last)

@@ -12,7 +12,6 @@ the scripts in a temporary folder so the repository's files are never touched.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import os
 import shutil
 import stat
@@ -288,15 +287,10 @@ def test_rehearsal_runs_every_step_on_the_cpu(tmp_path):
     assert "blocked=" in roof["AdafacMLPLOpt"]["form ms"]
 
 
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_metatrain_takes_the_largest_population_at_half_the_smallest_ones_rate(tmp_path):
-    choose = _module("gpu_metatrain").choose
+def test_metatrain_takes_the_largest_population_at_half_the_smallest_ones_rate(
+    tmp_path, repo_script
+):
+    choose = repo_script("benchmarks/gpu_metatrain.py").choose
     path = tmp_path / "t.csv"
     path.write_text(
         "estimator,num_tasks,steps_per_s\npes,16,20.0\npes,128,11.0\npes,2048,2.0\n"
@@ -306,9 +300,9 @@ def test_metatrain_takes_the_largest_population_at_half_the_smallest_ones_rate(t
     assert choose(str(tmp_path / "absent.csv"), 60) == (256, 1000)  # no measurements
 
 
-def test_gpu_figures_measures_a_configuration_on_any_backend(tmp_path, monkeypatch):
+def test_gpu_figures_measures_a_configuration_on_any_backend(tmp_path, monkeypatch, repo_script):
     monkeypatch.setenv("LEARNOPT_DATA_DIR", str(tmp_path / "tfds"))
-    module = _module("gpu_figures")
+    module = repo_script("benchmarks/gpu_figures.py")
     row = module.measure("full_grad", 1, 2)
     assert set(row) == set(module.FIELDS)
     assert row["compile_s"] > 0 and row["ms_per_step"] > 0

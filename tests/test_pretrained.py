@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -136,23 +135,15 @@ def test_a_corrupted_copy_is_refused_with_the_file_named(tmp_path):
         theta_files.load(bad)
 
 
-def test_the_example_trains_a_flax_model_in_a_plain_optax_loop():
-    spec = importlib.util.spec_from_file_location(
-        "pretrained_flax_mlp", ROOT / "examples" / "pretrained_flax_mlp.py"
-    )
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+def test_the_example_trains_a_flax_model_in_a_plain_optax_loop(repo_script):
+    example = repo_script("examples/pretrained_flax_mlp.py")
     first, last, accuracy = example.main(steps=150)
     assert last < 0.5 * first
     assert accuracy > 0.8
 
 
-def test_make_pretrained_packages_a_run(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "make_pretrained", ROOT / "examples" / "make_pretrained.py"
-    )
-    make = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make)
+def test_make_pretrained_packages_a_run(tmp_path, repo_script):
+    make = repo_script("examples/make_pretrained.py")
     run, ev, out = tmp_path / "run", tmp_path / "eval", tmp_path / "out"
     for d in (run, ev, out):
         d.mkdir()

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import pytest
+
 FIELDS = ["task", "optimizer", "role", "final_train", "final_valid", "wins", "wins_valid"]
 FIELDS += ["normalized_loss", "normalized_valid", "log_loss_diff"]
 
 
-def _table():
-    spec = importlib.util.spec_from_file_location(
-        "recipe_table", ROOT / "benchmarks" / "recipe_table.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def table(repo_script):
+    return repo_script("benchmarks/recipe_table.py")
 
 
 def _summary(folder: Path, losses: dict[str, tuple[float, float]], adam: float) -> Path:
@@ -37,8 +33,7 @@ def _summary(folder: Path, losses: dict[str, tuple[float, float]], adam: float) 
     return folder
 
 
-def test_beats_start_counts_strictly_lower_final_losses_per_task(tmp_path):
-    table = _table()
+def test_beats_start_counts_strictly_lower_final_losses_per_task(tmp_path, table):
     start = _summary(tmp_path / "init", {"a": (1.0, 2.0), "b": (1.0, 2.0), "c": (1.0, 2.0)}, 1.5)
     trained = _summary(tmp_path / "run", {"a": (0.5, 2.5), "b": (1.0, 1.0), "c": (2.0, 1.9)}, 1.5)
     assert table.beats_start(trained, start) == {"tasks": 3, "train": 1, "valid": 2}
@@ -47,8 +42,7 @@ def test_beats_start_counts_strictly_lower_final_losses_per_task(tmp_path):
     assert (figures["wins"], figures["wins_valid"], figures["tasks"]) == (2, 1, 3)
 
 
-def test_the_markdown_row_carries_the_start_column_and_writes_csv_and_png(tmp_path, capsys):
-    table = _table()
+def test_the_markdown_row_carries_the_start_column_and_writes_csv_and_png(tmp_path, capsys, table):
     start = _summary(tmp_path / "init", {"a": (1.0, 2.0), "b": (1.0, 2.0)}, 1.5)
     trained = _summary(tmp_path / "run", {"a": (0.5, 2.5), "b": (0.9, 1.0)}, 1.5)
     out = tmp_path / "figs"
@@ -60,11 +54,10 @@ def test_the_markdown_row_carries_the_start_column_and_writes_csv_and_png(tmp_pa
     assert rows[0]["beats_start_train"] == "2" and (out / "recipe_table.png").stat().st_size > 0
 
 
-def test_the_best_score_is_the_runs_own_choice_recorded_in_theta_best(tmp_path):
+def test_the_best_score_is_the_runs_own_choice_recorded_in_theta_best(tmp_path, table):
     """A run selected on the validation loss reports that choice, not the train-loss best."""
     from learnopt import checkpoints
 
-    table = _table()
     run = tmp_path / "run"
     run.mkdir()
     (run / "metrics.csv").write_text("step,wall_seconds\n0,0\n500,600\n")

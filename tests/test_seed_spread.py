@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location(
-        "seed_spread", ROOT / "benchmarks" / "seed_spread.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _evaluation(folder: Path) -> Path:
@@ -49,10 +37,11 @@ def _evaluation(folder: Path) -> Path:
     return folder
 
 
-def test_the_margin_is_the_seed_means_log_ratio_and_the_spread_the_widest_seed_pair(tmp_path):
-    rows = {
-        r["column"]: r for r in _module().spread_rows(_evaluation(tmp_path / "e"), "B", window=5)
-    }
+def test_the_margin_is_the_seed_means_log_ratio_and_the_spread_the_widest_seed_pair(
+    tmp_path, repo_script
+):
+    module = repo_script("benchmarks/seed_spread.py")
+    rows = {r["column"]: r for r in module.spread_rows(_evaluation(tmp_path / "e"), "B", window=5)}
     assert rows["train"]["margin"] == pytest.approx(math.log(1.5 / 2.0))
     assert rows["train"]["spread"] == pytest.approx(math.log(2.0))  # the candidate's seeds
     assert rows["train"]["won"] and rows["train"]["within_noise"]
@@ -61,8 +50,8 @@ def test_the_margin_is_the_seed_means_log_ratio_and_the_spread_the_widest_seed_p
     assert not rows["valid"]["won"]
 
 
-def test_a_missing_baseline_is_named_and_the_csv_is_written(tmp_path, capsys):
-    module = _module()
+def test_a_missing_baseline_is_named_and_the_csv_is_written(tmp_path, capsys, repo_script):
+    module = repo_script("benchmarks/seed_spread.py")
     folder = _evaluation(tmp_path / "e")
     with pytest.raises(ValueError, match="no tuned 'Adam' rows"):
         module.spread_rows(folder, "Adam")

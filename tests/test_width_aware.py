@@ -1,8 +1,5 @@
 """Width-aware (muP) steps: roles from shapes and names, multipliers, the wrappers, the sweep."""
 
-import importlib.util
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,8 +16,6 @@ from learnopt.learned_optimizers.width_aware import (
 )
 from learnopt.optimizers.adam import Adam
 from learnopt.testing import conformance
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _mlp(widths, dtype=jnp.float32, key=0):
@@ -248,13 +243,8 @@ def test_the_learned_wrapper_refuses_what_it_cannot_rebuild():
 
 
 @pytest.fixture(scope="module")
-def width_sweep():
-    spec = importlib.util.spec_from_file_location(
-        "width_sweep", ROOT / "benchmarks" / "width_sweep.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def width_sweep(repo_script):
+    return repo_script("benchmarks/width_sweep.py")
 
 
 def test_with_width_aware_steps_the_best_rate_stays_across_widths(width_sweep):
