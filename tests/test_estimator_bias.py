@@ -25,6 +25,7 @@ from jax.flatten_util import ravel_pytree
 
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
+from learnopt.optimizers import sgd
 from learnopt.outer_trainers import (
     full_es,
     gradient_learner,
@@ -370,3 +371,67 @@ def test_stacked_and_separate_antithetic_unrolls_agree():
             jax.tree_util.tree_leaves(stacked), jax.tree_util.tree_leaves(separate), strict=True
         ):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=cls.__name__)
+
+
+# ----------------------------------------------------------------------------------------
+# 3. FullES perturbs what theta does at a run's start, too
+# ----------------------------------------------------------------------------------------
+
+
+class _StartedSGDM(sgd.SGDM):
+    """SGDM whose momentum starts at ``m0`` (not 0): a theta entry read only at init."""
+
+    def __init__(self, learning_rate, momentum, m0):
+        super().__init__(learning_rate, momentum)
+        self.m0 = m0
+
+    def init(self, params, model_state=None, num_steps=None, key=None):
+        state = super().init(params, model_state, num_steps, key)
+        moms = jax.tree_util.tree_map(lambda m: m + self.m0, state.momentums)
+        return state.replace(momentums=moms)
+
+
+class _StartedLOpt(lopt_base.LearnedOptimizer):
+    """SGDM (lr 0.03, momentum 0.8) whose theta is only ``m0``, the initial momentum."""
+
+    def init(self, key):
+        return {"m0": jnp.asarray(0.5, jnp.float32)}
+
+    def opt_fn(self, theta, is_training=False):
+        return _StartedSGDM(0.03, 0.8, theta["m0"])
+
+
+def test_full_es_credits_theta_that_acts_at_the_start_of_a_run():
+    """A theta entry read only by ``opt.init`` gets FullES's estimate of its gradient.
+
+    FullES restarts every run, so each half of a pair must start from its own perturbed
+    theta (as the notes' library does); starting both from the unperturbed theta leaves
+    such an entry (Celo's ``lstm_init_state``, VeLO's) with a zero-mean estimate.
+    """
+    lopt = _StartedLOpt()
+    ts = lts.VectorizedLOptTruncatedStep(
+        FAMILY, lopt, tsched.ConstantTruncationSchedule(HORIZON), num_tasks=NUM_PAIRS
+    )
+    est = full_es.FullES(ts, std=STD)
+    theta = lopt.init(jax.random.PRNGKey(0))
+
+    def one(key):
+        out, _ = est.compute_gradient_estimate(
+            theta, key, est.init_worker_state(theta, key), est.get_datas()
+        )
+        k_init = jax.random.split(key, 4)[1]  # FullES's population key (see above)
+
+        def avg_loss(th):
+            _, o = ts.unroll(
+                th, ts.init_population(th, k_init), jax.random.PRNGKey(0), None, HORIZON
+            )
+            return jnp.mean(o.loss)
+
+        return out.grad["m0"], jax.grad(avg_loss)(theta)["m0"]
+
+    est_m0, exact_m0 = map(
+        np.asarray, jax.jit(jax.vmap(one))(jax.random.split(jax.random.PRNGKey(7), 16))
+    )
+    assert np.all(np.abs(exact_m0) > 1e-3), exact_m0  # the entry does matter
+    scale = np.mean(est_m0 * exact_m0) / np.mean(exact_m0**2)
+    assert 0.8 < scale < 1.2, f"FullES's m0 estimate / exact {scale:.3f} ({est_m0} vs {exact_m0})"

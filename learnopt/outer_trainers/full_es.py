@@ -106,19 +106,25 @@ class FullES(common.WholeRuns, common.AntitheticEstimator):
         k_eps, k_init, k_unroll, k_re = jax.random.split(key, 4)
         length = self._horizon.length(jax.random.fold_in(key, 4), outer_state)
         eps = common.sample_perturbations(theta, k_eps, self.std, ts.num_tasks)
-        start = ts.init_population(
-            theta,
-            k_init,
-            outer_state=outer_state,
-            num_steps_override=self.horizon if length is None else length,
-        )
+        theta_pos = jax.tree_util.tree_map(lambda t, e: t[None] + e, theta, eps)
+        theta_neg = jax.tree_util.tree_map(lambda t, e: t[None] - e, theta, eps)
+        # Each half starts from its own theta (the same tasks, params and lengths: one
+        # key), so theta that acts only at init (an LSTM's initial state) is credited.
+        starts = [
+            ts.init_population(
+                th,
+                k_init,
+                theta_is_vector=True,
+                outer_state=outer_state,
+                num_steps_override=self.horizon if length is None else length,
+            )
+            for th in (theta_pos, theta_neg)
+        ]
         loss_type = "avg" if self.loss_type == "last_recompute" else self.loss_type
         pos, neg, pos_loss, neg_loss, pos_out = self._unroll_pair(
-            theta, eps, start, start, k_unroll, data, self.horizon, length, loss_type
+            theta, eps, *starts, k_unroll, data, self.horizon, length, loss_type
         )
         if self.loss_type == "last_recompute":
-            theta_pos = jax.tree_util.tree_map(lambda t, e: t[None] + e, theta, eps)
-            theta_neg = jax.tree_util.tree_map(lambda t, e: t[None] - e, theta, eps)
             pos_loss = ts.mean_meta_loss(theta_pos, pos, k_re, recompute, theta_is_vector=True)
             neg_loss = ts.mean_meta_loss(theta_neg, neg, k_re, recompute, theta_is_vector=True)
         return self._output(eps, pos_loss, neg_loss, state, info=common.unroll_info(pos, pos_out))
