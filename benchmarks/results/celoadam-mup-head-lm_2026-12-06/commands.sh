@@ -3,7 +3,7 @@
 # (WidthAware, base width 64, steps only shrunk), its 65-value output head fine-tuned
 # (everything else frozen) with PES on the small Transformer and LSTM LM families and a
 # conv bucket, the meta-loss the mean of the late log losses on a fresh training batch
-# and an outer-valid batch, 1,500 steps; meta-valid (1000 steps, 3 seeds, start
+# and an outer-valid batch, 1,000 steps; meta-valid (1000 steps, 3 seeds, start
 # included) every 500 steps chooses theta_best on the validation loss.
 # Then, if the chosen theta is not the start, it on heldout (9 tasks, 1000 steps,
 # 2 seeds) against the four tuned baselines; its start, WidthAware(CeloAdam, 64), was
@@ -13,7 +13,7 @@
 cd "$(dirname "$0")/../../.."
 ROOT=$PWD
 PY=$ROOT/.venv/bin/python
-COMMIT=${COMMIT:-d9dd3b5}
+COMMIT=${COMMIT:-cc4b87c}
 SRC=/tmp/eval-$COMMIT
 RUN=$ROOT/runs/celoadam-mup-head-lm
 [ -d $SRC ] || git worktree add -f $SRC $COMMIT
