@@ -58,3 +58,23 @@ def test_a_missing_baseline_is_named_and_the_csv_is_written(tmp_path, capsys, re
     assert module.main(["--baseline", "B", "--out", str(tmp_path / "o"), f"C={folder}"]) == 0
     assert "C, train: 1/1 won; 1/1 margins within the seed spread" in capsys.readouterr().out
     assert len(list(csv.DictReader(open(tmp_path / "o" / "seed_spread.csv")))) == 2
+
+
+def test_evaluations_on_other_seeds_pool_and_the_baseline_is_tuned_on_the_pooled_seeds(
+    tmp_path, repo_script
+):
+    module = repo_script("benchmarks/seed_spread.py")
+    first = _evaluation(tmp_path / "a")
+    second = _evaluation(tmp_path / "b")
+    curves = dict(np.load(second / "curves.npz"))
+    curves["t/X/train_loss"] = 3 * curves["t/X/train_loss"] / curves["t/X/train_loss"]
+    # on these seeds lr=0.01 (train 1.0) beats lr=0.1 (2.0); pooled, lr=0.1 (2.0 vs 5.0) wins
+    curves["t/B/train_loss"][0] = 1.0
+    np.savez(second / "curves.npz", **curves)
+    rows = {r["column"]: r for r in module.spread_rows([first, second], "B", window=5)}
+    assert rows["train"]["seeds"] == 4
+    assert rows["train"]["baseline_setting"] == "lr=0.1"
+    assert rows["train"]["margin"] == pytest.approx(math.log(((1 + 2 + 3 + 3) / 4) / 2.0))
+    assert rows["valid"]["margin"] == pytest.approx(math.log(3.0 / 3.0))
+    alone = {r["column"]: r for r in module.spread_rows(second, "B", window=5)}
+    assert alone["train"]["seeds"] == 2 and alone["train"]["baseline_setting"] == "lr=0.1"
