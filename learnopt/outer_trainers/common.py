@@ -31,6 +31,7 @@ from learnopt.outer_trainers.lopt_truncated_step import (
     TruncatedUnrollState,
     VectorizedLOptTruncatedStep,
 )
+from learnopt.tree_utils import keys_mask
 
 PyTree = Any
 
@@ -406,7 +407,15 @@ class AntitheticEstimator(GradientEstimator):
         memory; the library's default). Same results either way.
       clip_loss_diff: clip ``L+ - L-`` to this magnitude (robustness to outliers).
       sign_delta_loss_scalar: use ``sign(L+ - L-)`` times this instead of the difference.
+
+    Attributes:
+      frozen_keys: theta keys left unperturbed (None: all of theta is perturbed). A
+        learner with ``frozen_keys`` sets them here: a frozen leaf's estimate is thrown
+        away, and its noise would only add variance to every other leaf's (ES's
+        variance grows with the number of perturbed values).
     """
+
+    frozen_keys: tuple[str, ...] | None = None
 
     def __init__(
         self,
@@ -423,6 +432,14 @@ class AntitheticEstimator(GradientEstimator):
         self.stack_antithetic_samples = bool(stack_antithetic_samples)
         self.clip_loss_diff = clip_loss_diff
         self.sign_delta_loss_scalar = sign_delta_loss_scalar
+
+    def _perturbations(self, theta: PyTree, key: jax.Array) -> PyTree:
+        """One perturbation per pair (``[num_tasks, ...]`` leaves), zero on frozen leaves."""
+        eps = sample_perturbations(theta, key, self.std, self.truncated_step.num_tasks)
+        if not self.frozen_keys:
+            return eps
+        mask = keys_mask(theta, self.frozen_keys, "frozen_keys")
+        return jax.tree_util.tree_map(lambda e, f: jnp.zeros_like(e) if f else e, eps, mask)
 
     def _unroll_pair(
         self, theta, eps, pos_state, neg_state, key, datas, num_steps, length=None, loss_type="avg"

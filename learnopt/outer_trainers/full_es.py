@@ -105,7 +105,7 @@ class FullES(common.WholeRuns, common.AntitheticEstimator):
         ts = self.truncated_step
         k_eps, k_init, k_unroll, k_re = jax.random.split(key, 4)
         length = self._horizon.length(jax.random.fold_in(key, 4), outer_state)
-        eps = common.sample_perturbations(theta, k_eps, self.std, ts.num_tasks)
+        eps = self._perturbations(theta, k_eps)
         theta_pos = jax.tree_util.tree_map(lambda t, e: t[None] + e, theta, eps)
         theta_neg = jax.tree_util.tree_map(lambda t, e: t[None] - e, theta, eps)
         # Each half starts from its own theta (the same tasks, params and lengths: one

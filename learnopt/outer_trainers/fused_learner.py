@@ -97,7 +97,8 @@ class SingleMachineGradientLearner:
         ``OptCheckpoint``): theta, the outer optimizer's state and the counters.
       frozen_keys: keys of ``theta`` to keep fixed (paths or path prefixes joined by
         ``"/"``; e.g. ``Celo.get_frozen_param_keys(2)`` for Celo's phase 2): their
-        meta-gradients are zeroed and their values restored after each outer update.
+        meta-gradients are zeroed and their values restored after each outer update,
+        and the ES estimators (whose ``frozen_keys`` are unset) do not perturb them.
       reset_outer_iteration: with ``init_outer_state_from_path``, start the loaded
         state's iteration counters at 0 (theta and the outer moments are kept).
     """
@@ -130,6 +131,11 @@ class SingleMachineGradientLearner:
             frozen_keys=frozen_keys,
         )
         self.gradient_estimators = tuple(gradient_estimators)
+        for est in self.gradient_estimators:
+            # ES estimators leave frozen keys unperturbed: their noise would only add
+            # variance to the estimates of the trainable ones.
+            if frozen_keys and hasattr(est, "frozen_keys") and est.frozen_keys is None:
+                est.frozen_keys = self.gradient_learner.frozen_keys
         self.mesh = mesh
         self._on_host = any(is_host_style(e) for e in self.gradient_estimators)
         self._multiprocess = False

@@ -69,7 +69,7 @@ class NoiseReuseES(common.TruncatedAntitheticEstimator):
         """
         k_state, k_eps = jax.random.split(key)
         state = self.truncated_step.init_step_state(theta, outer_state, k_state)
-        eps = common.sample_perturbations(theta, k_eps, self.std, self.truncated_step.num_tasks)
+        eps = self._perturbations(theta, k_eps)
         return NRESState(pos_state=state, neg_state=state, perturbation=eps)
 
     def compute_gradient_estimate(self, theta, key, state, datas, outer_state=None):
@@ -88,7 +88,7 @@ class NoiseReuseES(common.TruncatedAntitheticEstimator):
         eps = state.perturbation
         # A run that restarts draws its perturbation for the whole of its next run, and
         # starts from it.
-        fresh = common.sample_perturbations(theta, k_eps, self.std, self.truncated_step.num_tasks)
+        fresh = self._perturbations(theta, k_eps)
         new_pos, new_neg, done, pos_loss, neg_loss, info = self._both_halves_then_restarts(
             theta, eps, state, keys, datas, outer_state, restart_eps=fresh
         )

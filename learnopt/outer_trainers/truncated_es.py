@@ -88,7 +88,7 @@ class TruncatedES(common.TruncatedAntitheticEstimator):
         """
         ts = self.truncated_step
         k_eps, k_unroll, k_reset = jax.random.split(key, 3)
-        eps = common.sample_perturbations(theta, k_eps, self.std, ts.num_tasks)
+        eps = self._perturbations(theta, k_eps)
         pos, _, pos_loss, neg_loss, pos_out = self._unroll_truncation(
             theta, eps, state, state, k_unroll, datas
         )

@@ -97,7 +97,7 @@ class TruncatedPES(common.TruncatedAntitheticEstimator):
           ``delta_loss_abs``, ``num_done``.
         """
         k_eps, *keys = jax.random.split(key, 3)
-        eps = common.sample_perturbations(theta, k_eps, self.std, self.truncated_step.num_tasks)
+        eps = self._perturbations(theta, k_eps)
         # Finished runs restart from theta +- eps (the same task, params and length for
         # both halves); their sum starts at eps, the perturbation of their start.
         new_pos, new_neg, done, pos_loss, neg_loss, info = self._both_halves_then_restarts(
