@@ -30,7 +30,6 @@ __all__ = [
     "tree_cast_like",
     "cast_leaf_like",
     "tree_path_str",
-    "keys_mask",
     "partition",
     "partition_unflatten",
     "PartitionUnflatten",
@@ -251,38 +250,6 @@ def tree_path_str(path: tuple, separator: str | None = None) -> str:
     if separator is None:
         return jax.tree_util.keystr(path) or "<root>"
     return jax.tree_util.keystr(tuple(path), simple=True, separator=separator)
-
-
-def keys_mask(tree: PyTree, keys: Sequence[str], what: str = "keys") -> PyTree:
-    """Which leaves of ``tree`` the path keys ``keys`` name (a tree of Python bools).
-
-    A key names a leaf if it is the leaf's path (``"a/b"``: dict keys, attribute names
-    and indices joined by ``"/"``) or a prefix of it ending at a ``"/"``: ``"rnn_params"``
-    names every leaf under ``tree["rnn_params"]``.
-
-    Args:
-      tree: arrays or ``jax.ShapeDtypeStruct`` leaves.
-      keys: the keys.
-      what: the keys' name in the error message (e.g. ``"frozen_keys"``).
-
-    Returns:
-      A tree like ``tree`` with True at the leaves the keys name.
-
-    Raises:
-      ValueError: a key names no leaf (the message lists the top-level keys).
-    """
-    keys = [str(k).strip("/") for k in keys]
-    flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    names = [tree_path_str(path, "/") for path, _ in flat]
-
-    def named(name: str, key: str) -> bool:
-        return name == key or name.startswith(key + "/")
-
-    unused = [k for k in keys if not any(named(n, k) for n in names)]
-    if unused:
-        top = sorted({n.split("/")[0] for n in names})
-        raise ValueError(f"{what}: {unused} name no leaf of theta (its keys: {top})")
-    return treedef.unflatten([any(named(n, k) for k in keys) for n in names])
 
 
 FilterFn = Callable[[str, Any], bool]

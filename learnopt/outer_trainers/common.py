@@ -31,7 +31,7 @@ from learnopt.outer_trainers.lopt_truncated_step import (
     TruncatedUnrollState,
     VectorizedLOptTruncatedStep,
 )
-from learnopt.tree_utils import keys_mask
+from learnopt.outer_trainers.outer_update import frozen_mask
 
 PyTree = Any
 
@@ -438,7 +438,7 @@ class AntitheticEstimator(GradientEstimator):
         eps = sample_perturbations(theta, key, self.std, self.truncated_step.num_tasks)
         if not self.frozen_keys:
             return eps
-        mask = keys_mask(theta, self.frozen_keys, "frozen_keys")
+        mask = frozen_mask(theta, self.frozen_keys)
         return jax.tree_util.tree_map(lambda e, f: jnp.zeros_like(e) if f else e, eps, mask)
 
     def _unroll_pair(

@@ -26,7 +26,7 @@ from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
 from learnopt.outer_trainers.gradient_estimator import OuterState
 from learnopt.outer_trainers.worker import AggregatedGradient, WorkerWeights
-from learnopt.tree_utils import keys_mask, tree_all_finite, tree_cast_like, tree_norm
+from learnopt.tree_utils import tree_all_finite, tree_cast_like, tree_norm, tree_path_str
 
 PyTree = Any
 MetaParams = Any
@@ -112,7 +112,18 @@ def frozen_mask(theta: PyTree, frozen_keys: Sequence[str]) -> PyTree:
     Raises:
       ValueError: a key names no leaf of ``theta`` (the message lists the top-level keys).
     """
-    return keys_mask(theta, frozen_keys, "frozen_keys")
+    keys = [str(k).strip("/") for k in frozen_keys]
+    flat, treedef = jax.tree_util.tree_flatten_with_path(theta)
+    names = [tree_path_str(path, "/") for path, _ in flat]
+
+    def named(name: str, key: str) -> bool:
+        return name == key or name.startswith(key + "/")
+
+    unused = [k for k in keys if not any(named(n, k) for n in names)]
+    if unused:
+        top = sorted({n.split("/")[0] for n in names})
+        raise ValueError(f"frozen_keys: {unused} name no leaf of theta (its keys: {top})")
+    return treedef.unflatten([any(named(n, k) for k in keys) for n in names])
 
 
 class GradientLearner:
