@@ -13,7 +13,7 @@
 cd "$(dirname "$0")/../../.."
 ROOT=$PWD
 PY=$ROOT/.venv/bin/python
-COMMIT=${COMMIT:-40bd92b}
+COMMIT=${COMMIT:-1419aba}
 SRC=/tmp/eval-$COMMIT
 RUN=$ROOT/runs/celoadam-mup-head-lm
 [ -d $SRC ] || git worktree add -f $SRC $COMMIT

@@ -7,7 +7,7 @@
 cd "$(dirname "$0")/../../.."
 ROOT=$PWD
 PY=$ROOT/.venv/bin/python
-COMMIT=${COMMIT:-40bd92b}
+COMMIT=${COMMIT:-1419aba}
 SRC=/tmp/eval-$COMMIT
 [ -d $SRC ] || git worktree add -f $SRC $COMMIT
 HERE=$ROOT/benchmarks/results/celoadam-mup-head-lm_2026-12-06
