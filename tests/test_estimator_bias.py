@@ -437,48 +437,6 @@ def test_full_es_credits_theta_that_acts_at_the_start_of_a_run():
     assert 0.8 < scale < 1.2, f"FullES's m0 estimate / exact {scale:.3f} ({est_m0} vs {exact_m0})"
 
 
-@pytest.mark.parametrize("cls", [truncated_pes.TruncatedPES, noise_reuse_es.NoiseReuseES])
-def test_truncated_es_credits_theta_that_acts_at_the_start_of_restarted_runs(cls):
-    """PES and NRES restart a finished run from its pair's perturbed theta, and count it.
-
-    Over the second episode of a population (every run restarted once), the mean of the
-    truncations' estimates of a theta entry read only at init agrees with backprop's
-    gradient of the episode's mean loss (averaged over seeds, on fresh populations).
-    """
-    lopt = _StartedLOpt()
-    ts = lts.VectorizedLOptTruncatedStep(
-        FAMILY, lopt, tsched.ConstantTruncationSchedule(HORIZON), num_tasks=NUM_PAIRS
-    )
-    est = cls(ts, trunc_length=5, std=STD)
-    theta = lopt.init(jax.random.PRNGKey(0))
-    per_episode = HORIZON // 5
-
-    def one(key):
-        k_init, k_steps, k_exact = jax.random.split(key, 3)
-
-        def truncation(state, k):
-            out, _ = est.compute_gradient_estimate(theta, k, state, est.get_datas())
-            return out.unroll_state, out.grad["m0"]
-
-        state = est.init_worker_state(theta, k_init)
-        _, grads = jax.lax.scan(truncation, state, jax.random.split(k_steps, 2 * per_episode))
-
-        def avg_loss(th):
-            start = ts.init_population(th, k_exact)
-            _, o = ts.unroll(th, start, jax.random.PRNGKey(0), None, HORIZON)
-            return jnp.mean(o.loss)
-
-        return jnp.mean(grads[per_episode:]), jax.grad(avg_loss)(theta)["m0"]
-
-    keys = jax.random.split(jax.random.PRNGKey(11), 64)
-    est_m0, exact_m0 = map(np.asarray, jax.jit(jax.vmap(one))(keys))
-    ratio = est_m0.mean() / exact_m0.mean()
-    # Measured: PES 0.99, NRES 1.02, each seed's estimate spread by 0.6-0.7 of the
-    # exact value, so the mean of 64 has a standard error of about 0.08. Without the
-    # perturbed restarts the estimate is exactly 0.
-    assert 0.75 < ratio < 1.25, f"{cls.__name__}: m0 estimate / exact {ratio:.3f}"
-
-
 # ----------------------------------------------------------------------------------------
 # 4. Frozen theta is not perturbed
 # ----------------------------------------------------------------------------------------

@@ -543,23 +543,17 @@ class TruncatedAntitheticEstimator(AntitheticEstimator):
     def _unroll_truncation(self, theta, eps, pos_state, neg_state, key, datas):
         return self._unroll_pair(theta, eps, pos_state, neg_state, key, datas, self.trunc_length)
 
-    def _both_halves_then_restarts(self, theta, eps, state, keys, datas, outer_state, restart_eps):
+    def _both_halves_then_restarts(self, theta, eps, state, keys, datas, outer_state):
         """One truncation of both halves of every pair (``state.pos_state``,
-        ``state.neg_state``), then the finished runs restart (PES, NRES):
-        ``(new_pos, new_neg, done, pos_loss, neg_loss, info)``; ``keys`` are the unroll's
-        and the restarts'. Both halves of a restarted pair share their task, params and
-        length; they start from ``theta + restart_eps`` and ``theta - restart_eps``, so
-        theta read only at init (an LSTM's initial state) is perturbed like the rest,
-        and the estimator must count ``restart_eps`` in the new run's perturbation."""
+        ``state.neg_state``), then the finished runs restart, both halves from the same
+        fresh state built with ``theta`` itself (PES, NRES):
+        ``(new_pos, new_neg, done, pos_loss, neg_loss, info)``; ``keys`` are the
+        unroll's and the restarts'."""
         k_unroll, k_reset = keys
         pos, neg, pos_loss, neg_loss, pos_out = self._unroll_truncation(
             theta, eps, state.pos_state, state.neg_state, k_unroll, datas
         )
         ts = self.truncated_step
-        new_pos, done = ts.reset_done(
-            _plus(theta, restart_eps, 1.0), pos, k_reset, True, outer_state=outer_state
-        )
-        new_neg, _ = ts.reset_done(
-            _plus(theta, restart_eps, -1.0), neg, k_reset, True, outer_state=outer_state
-        )
+        new_pos, done = ts.reset_done(theta, pos, k_reset, outer_state=outer_state)
+        new_neg, _ = ts.reset_done(theta, neg, k_reset, outer_state=outer_state)
         return new_pos, new_neg, done, pos_loss, neg_loss, unroll_info(pos, pos_out)

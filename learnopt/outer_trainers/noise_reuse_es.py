@@ -16,7 +16,7 @@ meta-losses of the current truncation (the halves keep separate states, as in PE
    \hat g_{\text{NRES}} = \frac{1}{N} \sum_{i=1}^{N}
    \frac{L_i^{+} - L_i^{-}}{2\sigma^2}\, \varepsilon_i
 
-A restarted run draws a fresh ``eps_i`` and starts from ``theta +- eps_i``.
+A restarted run draws a fresh ``eps_i`` (it starts from ``theta`` itself).
 """
 
 from __future__ import annotations
@@ -86,12 +86,11 @@ class NoiseReuseES(common.TruncatedAntitheticEstimator):
         """
         k_eps, *keys = jax.random.split(key, 3)
         eps = state.perturbation
-        # A run that restarts draws its perturbation for the whole of its next run, and
-        # starts from it.
-        fresh = self._perturbations(theta, k_eps)
         new_pos, new_neg, done, pos_loss, neg_loss, info = self._both_halves_then_restarts(
-            theta, eps, state, keys, datas, outer_state, restart_eps=fresh
+            theta, eps, state, keys, datas, outer_state
         )
+        # A run that restarts draws its perturbation for the whole of its next run.
+        fresh = self._perturbations(theta, k_eps)
         new_state = NRESState(
             pos_state=new_pos, neg_state=new_neg, perturbation=tree_where(done, fresh, eps)
         )

@@ -18,11 +18,12 @@ At the ``j``-th truncation of a run, pair ``i`` (of ``N``) draws
    \hat g_{\text{PES}} = \frac{1}{N} \sum_{i=1}^{N}
    \frac{L_i^{+,(j)} - L_i^{-,(j)}}{2\sigma^2}\, \xi_i^{(j)}
 
-When a run ends, both halves restart with the same task, params and length, from
-``theta + eps_i^(j)`` and ``theta - eps_i^(j)`` (the truncation's own perturbation), and
-``xi_i`` restarts at ``eps_i^(j)``: theta that acts only at a run's start (an LSTM's
-initial state) is then perturbed and credited like the rest. (Runs of the first
-population start from ``theta`` itself, with ``xi_i = 0``.)
+When a run ends, both halves restart from the same fresh state, built with ``theta``
+itself, and ``xi_i`` is reset to 0. theta read only when a run starts (an LSTM's initial
+state) therefore gets no estimate from PES (freeze it, or use FullES, whose halves start
+from their own perturbed theta). Crediting the restart's perturbation, as the notes'
+library does, was tried: HyperV2's meta-loss then rose in
+``tests/test_lopt_conformance.py``'s short PES run, where it otherwise falls.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class PESState:
       pos_state: the ``+`` halves' :class:`TruncatedUnrollState` (``[num_tasks]`` runs).
       neg_state: the ``-`` halves' state, same structure.
       accumulator: theta-shaped with a leading ``[num_tasks]`` axis: the perturbations
-        each pair has received since its run started (its start's, on a restart).
+        each pair has received since its run started (zeroed when the run restarts).
     """
 
     pos_state: Any
@@ -98,16 +99,16 @@ class TruncatedPES(common.TruncatedAntitheticEstimator):
         """
         k_eps, *keys = jax.random.split(key, 3)
         eps = self._perturbations(theta, k_eps)
-        # Finished runs restart from theta +- eps (the same task, params and length for
-        # both halves); their sum starts at eps, the perturbation of their start.
+        # Finished runs restart (both halves from the same fresh state) with a zero sum.
         new_pos, new_neg, done, pos_loss, neg_loss, info = self._both_halves_then_restarts(
-            theta, eps, state, keys, datas, outer_state, restart_eps=eps
+            theta, eps, state, keys, datas, outer_state
         )
         accumulator = jax.tree_util.tree_map(jnp.add, state.accumulator, eps)
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, accumulator)
         new_state = PESState(
             pos_state=new_pos,
             neg_state=new_neg,
-            accumulator=tree_where(done, eps, accumulator),
+            accumulator=tree_where(done, zeros, accumulator),
         )
         metrics = {"num_done": jnp.sum(done).astype(jnp.float32)}
         return self._output(accumulator, pos_loss, neg_loss, new_state, metrics, info)
