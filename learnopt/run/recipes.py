@@ -351,8 +351,8 @@ _CELOADAM_HEAD_MULTI = {
 #: together on both columns: the language models (the small Transformer and LSTM LM
 #: families, on the byte corpus that heldout's language models also read) and a conv
 #: bucket. The wide MLP bucket is left out: on it the head learned to fit the MLPs harder
-#: and their valid loss rose on heldout (celoadam-head-multi). 1,000 steps: the LSTM
-#: family makes a step about 2.6 s on 2 cores.
+#: and their valid loss rose on heldout (celoadam-head-multi). 1,000 steps: with the LSTM
+#: family a step takes about 2.1 s on the idle 2 cores (41 minutes with meta-valid).
 _CELOADAM_MUP_HEAD_LM = {
     **_CELOADAM_HEAD_MULTI,
     "steps": 1000,
