@@ -23,6 +23,7 @@ Measured on the 2-core CPU: see ``docs/algorithms.md`` (the ES section).
 from __future__ import annotations
 
 import argparse
+import inspect
 import itertools
 import sys
 import time
@@ -58,13 +59,11 @@ def measure(recipe: str, family: int, draws: int, seed: int) -> dict[str, dict[s
     if not cfg.get("freeze"):
         raise ValueError(f"recipe {recipe!r} freezes nothing: there is nothing to compare")
     fams = build.expand_families(list(cfg["families"]))
-    keys = ("trainer", "trunc_length", "total_length", "num_tasks", "std", "meta_loss_split",
-            "meta_loss_weighting", "meta_loss_window", "meta_loss_power", "meta_loss_transform",
-            "max_grad_norm", "init_theta", "freeze")  # fmt: skip
+    accepted = inspect.signature(build.build_learner).parameters  # the run's settings
     learner = build.build_learner(
         task=fams[family],
         lopt=build.build_lopt(cfg["lopt"], cfg.get("lopt_config")),
-        **{k: cfg[k] for k in keys if k in cfg},
+        **{k: v for k, v in cfg.items() if k in accepted and k not in ("task", "lopt")},
     )
     print(f"{recipe} on {fams[family]}:")
     return measure_learner(learner, draws, seed)

@@ -106,8 +106,7 @@ class FullES(common.WholeRuns, common.AntitheticEstimator):
         k_eps, k_init, k_unroll, k_re = jax.random.split(key, 4)
         length = self._horizon.length(jax.random.fold_in(key, 4), outer_state)
         eps = self._perturbations(theta, k_eps)
-        theta_pos = jax.tree_util.tree_map(lambda t, e: t[None] + e, theta, eps)
-        theta_neg = jax.tree_util.tree_map(lambda t, e: t[None] - e, theta, eps)
+        theta_pos, theta_neg = common._plus(theta, eps, 1.0), common._plus(theta, eps, -1.0)
         # Each half starts from its own theta (the same tasks, params and lengths: one
         # key), so theta that acts only at init (an LSTM's initial state) is credited.
         starts = [
