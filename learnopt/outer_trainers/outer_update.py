@@ -156,7 +156,12 @@ class GradientLearner:
         ``Celo.get_frozen_param_keys()`` for Celo's two meta-training phases): their
         meta-gradients are zeroed before clipping and the outer update, and their
         values are restored after it (so an outer weight decay cannot move them).
-        Not in the notes' library; the name of the Celo release's learner.
+        Not in the notes' library; the name of the Celo release's learner. The ES
+        estimators handed to ``gradient_worker_compute`` do not see this learner: set
+        their ``frozen_keys`` to the same keys, or they perturb the frozen leaves and
+        every estimate carries those leaves' noise
+        (:class:`~learnopt.outer_trainers.fused_learner.SingleMachineGradientLearner`
+        does this for its own estimators).
     """
 
     def __init__(
