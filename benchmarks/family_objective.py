@@ -19,8 +19,9 @@ no perturbation, and reports per family and split
         --families MetaTrain_MLP_Mnist5k20_64x64,MetaTrain_Conv_Digits8_8x16 \\
         --out runs/family-objective
 
-Writes ``family_objective.csv`` (one row per family, split, theta and run) and
-``family_objective.md``.
+Writes ``family_objective.csv`` (one row per family, split, theta and run),
+``family_objective.md`` and ``family_objective.png`` (each run's final log loss against
+the first theta's, per family and split).
 """
 
 from __future__ import annotations
@@ -194,8 +195,38 @@ def main(argv: list[str] | None = None) -> int:
         + "\n".join(lines)
         + "\n"
     )
-    print(f"wrote {out / 'family_objective.csv'} and {out / 'family_objective.md'}")
+    _plot(rows, out / "family_objective.png")
+    print(f"wrote family_objective.csv, .md and .png in {out}")
     return 0
+
+
+def _plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = list(dict.fromkeys((r["family"], r["split"]) for r in rows))
+    labels = list(dict.fromkeys(r["theta"] for r in rows))
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.4), squeeze=False)
+    for ax, (family, split) in zip(axes[0], panels, strict=True):
+        value = {
+            label: np.array([
+                r["final_log_loss"] for r in rows
+                if r["family"] == family and r["split"] == split and r["theta"] == label
+            ])
+            for label in labels
+        }  # fmt: skip
+        for i, label in enumerate(labels[1:]):
+            diff = value[label] - value[labels[0]]
+            ax.scatter(np.full(diff.shape, i) + np.linspace(-0.2, 0.2, diff.size), diff, s=12)
+        ax.axhline(0.0, color="k", lw=0.8)
+        ax.set_xticks(range(len(labels) - 1), labels[1:], fontsize=8)
+        ax.set_title(f"{family}\n{split}", fontsize=7)
+    axes[0][0].set_ylabel(f"final log loss - {labels[0]}'s (per run; < 0: lower)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -45,3 +45,4 @@ def test_the_same_theta_twice_gives_the_same_runs_and_another_theta_differs(repo
     text = (out / "family_objective.md").read_text()
     assert "| MetaTrain_MLP_Digits8_32 | train | c |" in text
     assert "| 0/2 |" in text  # c is never below a (equal runs)
+    assert (out / "family_objective.png").stat().st_size > 0
