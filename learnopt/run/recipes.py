@@ -372,9 +372,11 @@ _CELOADAM_MUP_HEAD_LM = {
 #: language model's moves by 0.03, so celoadam-mup-head-lm's head learned to fit its conv
 #: bucket harder (its families' whole-run objective, benchmarks/family_objective.py: conv
 #: train -3.22 -> -5.28, LSTM -> 8 of 8 runs lower on both splits, Transformer 0 of 8)
-#: and meta-valid's image tasks over-fitted. A validation loss does not fall towards 0,
-#: so each family's log weighs alike and the objective is the column the evaluation reads
-#: against over-fitting. 1,000 steps (about 2.6 s per step on the idle 2 cores).
+#: and meta-valid's image tasks over-fitted. The hypothesis: a validation loss does not
+#: fall towards 0, so each family's log would weigh alike. Measured, it did not: the conv
+#: bucket is under-fitted at 1000 steps, its valid log loss moved by 0.45 against the
+#: others' 0.003-0.12, and meta-valid kept the start (docs/meta-training-results.md).
+#: 1,000 steps: about 1.8 s per step on the idle 2 cores (36.5 minutes with meta-valid).
 _CELOADAM_HEAD_VALID_MIX = {
     **_CELOADAM_HEAD_MULTI,
     "steps": 1000,
