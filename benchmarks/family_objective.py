@@ -37,6 +37,7 @@ import numpy as np
 
 from learnopt.evaluation.candidates import load_learned_candidate
 from learnopt.outer_trainers import lopt_truncated_step as lts
+from learnopt.outer_trainers import meta_objective
 from learnopt.outer_trainers import truncation_schedule as tsched
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks import suites  # noqa: F401  (registers the buckets)
@@ -111,8 +112,7 @@ def summarize(logs: np.ndarray, power: float) -> dict[str, np.ndarray]:
       mean log loss over the last tenth of the steps), each of shape ``(runs,)``.
     """
     steps = logs.shape[0]
-    t = (np.arange(steps) + 0.5) / steps
-    weight = (power + 1) * t**power
+    weight = np.asarray(meta_objective.step_weight("late", np.arange(steps), steps, power=power))
     last = max(1, steps // 10)
     return {
         "meta_objective": (weight[:, None] * logs).mean(axis=0),
