@@ -46,6 +46,7 @@ ALL_FLAGS = (
     "--tensorboard",
     # the recipe (tests/test_recipe.py)
     "--family",
+    "--family-balance",
     "--lopt-arg",
     "--init-theta",
     "--freeze",
@@ -244,6 +245,7 @@ def test_data_dir_flag_is_passed_down_not_written_to_the_environment(tmp_path, m
         (["--outer-lr=-1e-3"], "argument --outer-lr: must be a finite number > 0"),
         (["--max-grad-norm", "inf"], "argument --max-grad-norm: must be a finite number > 0"),
         (["--log-every", "0"], "argument --log-every: must be >= 1"),
+        (["--family-balance", "max"], "argument --family-balance: invalid choice: 'max'"),
         (["--checkpoint-every", "-1"], "argument --checkpoint-every: must be >= 0"),
         (
             ["--trainer", "pes", "--trunc-length", "300"],

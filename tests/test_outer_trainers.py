@@ -281,6 +281,64 @@ def test_averages_estimators_and_clips(two_families, clip):
     np.testing.assert_allclose(float(metrics["1_FullGrad/meta_loss"]), float(loss_b), rtol=1e-5)
     # grad_norm reports the norm before clipping
     np.testing.assert_allclose(float(metrics["grad_norm"]), norm, rtol=1e-4)
+    # and each family's own estimate's norm
+    for i, g in enumerate((grad_a, grad_b)):
+        got = float(metrics[f"{i}_FullGrad/grad_norm"])
+        np.testing.assert_allclose(got, np.linalg.norm(_flat(g)), rtol=1e-4)
+
+
+@pytest.mark.parametrize("frozen", [None, "one_minus_momentum"])
+def test_norm_balance_averages_unit_estimates_of_the_unfrozen_keys(two_families, frozen):
+    """balance="norm": one SGD(lr=1) step moves theta by minus the mean of the two
+    gradients, each (its frozen leaves zeroed) scaled to unit norm; the mean loss and
+    each family's loss are reported as with "mean"."""
+    lopt, estimators, theta, ((loss_a, grad_a), (loss_b, grad_b)) = two_families
+    keep = {k: 0.0 if k == frozen else 1.0 for k in theta}
+    unit = []
+    for g in (grad_a, grad_b):
+        masked = _flat({k: v * keep[k] for k, v in g.items()})
+        unit.append(masked / np.linalg.norm(masked))
+    # a meaningful test: the two gradients' norms differ, so "mean" would step elsewhere
+    norms = [np.linalg.norm(_flat(g)) for g in (grad_a, grad_b)]
+    assert max(norms) > 1.5 * min(norms)
+    learner = gradient_learner.SingleMachineGradientLearner(
+        lopt,
+        estimators,
+        opt_base.SGD(1.0),
+        balance="norm",
+        frozen_keys=None if frozen is None else [frozen],
+    )
+    state = learner.init(jax.random.PRNGKey(0))
+    state, meta_loss, metrics = learner.update(state, jax.random.PRNGKey(1))
+    step = _flat(learner.get_theta(state)) - _flat(theta)
+    np.testing.assert_allclose(step, -(unit[0] + unit[1]) / 2, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(float(meta_loss), (float(loss_a) + float(loss_b)) / 2, rtol=1e-5)
+    np.testing.assert_allclose(
+        float(metrics["grad_norm"]), np.linalg.norm((unit[0] + unit[1]) / 2), rtol=1e-4
+    )
+
+
+def test_norm_balance_keeps_a_zero_estimate_zero(two_families):
+    """Every leaf frozen: the unit-scaled estimates are zero, not NaN, and the step is
+    applied (theta unchanged), not skipped as non-finite."""
+    lopt, estimators, theta, _ = two_families
+    learner = gradient_learner.SingleMachineGradientLearner(
+        lopt, estimators, opt_base.SGD(1.0), balance="norm", frozen_keys=list(theta)
+    )
+    state = learner.init(jax.random.PRNGKey(0))
+    state, _, metrics = learner.update(state, jax.random.PRNGKey(1))
+    assert bool(metrics["finite"]) and not bool(metrics["skipped"])
+    assert _tree_equal(learner.get_theta(state), theta)
+    # each family's own (unscaled) estimate is reported, to see which one "mean" follows
+    assert float(metrics["0_FullGrad/grad_norm"]) > 0 and float(metrics["1_FullGrad/grad_norm"]) > 0
+
+
+def test_balance_must_be_a_known_name(two_families):
+    lopt, estimators, _, _ = two_families
+    with pytest.raises(ValueError, match=r"balance must be one of \['mean', 'norm'\], got 'max'"):
+        gradient_learner.SingleMachineGradientLearner(
+            lopt, estimators, opt_base.SGD(1.0), balance="max"
+        )
 
 
 # ----------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("recipe") / "run"
     argv = ["meta-train", "--lopt", "MLPLOpt", "--trainer", "pes", "--steps", "4"]
     argv += [x for f in FAMILIES for x in ("--family", f)] + TINY + EVAL
+    argv += ["--family-balance", "norm"]
     assert cli.main([*argv, "--out", str(out)]) == 0
     return out
 
@@ -57,6 +58,12 @@ def test_families_are_one_estimator_each_with_the_architecture_defaults(run):
     assert config["max_grad_norm"] == defaults["max_grad_norm"]
     assert config["std"] == defaults["std"]
     assert config["trunc_length"] == 2 and config["total_length"] == 6  # given ones win
+    assert config["family_balance"] == "norm"
+    learner = build.build_learner(task=list(FAMILIES), lopt="MLPLOpt", family_balance="norm")
+    assert (
+        learner.balance == "norm"
+        and build.build_learner(task=list(FAMILIES), lopt="MLPLOpt").balance == "mean"
+    )
 
 
 def test_the_run_theta_file_rebuilds_its_optimizer(run):
@@ -85,6 +92,8 @@ def test_a_resumed_run_keeps_its_recipe_and_appends_evaluations(run):
     assert theta_files.load(run / "theta.msgpack").metadata["meta_training"]["step"] == 6
     with pytest.raises(ValueError, match="lopt_config.*differs"):
         train.meta_train(out_dir=run, resume=True, steps=8, lopt_config={"hidden_size": 3})
+    with pytest.raises(ValueError, match="family_balance.*differs"):
+        train.meta_train(out_dir=run, resume=True, steps=8, family_balance="mean")
 
 
 def test_a_resumed_run_evaluates_as_it_did_without_repeating_the_eval_flags(tmp_path, capsys):

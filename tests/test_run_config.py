@@ -78,6 +78,7 @@ def test_an_empty_command_line_runs_with_the_configurations_defaults():
         "meta_loss_transform": None,
         "outer_lr": run_config.DEFAULT_OUTER_LR,
         "max_grad_norm": None,
+        "family_balance": None,
         "seed": defaults["seed"],
     }
     assert options == {name: defaults[name] for name in run_config.RUN_OPTIONS}

@@ -165,6 +165,11 @@ def test_custom_task_object_is_needed_again_to_resume(tmp_path):
         (dict(std=3.5e38), ValueError, r"std must be a finite number in float32"),
         (dict(std=float("inf")), ValueError, "std must be a finite number > 0"),
         (dict(max_grad_norm=0.0), ValueError, "max_grad_norm must be a finite number > 0"),
+        (
+            dict(family_balance="max"),
+            ValueError,
+            r"family_balance must be one of \['mean', 'norm'\]",
+        ),
         (dict(num_tasks=0), ValueError, "num_tasks must be an integer >= 1"),
         (dict(trunc_length=-2), ValueError, "trunc_length must be an integer >= 1"),
         (dict(log_every=0), ValueError, "log_every must be an integer >= 1"),

@@ -25,7 +25,7 @@ from learnopt import _validate, distributed
 from learnopt.canonical import settle_dtypes
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
-from learnopt.outer_trainers import population_sharding
+from learnopt.outer_trainers import outer_update, population_sharding
 from learnopt.outer_trainers import worker as worker_lib
 from learnopt.outer_trainers.gradient_estimator import GradientEstimator, is_host_style
 from learnopt.outer_trainers.outer_update import GradientLearner, GradientLearnerState
@@ -101,6 +101,10 @@ class SingleMachineGradientLearner:
         and the ES estimators (whose ``frozen_keys`` are unset) do not perturb them.
       reset_outer_iteration: with ``init_outer_state_from_path``, start the loaded
         state's iteration counters at 0 (theta and the outer moments are kept).
+      balance: how the estimators' estimates are combined: ``"mean"`` (averaged as they
+        come) or ``"norm"`` (each, its frozen leaves left out, scaled to unit norm
+        first, so that every estimator, e.g. every task family, pulls alike); see
+        :func:`~learnopt.outer_trainers.worker.worker_compute`.
     """
 
     def __init__(
@@ -115,6 +119,7 @@ class SingleMachineGradientLearner:
         init_outer_state_from_path: str | os.PathLike | None = None,
         frozen_keys: Sequence[str] | None = None,
         reset_outer_iteration: bool = False,
+        balance: str = "mean",
     ):
         if isinstance(gradient_estimators, GradientEstimator):
             gradient_estimators = [gradient_estimators]
@@ -130,6 +135,7 @@ class SingleMachineGradientLearner:
             max_grad_norm=max_grad_norm,
             frozen_keys=frozen_keys,
         )
+        self.balance = worker_lib.check_balance(balance)
         self.gradient_estimators = tuple(gradient_estimators)
         for est in self.gradient_estimators:
             # ES estimators leave frozen keys unperturbed: their noise would only add
@@ -263,13 +269,23 @@ class SingleMachineGradientLearner:
     get_lopt_params = get_meta_params
     get_theta = get_meta_params
 
+    def _frozen(self, theta: MetaParams) -> PyTree | None:
+        keys = self.gradient_learner.frozen_keys
+        return None if keys is None else outer_update.frozen_mask(theta, keys)
+
     def _update(
         self, state: SingleMachineState, key: jax.Array, datas: tuple
     ) -> tuple[SingleMachineState, jax.Array, dict[str, jax.Array]]:
         k_worker, k_learner = jax.random.split(key)
         weights = self.gradient_learner.get_state_for_worker(state.gradient_learner_state)
         to_put, est_states, metrics = worker_lib.worker_compute(
-            self.gradient_estimators, weights, state.gradient_estimator_states, k_worker, datas
+            self.gradient_estimators,
+            weights,
+            state.gradient_estimator_states,
+            k_worker,
+            datas,
+            self.balance,
+            self._frozen(weights.theta),
         )
         learner_state, learner_metrics = self.gradient_learner._apply(
             state.gradient_learner_state, [to_put], k_learner
@@ -319,6 +335,8 @@ class SingleMachineGradientLearner:
             k_worker,
             None,
             with_metrics,
+            self.balance,
+            self._frozen(weights.theta),
         )
         metrics = worker_lib.library_metrics(metrics) if with_metrics else {}
         learner_state, learner_metrics = self.gradient_learner.update(

@@ -25,7 +25,7 @@ from learnopt.outer_trainers.gradient_estimator import (
     OuterState,
     outer_kwargs,
 )
-from learnopt.tree_utils import tree_all_finite, tree_cast_like
+from learnopt.tree_utils import tree_all_finite, tree_cast_like, tree_norm
 
 PyTree = Any
 MetaParams = Any
@@ -33,6 +33,8 @@ MetaParams = Any
 __all__ = [
     "WorkerWeights",
     "AggregatedGradient",
+    "BALANCES",
+    "check_balance",
     "init_states",
     "worker_compute",
     "host_worker_compute",
@@ -102,10 +104,45 @@ def _prefix(estimators: Sequence[GradientEstimator], i: int) -> str:
     return f"{i}_{est.name}" if len(estimators) > 1 else est.name
 
 
-def _combine(estimators, outs, est_metrics) -> tuple[MetaParams, jax.Array, jax.Array, dict]:
+#: How a worker combines its estimators' estimates: ``"mean"`` (their average, the
+#: notes' library's worker) or ``"norm"`` (each scaled to unit global norm first).
+BALANCES = ("mean", "norm")
+
+
+def check_balance(balance: str) -> str:
+    """``balance`` if it is one of :data:`BALANCES`.
+
+    Args:
+      balance: the name to check.
+
+    Returns:
+      ``balance``.
+
+    Raises:
+      ValueError: naming the accepted values.
+    """
+    if not isinstance(balance, str) or balance not in BALANCES:
+        raise ValueError(f"balance must be one of {list(BALANCES)}, got {balance!r}")
+    return balance
+
+
+def _unit(tree: PyTree, frozen: PyTree | None) -> PyTree:
+    """``tree`` (its ``frozen`` leaves zeroed) over its global norm; zero stays zero."""
+    if frozen is not None:
+        tree = jax.tree_util.tree_map(lambda g, f: jnp.zeros_like(g) if f else g, tree, frozen)
+    scale = 1.0 / jnp.maximum(tree_norm(tree), 1e-30)
+    return jax.tree_util.tree_map(lambda g: (g * scale).astype(g.dtype), tree)
+
+
+def _combine(
+    estimators, outs, est_metrics, balance: str = "mean", frozen: PyTree | None = None
+) -> tuple[MetaParams, jax.Array, jax.Array, dict]:
     """Mean gradient and loss of several estimates, whether they are finite, and metrics."""
     n = len(outs)
-    grad = jax.tree_util.tree_map(lambda *g: sum(g) / n, *[o.grad for o in outs])
+    grads = [o.grad for o in outs]
+    if balance == "norm":
+        grads = [_unit(g, frozen) for g in grads]
+    grad = jax.tree_util.tree_map(lambda *g: sum(g) / n, *grads)
     mean_loss = sum(jnp.asarray(o.mean_loss, jnp.float32) for o in outs) / n
     finite = tree_all_finite(grad) & jnp.isfinite(mean_loss)
     metrics = {}
@@ -118,11 +155,19 @@ def _combine(estimators, outs, est_metrics) -> tuple[MetaParams, jax.Array, jax.
             else:
                 metrics[f"{prefix}/{k}"] = v
         metrics[f"{prefix}/meta_loss"] = out.mean_loss
+        if n > 1:  # which estimator's estimate is largest (the one "mean" follows)
+            metrics[f"{prefix}/grad_norm"] = tree_norm(out.grad)
     return grad, mean_loss, finite, metrics
 
 
 def worker_compute(
-    estimators: tuple, weights: WorkerWeights, states: tuple, key: jax.Array, datas: tuple
+    estimators: tuple,
+    weights: WorkerWeights,
+    states: tuple,
+    key: jax.Array,
+    datas: tuple,
+    balance: str = "mean",
+    frozen: PyTree | None = None,
 ) -> tuple[AggregatedGradient, tuple, dict]:
     """Every estimator's estimate for ``weights``, averaged (traced).
 
@@ -132,6 +177,15 @@ def worker_compute(
       states: the estimators' states.
       key: randomness of this computation (folded with the outer iteration).
       datas: one entry per estimator, as its ``get_datas()`` returned it.
+      balance: ``"mean"`` (the estimates averaged as they come) or ``"norm"`` (each
+        scaled to unit global norm before the average, so that an estimator whose
+        meta-loss moves most with theta, e.g. the log of a training loss falling
+        towards 0, does not set the direction alone). Equalizing the tasks' gradient
+        magnitudes is the aim of GradNorm (Chen et al., 2018, arXiv 1711.02257), here
+        without learned weights. Not in the notes' library.
+      frozen: with ``"norm"``, a tree of bools shaped like ``theta`` (the learner's
+        frozen leaves, :func:`~learnopt.outer_trainers.outer_update.frozen_mask`),
+        left out of each estimate's norm.
 
     Returns:
       ``(to_put, states, metrics)``: the :class:`AggregatedGradient`, the estimators'
@@ -146,7 +200,7 @@ def worker_compute(
         out, m = _estimate(est, theta, keys[i], st, d, outer_state)
         outs.append(out)
         est_metrics.append(m)
-    grad, mean_loss, finite, metrics = _combine(estimators, outs, est_metrics)
+    grad, mean_loss, finite, metrics = _combine(estimators, outs, est_metrics, balance, frozen)
     new_states = tuple(o.unroll_state for o in outs)
     new_states = jax.lax.cond(
         finite,
@@ -166,6 +220,8 @@ def host_worker_compute(
     key: jax.Array,
     datas: Sequence[PyTree] | None,
     with_metrics: bool,
+    balance: str = "mean",
+    frozen: PyTree | None = None,
 ) -> tuple[AggregatedGradient, list, dict]:
     """:func:`worker_compute` on the host, for lists with library-convention estimators.
 
@@ -180,6 +236,7 @@ def host_worker_compute(
       key: randomness of this computation (folded with the outer iteration).
       datas: optional batches, one entry per estimator (passed as ``datas_list``).
       with_metrics: passed to the estimators as ``with_summary``.
+      balance, frozen: how the estimates are combined, as in :func:`worker_compute`.
 
     Returns:
       ``(to_put, states, metrics)`` as :func:`worker_compute`, ``states`` a list.
@@ -194,7 +251,7 @@ def host_worker_compute(
         out, m = est.compute_gradient_estimate(weights, keys[i], st, **kwargs)
         outs.append(out)
         est_metrics.append(m)
-    grad, mean_loss, finite, metrics = _combine(estimators, outs, est_metrics)
+    grad, mean_loss, finite, metrics = _combine(estimators, outs, est_metrics, balance, frozen)
     new_states = [o.unroll_state for o in outs]
     if not bool(finite):
         k_init = jax.random.split(keys[n], n)

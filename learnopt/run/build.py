@@ -326,6 +326,7 @@ def build_learner(
     meta_loss_transform: str | None = None,
     outer_lr: float = run_config.DEFAULT_OUTER_LR,
     max_grad_norm: float | None = None,
+    family_balance: str | None = None,
     steps: int | None = None,
     init_theta: str | os.PathLike | None = None,
     freeze: Sequence[str] | None = None,
@@ -352,6 +353,8 @@ def build_learner(
       meta_loss_transform: None, or ``"log"`` (the log of the raw loss).
       outer_lr: the learning rate of the outer ``opt_base.Adam`` (unless ``theta_opt``).
       max_grad_norm: clip the meta-gradient to this global norm (None: no clipping).
+      family_balance: ``"mean"`` (None: the default) or ``"norm"``: how the tasks'
+        estimates are combined (``GradientLearner``'s ``balance``).
       steps: the number of meta-steps (for outer learning-rate schedules).
       init_theta: start from this theta file or shipped entry (:func:`initial_theta`)
         instead of ``lopt.init``.
@@ -383,6 +386,7 @@ def build_learner(
             meta_loss_transform=meta_loss_transform,
             outer_lr=None if theta_opt is not None else check("outer_lr", outer_lr),
             max_grad_norm=check("max_grad_norm", max_grad_norm),
+            family_balance=check("family_balance", family_balance),
             steps=steps,
             init_theta=check("init_theta", init_theta),
             freeze=check("freeze", freeze),
@@ -405,6 +409,7 @@ def build_learner(
         theta_opt if theta_opt is not None else opt_base.Adam(settings.outer_lr),
         num_steps=settings.steps,
         max_grad_norm=settings.max_grad_norm,
+        balance=settings.family_balance or "mean",
         mesh=mesh,
         init_theta_from_path=initial_theta(lopt, settings.init_theta),
         frozen_keys=frozen_keys(lopt, settings.freeze),

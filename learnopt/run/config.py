@@ -38,6 +38,7 @@ __all__ = [
     "META_LOSS_SPLITS",
     "META_LOSS_WEIGHTINGS",
     "META_LOSS_TRANSFORMS",
+    "FAMILY_BALANCES",
     "RUN_SETTINGS",
     "RUN_OPTIONS",
     "default_of",
@@ -75,6 +76,8 @@ META_LOSS_SPLITS = ("same_data", "train", "inner_valid", "outer_valid", "test", 
 META_LOSS_WEIGHTINGS = ("uniform", "last_window", "late")
 #: ``--meta-loss-transform`` values (``meta_objective.TRANSFORMS`` less None).
 META_LOSS_TRANSFORMS = ("log",)
+#: ``--family-balance`` values (``outer_update.BALANCES``).
+FAMILY_BALANCES = ("mean", "norm")
 
 _WHAT = "what to meta-train"
 _ESTIMATOR = "meta-gradient estimator"
@@ -262,6 +265,14 @@ class RunConfig:
         parse="positive_float",
         group=_OUTER,
     )
+    family_balance: str | None = setting(
+        None,
+        "how the families' estimates are combined every meta-step: mean (as they come) or "
+        "norm (each scaled to unit norm first, so that a family whose meta-loss moves "
+        "most with theta does not set the direction alone; default: mean)",
+        choices=FAMILY_BALANCES,
+        group=_OUTER,
+    )
     seed: int = setting(
         0, "random seed (default: {default})", metavar="N", parse="seed", group=_OUTER
     )
@@ -346,6 +357,7 @@ RUN_SETTINGS = (
     "meta_loss_transform",
     "outer_lr",
     "max_grad_norm",
+    "family_balance",
     "seed",
 )
 #: Settings a resumed run may change.

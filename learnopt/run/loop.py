@@ -50,7 +50,7 @@ def meta_train(
     The run's settings are the fields of :class:`learnopt.run.config.RunConfig` (task,
     families, lopt, lopt_config, trainer, trunc_length, total_length, num_tasks, std,
     meta_loss_split, meta_loss_weighting, meta_loss_window, meta_loss_power,
-    meta_loss_transform, outer_lr, max_grad_norm, seed, steps, log_every,
+    meta_loss_transform, outer_lr, max_grad_norm, family_balance, seed, steps, log_every,
     checkpoint_every, keep_checkpoints, health_window, data_dir), given as ``config``,
     as keywords, or both (a keyword wins).
     A setting left unset takes its default, its recipe's for an architecture given by

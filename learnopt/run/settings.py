@@ -74,6 +74,10 @@ def check_setting(name: str, value: Any) -> Any:
         return _float32(name, _validate.optional_positive_float(name, value))
     if name == "seed":
         return _validate.seed(name, value)
+    if name == "family_balance" and value not in run_config.FAMILY_BALANCES:
+        raise ValueError(
+            f"family_balance must be one of {list(run_config.FAMILY_BALANCES)}, got {value!r}"
+        )
     if name == "trainer":
         trainers = sorted(run_config.TRAINERS)
         if not isinstance(value, str):
