@@ -389,6 +389,12 @@ _CELOADAM_HEAD_VALID_MIX = {
     ),
 }
 
+#: celoadam-head-valid-mix with each family's estimate scaled to unit norm before the
+#: average (``family_balance="norm"``): the one change, so that no family's log-loss
+#: scale sets the head's direction alone (in celoadam-head-valid-mix the conv bucket's
+#: valid log loss moved by 0.45 where the others' moved by 0.003-0.12).
+_CELOADAM_HEAD_VALID_MIX_BALANCED = {**_CELOADAM_HEAD_VALID_MIX, "family_balance": "norm"}
+
 #: The recipes of the table in ``docs/meta-training-results.md`` ("Runs with the fair evaluation").
 RECIPES: dict[str, Recipe] = {
     r.name: r
@@ -550,6 +556,13 @@ RECIPES: dict[str, Recipe] = {
             "split only; the best theta chosen on meta-valid's validation loss over 3 seeds, "
             "start included",
             _CELOADAM_HEAD_VALID_MIX,
+            dict(every=500, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-head-valid-mix-balanced",
+            "celoadam-head-valid-mix with every family's meta-gradient estimate scaled to "
+            "unit norm before the average, so that each family pulls the head alike",
+            _CELOADAM_HEAD_VALID_MIX_BALANCED,
             dict(every=500, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )
