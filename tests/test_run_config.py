@@ -110,6 +110,12 @@ def test_functions_that_take_the_same_defaults_as_keywords_agree_with_the_config
     assert params["outer_lr"].default == run_config.DEFAULT_OUTER_LR
 
 
+def test_family_balance_choices_are_the_workers_balances():
+    from learnopt.outer_trainers import worker
+
+    assert run_config.FAMILY_BALANCES == worker.BALANCES
+
+
 def test_every_trainer_name_is_a_registered_estimator_class():
     from learnopt.outer_trainers import ESTIMATORS
 

@@ -354,7 +354,7 @@ def build_learner(
       outer_lr: the learning rate of the outer ``opt_base.Adam`` (unless ``theta_opt``).
       max_grad_norm: clip the meta-gradient to this global norm (None: no clipping).
       family_balance: ``"mean"`` (None: the default) or ``"norm"``: how the tasks'
-        estimates are combined (``GradientLearner``'s ``balance``).
+        estimates are combined (``SingleMachineGradientLearner``'s ``balance``).
       steps: the number of meta-steps (for outer learning-rate schedules).
       init_theta: start from this theta file or shipped entry (:func:`initial_theta`)
         instead of ``lopt.init``.

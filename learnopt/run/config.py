@@ -76,7 +76,8 @@ META_LOSS_SPLITS = ("same_data", "train", "inner_valid", "outer_valid", "test", 
 META_LOSS_WEIGHTINGS = ("uniform", "last_window", "late")
 #: ``--meta-loss-transform`` values (``meta_objective.TRANSFORMS`` less None).
 META_LOSS_TRANSFORMS = ("log",)
-#: ``--family-balance`` values (``outer_update.BALANCES``).
+#: ``--family-balance`` values (``outer_trainers.worker.BALANCES``, not imported here:
+#: this module stays free of JAX).
 FAMILY_BALANCES = ("mean", "norm")
 
 _WHAT = "what to meta-train"
