@@ -7,6 +7,7 @@ resume of it; everything else checks settings without compiling.
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -41,7 +42,7 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("recipe") / "run"
     argv = ["meta-train", "--lopt", "MLPLOpt", "--trainer", "pes", "--steps", "4"]
     argv += [x for f in FAMILIES for x in ("--family", f)] + TINY + EVAL
-    argv += ["--family-balance", "norm"]
+    argv = [a for a in argv if a != "--no-plots"] + ["--family-balance", "norm"]
     assert cli.main([*argv, "--out", str(out)]) == 0
     return out
 
@@ -64,6 +65,20 @@ def test_families_are_one_estimator_each_with_the_architecture_defaults(run):
         learner.balance == "norm"
         and build.build_learner(task=list(FAMILIES), lopt="MLPLOpt").balance == "mean"
     )
+
+
+def test_metrics_csv_has_each_familys_meta_loss_and_estimate_norm(run):
+    with open(run / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4
+    for row in rows:
+        family_losses = [float(row[f"{i}_TruncatedPES/meta_loss"]) for i in range(2)]
+        # the run's meta-loss is the mean of its families'
+        np.testing.assert_allclose(float(row["meta_loss"]), np.mean(family_losses), rtol=1e-5)
+        assert all(float(row[f"{i}_TruncatedPES/grad_norm"]) > 0 for i in range(2))
+        # balanced: the combined estimate is the mean of two unit vectors, so at most 1
+        assert float(row["grad_norm"]) <= 1.0 + 1e-5
+    assert (run / "families.png").stat().st_size > 0  # and they are drawn
 
 
 def test_the_run_theta_file_rebuilds_its_optimizer(run):

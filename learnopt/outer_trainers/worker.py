@@ -35,6 +35,7 @@ __all__ = [
     "AggregatedGradient",
     "BALANCES",
     "check_balance",
+    "metric_prefix",
     "init_states",
     "worker_compute",
     "host_worker_compute",
@@ -99,7 +100,16 @@ def init_states(estimators: Sequence[GradientEstimator], theta, key, outer_state
     return tuple(out)
 
 
-def _prefix(estimators: Sequence[GradientEstimator], i: int) -> str:
+def metric_prefix(estimators: Sequence[GradientEstimator], i: int) -> str:
+    """The prefix of estimator ``i``'s metrics: its name, ``<i>_<name>`` among several.
+
+    Args:
+      estimators: the worker's estimators.
+      i: the estimator's position.
+
+    Returns:
+      E.g. ``"TruncatedPES"`` alone, ``"1_TruncatedPES"`` as the second of two.
+    """
     est = estimators[i]
     return f"{i}_{est.name}" if len(estimators) > 1 else est.name
 
@@ -147,7 +157,7 @@ def _combine(
     finite = tree_all_finite(grad) & jnp.isfinite(mean_loss)
     metrics = {}
     for i, (out, m) in enumerate(zip(outs, est_metrics, strict=True)):
-        prefix = _prefix(estimators, i)
+        prefix = metric_prefix(estimators, i)
         for k, v in m.items():
             if "||" in k:
                 agg, name = k.split("||", 1)

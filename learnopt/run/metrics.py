@@ -1,8 +1,11 @@
 """metrics.csv: one row per meta-step, written as the run goes, read back for plots.
 
 Columns: ``step, meta_loss, learning_rate, grad_norm, num_nonfinite, finite, skipped,
-update_norm``, then ``theta/<name>`` for every scalar of theta. Floats are written with
-``repr`` (round-trips float32 exactly); empty cells are missing values.
+update_norm``; with several task families (one estimator each), ``<i>_<estimator>/meta_loss``
+and ``<i>_<estimator>/grad_norm`` for each, ``<i>`` its position in the run's families
+(the family's own meta-loss and the norm of its own estimate, before they are combined);
+then ``theta/<name>`` for every scalar of theta. Floats are written with ``repr``
+(round-trips float32 exactly); empty cells are missing values.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ __all__ = [
     "read_metrics",
     "BASE_COLUMNS",
     "theta_columns",
+    "family_columns",
     "summary",
     "cell",
     "scalar",
@@ -68,15 +72,17 @@ class MetricsFile:
             with open(self.path, newline="") as f:
                 reader = csv.reader(f)
                 header = next(reader, None)
-                if header != self.columns:
+                if header is None or not set(header) <= set(self.columns):
                     raise ValueError(
                         f"resume: {self.path} has columns {header}, this run writes {self.columns}"
                     )
                 for row in reader:
                     if len(rows) == keep_rows:
                         break
-                    if len(row) == len(self.columns):
-                        rows.append(row)
+                    if len(row) == len(header):
+                        # a file written before some columns existed: those cells empty
+                        cells = dict(zip(header, row, strict=True))
+                        rows.append([cells.get(c, "") for c in self.columns])
         buf = io.StringIO()
         writer = csv.writer(buf)
         writer.writerow(self.columns)
@@ -157,6 +163,21 @@ def scalar(value: Any) -> float | int | None:
         return None
     v = value.item() if hasattr(value, "item") else value
     return int(v) if isinstance(v, bool) else v
+
+
+def family_columns(prefixes: list[str]) -> list[str]:
+    """The per-family columns of a run with several estimators (none for one).
+
+    Args:
+      prefixes: each estimator's metric prefix
+        (:func:`learnopt.outer_trainers.worker.metric_prefix`), in order.
+
+    Returns:
+      ``<prefix>/meta_loss`` and ``<prefix>/grad_norm`` for each, when there are several.
+    """
+    if len(prefixes) < 2:
+        return []
+    return [f"{p}/{name}" for p in prefixes for name in ("meta_loss", "grad_norm")]
 
 
 def theta_columns(theta: Any) -> list[str]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from learnopt import checkpoints, distributed, plots
 from learnopt.learned_optimizers import theta_files
+from learnopt.outer_trainers import worker
 from learnopt.run import folder, metrics, processes
 from learnopt.run import settings as run_settings
 from learnopt.run.health import Health, Signals
@@ -127,9 +128,14 @@ class Session:
                     MetaTrainWarning,
                     stacklevel=4,
                 )
-        self.columns = list(metrics.BASE_COLUMNS) + metrics.theta_columns(
-            learner.get_theta(self.state)
-        )
+        estimators = getattr(learner, "gradient_estimators", ())
+        prefixes = [worker.metric_prefix(estimators, i) for i in range(len(estimators))]
+        self.family_labels = {p: e.task_name() for p, e in zip(prefixes, estimators, strict=True)}
+        self.columns = [
+            *metrics.BASE_COLUMNS,
+            *metrics.family_columns(prefixes),
+            *metrics.theta_columns(learner.get_theta(self.state)),
+        ]
         self.wanted = [c for c in self.columns if c != "step"]
         if out is None or not self.primary:
             self.history = {c: [] for c in self.columns}
@@ -474,7 +480,7 @@ class Session:
         writes = out is not None and self.primary
         if writes and write_plots and self.status != "failed" and len(cols.get("step", ())):
             try:
-                plots.meta_train_plots(out, cols)
+                plots.meta_train_plots(out, cols, self.family_labels)
             except OSError as e:
                 self.message = self.message or f"could not write the plots ({e})"
         elapsed = time.perf_counter() - self.t_start
