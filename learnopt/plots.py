@@ -216,67 +216,17 @@ def line_plot(
     return save_figure(fig, path)
 
 
-def _running_mean(steps: np.ndarray, y: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The finite points of ``y`` and their running mean over about 2% of them."""
-    y = np.asarray(y, np.float64)
-    ok = np.isfinite(y)
-    x, y = steps[ok], y[ok]
-    window = max(1, len(y) // 50)
-    if window > 1:
-        y = np.convolve(y, np.ones(window) / window, mode="valid")
-        x = x[window - 1 :]
-    return x, y
-
-
-def _families_plot(
-    out_dir: Path,
-    steps: np.ndarray,
-    columns: Mapping[str, Any],
-    prefixes: Sequence[str],
-    labels: Mapping[str, str],
-) -> Path:
-    """families.png: each family's meta-loss and the norm of its own estimate."""
-    fig = new_figure(11.0, 4.0)
-    loss_ax, norm_ax = fig.subplots(1, 2)
-    for i, p in enumerate(prefixes):
-        color = COLORS[i % len(COLORS)]
-        label = labels.get(p, p)
-        if f"{p}/meta_loss" in columns:
-            loss_ax.plot(*_running_mean(steps, columns[f"{p}/meta_loss"]), color=color, lw=1.2)
-        x, y = _running_mean(steps, columns[f"{p}/grad_norm"])
-        norm_ax.plot(x[y > 0], y[y > 0], color=color, lw=1.2, label=label)
-    loss_ax.set_title("each family's meta-loss (running mean)")
-    loss_ax.set_ylabel("meta-loss")
-    norm_ax.set_title("norm of each family's estimate (running mean)")
-    norm_ax.set_ylabel("estimate norm")
-    norm_ax.set_yscale("log")
-    for ax in (loss_ax, norm_ax):
-        ax.set_xlabel("meta-step")
-        ax.grid(True, which="both", alpha=0.3)
-    legend_outside(norm_ax, fontsize=8)
-    return save_figure(fig, out_dir / "families.png")
-
-
-def meta_train_plots(
-    out_dir: str | os.PathLike,
-    columns: Mapping[str, Any],
-    family_labels: Mapping[str, str] | None = None,
-) -> list[Path]:
-    """``meta_loss.png``, ``families.png`` (several families) and ``learning_rate.png``.
+def meta_train_plots(out_dir: str | os.PathLike, columns: Mapping[str, Any]) -> list[Path]:
+    """``meta_loss.png`` and (if theta has a learning rate) ``learning_rate.png``.
 
     ``columns`` is a run's metrics.csv as arrays (:func:`learnopt.train.read_metrics`):
-    ``step``, ``meta_loss``, optionally ``learning_rate``, ``skipped`` and each family's
-    ``<i>_<estimator>/meta_loss`` and ``/grad_norm``. The meta-loss is drawn with a
-    running mean over about 2% of the run; skipped (non-finite) steps are marked along
-    the bottom edge. ``families.png`` shows each family's meta-loss and the norm of its
-    own estimate (running means), to see which family sets the direction.
-    ``learning_rate.png`` is written if theta has a learning rate.
+    ``step``, ``meta_loss``, optionally ``learning_rate`` and ``skipped``. The meta-loss is
+    drawn with a running mean over about 2% of the run; skipped
+    (non-finite) steps are marked along the bottom edge.
 
     Args:
       out_dir: the run's folder.
       columns: metrics.csv's columns as arrays.
-      family_labels: a name for each family's column prefix (``<i>_<estimator>``) in
-        the legend (default: the prefix).
 
     Returns:
       The paths written.
@@ -319,9 +269,6 @@ def meta_train_plots(
     ax.set_title("meta-loss")
     ax.grid(True, which="both", alpha=0.3)
     written.append(save_figure(fig, out_dir / "meta_loss.png"))
-    prefixes = [c[: -len("/grad_norm")] for c in columns if c.endswith("/grad_norm")]
-    if prefixes:
-        written.append(_families_plot(out_dir, steps, columns, prefixes, family_labels or {}))
     lr = columns.get("learning_rate")
     if lr is not None and np.isfinite(np.asarray(lr, np.float64)).any():
         lr = np.asarray(lr, np.float64)

@@ -80,24 +80,6 @@ def test_meta_loss_plot_is_log_only_over_a_wide_range(tmp_path, figures, low, hi
     assert learning_rate.axes[0].get_title() == "learned learning rate"
 
 
-def test_families_plot_shows_each_familys_loss_and_estimate_norm(tmp_path, figures):
-    steps = np.arange(1, 101)
-    cols = {"step": steps, "meta_loss": np.linspace(2, 1, 100)}
-    for i, scale in enumerate((1.0, 30.0)):
-        cols[f"{i}_TruncatedPES/meta_loss"] = np.linspace(2, 1, 100) * (i + 1)
-        cols[f"{i}_TruncatedPES/grad_norm"] = np.full(100, scale)
-    labels = {"0_TruncatedPES": "FamilyA", "1_TruncatedPES": "FamilyB"}
-    written = plots.meta_train_plots(tmp_path, cols, labels)
-    assert [p.name for p in written] == ["meta_loss.png", "families.png"]
-    assert (tmp_path / "families.png").stat().st_size > 0
-    families = figures[1]
-    loss_ax, norm_ax = families.axes
-    assert norm_ax.get_yscale() == "log" and len(loss_ax.lines) == len(norm_ax.lines) == 2
-    assert [t.get_text() for t in norm_ax.get_legend().get_texts()] == ["FamilyA", "FamilyB"]
-    # the second family's estimate is 30 times the first's
-    assert norm_ax.lines[1].get_ydata()[0] / norm_ax.lines[0].get_ydata()[0] == pytest.approx(30)
-
-
 def _right_of_axes(fig, legend, ax):
     renderer = fig.canvas.get_renderer()
     return legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1

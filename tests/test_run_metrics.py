@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import csv
 
+import numpy as np
 import pytest
 
+from learnopt import plots
 from learnopt.run import metrics
 
 
@@ -47,3 +49,24 @@ def test_a_resume_refuses_a_file_with_a_column_the_run_does_not_write(tmp_path):
     with pytest.raises(ValueError, match=r"resume: .*metrics.csv has columns .*theta/other"):
         f.open(keep_rows=1)
     assert path.read_bytes() == before  # nothing lost
+
+
+def test_families_plot_shows_each_familys_loss_and_estimate_norm(tmp_path, monkeypatch):
+    saved = []
+    save = plots.save_figure
+    monkeypatch.setattr(
+        plots, "save_figure", lambda fig, path: saved.append(fig) or save(fig, path)
+    )
+    steps = np.arange(1, 101)
+    cols = {"step": steps, "meta_loss": np.linspace(2, 1, 100)}
+    for i, scale in enumerate((1.0, 30.0)):
+        cols[f"{i}_TruncatedPES/meta_loss"] = np.linspace(2, 1, 100) * (i + 1)
+        cols[f"{i}_TruncatedPES/grad_norm"] = np.full(100, scale)
+    labels = {"0_TruncatedPES": "FamilyA", "1_TruncatedPES": "FamilyB"}
+    path = metrics.families_plot(tmp_path, steps, cols, list(labels), labels)
+    assert path == tmp_path / "families.png" and path.stat().st_size > 0
+    loss_ax, norm_ax = saved[0].axes
+    assert norm_ax.get_yscale() == "log" and len(loss_ax.lines) == len(norm_ax.lines) == 2
+    assert [t.get_text() for t in norm_ax.get_legend().get_texts()] == ["FamilyA", "FamilyB"]
+    # the second family's estimate is 30 times the first's
+    assert norm_ax.lines[1].get_ydata()[0] / norm_ax.lines[0].get_ydata()[0] == pytest.approx(30)

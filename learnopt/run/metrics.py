@@ -13,12 +13,13 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from learnopt import checkpoints
+from learnopt import checkpoints, plots
 
 __all__ = [
     "MetricsFile",
@@ -26,6 +27,7 @@ __all__ = [
     "BASE_COLUMNS",
     "theta_columns",
     "family_columns",
+    "families_plot",
     "summary",
     "cell",
     "scalar",
@@ -178,6 +180,63 @@ def family_columns(prefixes: list[str]) -> list[str]:
     if len(prefixes) < 2:
         return []
     return [f"{p}/{name}" for p in prefixes for name in ("meta_loss", "grad_norm")]
+
+
+def _running_mean(steps: np.ndarray, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The finite points of ``y`` and their running mean over about 2% of them."""
+    y = np.asarray(y, np.float64)
+    ok = np.isfinite(y)
+    x, y = steps[ok], y[ok]
+    window = max(1, len(y) // 50)
+    if window > 1:
+        y = np.convolve(y, np.ones(window) / window, mode="valid")
+        x = x[window - 1 :]
+    return x, y
+
+
+def families_plot(
+    out_dir: str | os.PathLike,
+    steps: np.ndarray,
+    columns: Mapping[str, Any],
+    prefixes: Sequence[str],
+    labels: Mapping[str, str],
+) -> Path:
+    """``families.png``: each family's meta-loss and the norm of its own estimate.
+
+    Running means over about 2% of the run, to see which family's estimate is largest
+    (the one an unbalanced average follows). Kept out of :mod:`learnopt.plots`, whose
+    source is part of the evaluation's baseline cache key.
+
+    Args:
+      out_dir: the run's folder.
+      steps: the ``step`` column.
+      columns: metrics.csv's columns as arrays, with ``<prefix>/grad_norm`` (and
+        ``<prefix>/meta_loss``) for each prefix.
+      prefixes: the families' column prefixes (:func:`family_columns`).
+      labels: a legend name for each prefix (default: the prefix).
+
+    Returns:
+      The path of the PNG.
+    """
+    fig = plots.new_figure(11.0, 4.0)
+    loss_ax, norm_ax = fig.subplots(1, 2)
+    for i, p in enumerate(prefixes):
+        color = plots.COLORS[i % len(plots.COLORS)]
+        label = labels.get(p, p)
+        if f"{p}/meta_loss" in columns:
+            loss_ax.plot(*_running_mean(steps, columns[f"{p}/meta_loss"]), color=color, lw=1.2)
+        x, y = _running_mean(steps, columns[f"{p}/grad_norm"])
+        norm_ax.plot(x[y > 0], y[y > 0], color=color, lw=1.2, label=label)
+    loss_ax.set_title("each family's meta-loss (running mean)")
+    loss_ax.set_ylabel("meta-loss")
+    norm_ax.set_title("norm of each family's estimate (running mean)")
+    norm_ax.set_ylabel("estimate norm")
+    norm_ax.set_yscale("log")
+    for ax in (loss_ax, norm_ax):
+        ax.set_xlabel("meta-step")
+        ax.grid(True, which="both", alpha=0.3)
+    plots.legend_outside(norm_ax, fontsize=8)
+    return plots.save_figure(fig, Path(out_dir) / "families.png")
 
 
 def theta_columns(theta: Any) -> list[str]:

@@ -480,7 +480,11 @@ class Session:
         writes = out is not None and self.primary
         if writes and write_plots and self.status != "failed" and len(cols.get("step", ())):
             try:
-                plots.meta_train_plots(out, cols, self.family_labels)
+                plots.meta_train_plots(out, cols)
+                prefixes = list(self.family_labels)
+                if len(prefixes) > 1:
+                    steps = np.asarray(cols["step"])
+                    metrics.families_plot(out, steps, cols, prefixes, self.family_labels)
             except OSError as e:
                 self.message = self.message or f"could not write the plots ({e})"
         elapsed = time.perf_counter() - self.t_start
