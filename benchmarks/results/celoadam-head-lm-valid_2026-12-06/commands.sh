@@ -15,7 +15,7 @@
 cd "$(dirname "$0")/../../.."
 ROOT=$PWD
 PY=$ROOT/.venv/bin/python
-COMMIT=${COMMIT:-cc8517c}
+COMMIT=${COMMIT:-31f1473}
 SRC=/tmp/eval-$COMMIT
 RUN=$ROOT/runs/celoadam-head-lm-valid
 FAMILIES=ParametricLMTransformer_PyStdlibBytes_1layer_32width,ParametricLMRNN_PyStdlibBytes_LSTM32
