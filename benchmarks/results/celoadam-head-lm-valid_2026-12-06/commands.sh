@@ -46,3 +46,14 @@ if [ ! -f $FO/family_objective.md ]; then
   (cd $SRC && nice -n 5 $PY benchmarks/family_objective.py --theta start=CeloAdam \
     --theta final=$RUN/theta.msgpack --families $FAMILIES --num-tasks 8 --out $FO)
 fi
+# Added after the run: the chosen theta on heldout's seeds 100-101 against tuned
+# warmup-cosine Adam (the baselines CeloAdam's seed-100 evaluation cached), pooled with
+# seeds 0-1 by benchmarks/seed_spread.py.
+OUT100=$ROOT/runs/heldout-seed100-celoadam-head-lm-valid-chosen
+if [ ! -f $OUT100/summary.csv ]; then
+  (cd $SRC && nice -n 5 $PY -m learnopt evaluate --theta $RUN/theta_best.msgpack \
+    --baselines AdamWarmupCosine --lrs 0.01,0.0316,0.1 --seed 100 --seeds 2 --out $OUT100 --overwrite)
+fi
+$PY benchmarks/seed_spread.py --out $ROOT/benchmarks/results/celoadam-head-lm-valid_2026-12-06 \
+  "CeloAdam=$ROOT/runs/heldout-celoadam-start,$ROOT/runs/heldout-seed100-CeloAdam" \
+  "celoadam-head-lm-valid=$ROOT/runs/heldout-celoadam-head-lm-valid-chosen,$OUT100"
