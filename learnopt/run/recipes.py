@@ -31,6 +31,29 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from learnopt.run._recipe_settings import (  # the settings of each recipe
+    _CELOADAM_HEAD_LM_VALID,
+    _CELOADAM_HEAD_MULTI,
+    _CELOADAM_HEAD_VALID,
+    _CELOADAM_HEAD_VALID_MIX,
+    _CELOADAM_HEAD_VALID_MIX_BALANCED,
+    _CELOADAM_MUP_HEAD_LM,
+    _CONTROLLED_FROM_DEFAULT,
+    _CONTROLLED_MULTI,
+    _CONTROLLED_MULTI_VALID,
+    _COSINE_FROM_ADAM_WIDE,
+    _COSINE_HPARAMS_WIDE,
+    _COSINE_HPARAMS_WIDE_ONE_RATE,
+    _COSINE_HPARAMS_WIDE_SHARED,
+    _COSINE_TENSOR,
+    _COSINE_VALID,
+    _FROM_ADAM_VALID,
+    _FROM_ADAM_WIDE,
+    _LATE_LOG,
+    _MLP_BUCKETS,
+    _PES,
+    _TRUNCATION,
+)
 from learnopt.run.config import FULL_TRAINERS, RunConfig
 
 __all__ = [
@@ -63,9 +86,6 @@ LOPT_DEFAULTS: dict[str, dict[str, Any]] = {
     "Celo2": dict(step_mult=0.003),
 }
 
-#: The recipes' truncation (docs/meta-training.md): 20-step truncations of 1000-step runs,
-#: 8 runs (antithetic pairs) per estimator, perturbations of 0.01.
-_TRUNCATION = dict(trunc_length=20, total_length=1000, num_tasks=8, std=0.01)
 #: Meta-training settings per architecture (used where a run leaves them unset). The
 #: truncation settings apply to the truncated trainers only (not to full-run trainers).
 TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -157,257 +177,6 @@ class Recipe:
                     out += [flag.flag, str(value)]
         return out
 
-
-_MLP_BUCKETS = ("MetaTrain_MLP_Digits8_32", "MetaTrain_MLP_Mnist5k8_32x32")
-#: PES over the recipes' truncation, 8 runs per bucket.
-_PES = dict(trainer="pes", **_TRUNCATION)
-#: The meta-objective that counts late training: log loss, weights growing as (t/T)^2.
-_LATE_LOG = dict(meta_loss_weighting="late", meta_loss_power=2.0, meta_loss_transform="log")
-
-#: ScheduledAdam started at Adam + warmup/cosine at 0.0316 (the rate meta-valid prefers in
-#: benchmarks/choose_reference_schedule.py), with per-tensor offsets.
-_COSINE_TENSOR = dict(
-    lopt="ScheduledAdam",
-    lopt_config={"initial_lr": 0.0316, "schedule_prior": "warmup_cosine", "tensor_features": True},
-    families=_MLP_BUCKETS,
-    **_PES,
-    **_LATE_LOG,
-    outer_lr=1e-3,
-    max_grad_norm=1.0,
-    steps=30000,
-)
-
-#: ScheduledAdam on the warmup-cosine prior without per-tensor offsets (153 meta-parameters),
-#: the late log loss on the outer-valid split, a smaller outer rate.
-_COSINE_VALID = {
-    **_COSINE_TENSOR,
-    "lopt_config": {"initial_lr": 0.0316, "schedule_prior": "warmup_cosine"},
-    "meta_loss_split": "outer_valid",
-    "outer_lr": 3e-4,
-    "steps": 4000,
-}
-
-#: ScheduledAdam started at plain Adam with its default rate, 1e-3, and no schedule prior:
-#: the rate, the decay and the per-kind offsets are all meta-trained (outer-valid late log
-#: loss). The outer rate is 30x _COSINE_VALID's, to climb the ~3.4 units of log rate
-#: between 1e-3 and the rates tuned Adam takes: at 3e-3 the base rate climbed 7e-4 per
-#: outer step (the meta-gradient's sign is noisy), 5,000 steps for the climb alone.
-_FROM_ADAM_VALID = {
-    **_COSINE_VALID,
-    "lopt_config": {"initial_lr": 1e-3},
-    "outer_lr": 1e-2,
-    "steps": 5000,
-}
-
-#: ScheduledAdam from plain Adam at 1e-3 (no schedule prior) on the wide MLP bucket
-#: (mnist5k at 20x20, 64x64), late log loss on fresh training batches. Whole-run
-#: measurements of this objective (benchmarks/meta_objective_landscape.py) put its
-#: minimum at Adam + warmup/cosine at 0.0316, the rate meta-valid prefers; on the 8x8
-#: buckets the training objective wants 0.1-0.3 and the validation objective 0.01.
-_FROM_ADAM_WIDE = {
-    **_PES,
-    **_LATE_LOG,
-    "lopt": "ScheduledAdam",
-    "lopt_config": {"initial_lr": 1e-3},
-    "families": ("MetaTrain_MLP_Mnist5k20_64x64",),
-    "meta_loss_split": "train",
-    "outer_lr": 3e-3,
-    "max_grad_norm": 1.0,
-    "steps": 4000,
-}
-
-#: The same on the warmup-cosine prior, started at Adam's default rate: the rate (and
-#: corrections of the schedule, betas, epsilon, per-kind offsets) is meta-trained.
-_COSINE_FROM_ADAM_WIDE = {
-    **_FROM_ADAM_WIDE,
-    "lopt_config": {"initial_lr": 1e-3, "schedule_prior": "warmup_cosine"},
-}
-
-#: The warmup-cosine prior with a fixed shape (``learn_schedule=False``): 8 meta-parameters
-#: (base rate, per-kind offsets, betas, epsilon), started at Adam's defaults. With the
-#: learned schedule (153 values) the same objective and bucket learned a schedule that
-#: stops training halfway through the run (docs/meta-training-results.md).
-_COSINE_HPARAMS_WIDE = {
-    **_FROM_ADAM_WIDE,
-    "lopt_config": {
-        "initial_lr": 1e-3,
-        "schedule_prior": "warmup_cosine",
-        "learn_schedule": False,
-    },
-    "steps": 3000,
-}
-
-#: The same with conv kernels and embeddings on the matrices' offset: the wide bucket has
-#: neither, so their own offsets only collect PES noise (in the run above the conv
-#: offset drifted to +0.6 and the embeddings' to -0.1 while the matrices' rose to +1.7).
-_COSINE_HPARAMS_WIDE_SHARED = {
-    **_COSINE_HPARAMS_WIDE,
-    "lopt_config": {
-        **_COSINE_HPARAMS_WIDE["lopt_config"],
-        "offset_kinds": ["vector", "matrix", "matrix", "matrix"],
-    },
-}
-
-#: One step offset for every kind: the base rate, betas and epsilon of Adam on the
-#: warmup-cosine schedule (5 effective meta-parameters).
-_COSINE_HPARAMS_WIDE_ONE_RATE = {
-    **_COSINE_HPARAMS_WIDE,
-    "lopt_config": {
-        **_COSINE_HPARAMS_WIDE["lopt_config"],
-        "offset_kinds": ["matrix", "matrix", "matrix", "matrix"],
-    },
-}
-
-#: The released Celo-Adam (Celo's LSTM scheduler on Adam) with everything frozen but the
-#: scheduler's output head (``step_size``: 65 values mapping the LSTM's state to the log
-#: rate multiplier), meta-trained on the late log *validation* loss of the two 8x8 MLP
-#: buckets: Celo-Adam drives training loss low and overfits the held-out suite (3 of 9
-#: valid wins against tuned warmup-cosine Adam), and a 65-value head is within PES's
-#: reach where the scheduler's 36,865 values are not.
-#: The shipped default's 8 values (``ScheduledAdam_cosine_hparams``, written here as
-#: ControlledAdam's initial values and checked against its file by
-#: tests/test_controlled_adam.py: equal but for beta2's logit, 4e-5 off in float32) under
-#: ControlledAdam's bounded per-tensor controller, which alone is meta-trained (``base``
-#: frozen), on the default's own family and objective.
-_CONTROLLED_FROM_DEFAULT = {
-    **_COSINE_HPARAMS_WIDE_SHARED,
-    "lopt": "ControlledAdam",
-    "lopt_config": {
-        "initial_lr": 0.0038665845058858395,
-        "initial_beta1": 0.8577955365180969,
-        "initial_beta2": 0.9991961121559143,
-        "initial_epsilon": 1.3285698763354503e-08,
-        "initial_kind_offsets": [
-            -0.3507946729660034,
-            1.8925989866256714,
-            0.7616680264472961,
-            -0.3907541036605835,
-        ],
-        "offset_kinds": ["vector", "matrix", "matrix", "matrix"],
-    },
-    "freeze": ("base",),
-}
-
-#: The same controller on three kinds of task: the wide MLP bucket, a conv bucket and the
-#: small Transformer LM family (1 layer, width 32, 2 heads; heldout's Transformer has 4
-#: heads). On the wide bucket alone the controller lowered its meta-objective while
-#: meta-valid's conv and LM tasks got worse (docs/meta-training-results.md); this tests
-#: whether the task mix is what limits it. 1,500 steps: a step costs the sum of the three
-#: (about 1.8 s on 2 cores).
-_CONTROLLED_MULTI = {
-    **_CONTROLLED_FROM_DEFAULT,
-    "families": (
-        "MetaTrain_MLP_Mnist5k20_64x64",
-        "MetaTrain_Conv_Digits8_8x16",
-        "ParametricLMTransformer_PyStdlibBytes_1layer_32width",
-    ),
-    "steps": 1500,
-}
-
-#: controlledadam-multi with the meta-loss on the outer-valid split (the late log
-#: validation loss; the log makes it relative per task: a task's constant scale has no
-#: gradient). On the training split the controller learned larger steps that fit harder
-#: and generalized worse on every kind of meta-valid task; this asks it for the loss the
-#: evaluation's valid column reads, and selects on that column.
-_CONTROLLED_MULTI_VALID = {**_CONTROLLED_MULTI, "meta_loss_split": "outer_valid"}
-
-_CELOADAM_HEAD_VALID = dict(
-    lopt="CeloAdam",
-    init_theta="CeloAdam",
-    freeze=(
-        "lstm_init_state",
-        "rnn_params/linear",
-        "rnn_params/linear_1",
-        "rnn_params/linear_2",
-        "rnn_params/rnn/linear",
-    ),
-    families=_MLP_BUCKETS,
-    **_PES,
-    **_LATE_LOG,
-    meta_loss_split="outer_valid",
-    outer_lr=1e-3,
-    max_grad_norm=1.0,
-    steps=3000,
-)
-
-#: The released Celo-Adam's output head (65 values; the rest frozen, as in
-#: celoadam-head-valid) fine-tuned on the three kinds of task of controlledadam-multi (the
-#: wide MLP bucket, a conv bucket, the small Transformer LM family) with the meta-loss on
-#: both a fresh training batch and an outer-valid batch (the mean of their late log
-#: losses): the evaluation counts both columns, and Celo-Adam's margins against tuned
-#: warmup-cosine Adam are smallest on the language models and largest, both ways, on the
-#: image tasks. 1,500 steps.
-_CELOADAM_HEAD_MULTI = {
-    **_CELOADAM_HEAD_VALID,
-    "families": _CONTROLLED_MULTI["families"],
-    "meta_loss_split": "train+outer_valid",
-    "steps": 1500,
-}
-
-#: The released Celo-Adam under width-aware steps (``WidthAware``, base width 64, steps
-#: only ever shrunk: the published theta is unchanged on tensors at most 64 wide, and on
-#: heldout it gave 6/9 train and 6/9 valid wins against tuned warmup-cosine Adam on seeds
-#: 0-1), its 65-value head fine-tuned where its heldout margins are smallest and move
-#: together on both columns: the language models (the small Transformer and LSTM LM
-#: families, on the byte corpus that heldout's language models also read) and a conv
-#: bucket. The wide MLP bucket is left out: on it the head learned to fit the MLPs harder
-#: and their valid loss rose on heldout (celoadam-head-multi). 1,000 steps: with the LSTM
-#: family a step takes about 2.1 s on the idle 2 cores (41 minutes with meta-valid).
-_CELOADAM_MUP_HEAD_LM = {
-    **_CELOADAM_HEAD_MULTI,
-    "steps": 1000,
-    "lopt": "WidthAware",
-    "lopt_config": {"base_width": 64, "max_multiplier": 1.0},
-    "families": (
-        "MetaTrain_Conv_Digits8_8x16",
-        "ParametricLMTransformer_PyStdlibBytes_1layer_32width",
-        "ParametricLMRNN_PyStdlibBytes_LSTM32",
-    ),
-}
-
-#: The released Celo-Adam's 65-value head on four kinds of task (the wide MLP bucket, a
-#: conv bucket, the small Transformer and LSTM LM families), the meta-loss on the
-#: outer-valid split only. With ``train+outer_valid`` the training half dominated: the log
-#: of image-classification training losses that fall towards 0 swings by 2 (ln) where a
-#: language model's moves by 0.03, so celoadam-mup-head-lm's head learned to fit its conv
-#: bucket harder (its families' whole-run objective, benchmarks/family_objective.py: conv
-#: train -3.22 -> -5.28, LSTM -> 8 of 8 runs lower on both splits, Transformer 0 of 8)
-#: and meta-valid's image tasks over-fitted. The hypothesis: a validation loss does not
-#: fall towards 0, so each family's log would weigh alike. Measured, it did not: the conv
-#: bucket is under-fitted at 1000 steps, its valid log loss moved by 0.45 against the
-#: others' 0.003-0.12, and meta-valid kept the start (docs/meta-training-results.md).
-#: 1,000 steps: about 1.8 s per step on the idle 2 cores (36.5 minutes with meta-valid).
-_CELOADAM_HEAD_VALID_MIX = {
-    **_CELOADAM_HEAD_MULTI,
-    "steps": 1000,
-    "meta_loss_split": "outer_valid",
-    "families": (
-        "MetaTrain_MLP_Mnist5k20_64x64",
-        "MetaTrain_Conv_Digits8_8x16",
-        "ParametricLMTransformer_PyStdlibBytes_1layer_32width",
-        "ParametricLMRNN_PyStdlibBytes_LSTM32",
-    ),
-}
-
-#: celoadam-head-valid-mix with each family's estimate scaled to unit norm before the
-#: average (``family_balance="norm"``): the one change, so that no family's log-loss
-#: scale sets the head's direction alone (in celoadam-head-valid-mix the conv bucket's
-#: valid log loss moved by 0.45 where the others' moved by 0.003-0.12).
-_CELOADAM_HEAD_VALID_MIX_BALANCED = {**_CELOADAM_HEAD_VALID_MIX, "family_balance": "norm"}
-
-#: The released Celo-Adam's 65-value head fine-tuned on the language-model families alone
-#: (the small Transformer and LSTM LM families, each family's estimate at unit norm), the
-#: late log loss on the outer-valid split: the one direction the mixed recipes found on
-#: meta-valid (celoadam-head-valid-mix's step 1000 lowered meta-valid's Transformer valid
-#: loss by 1.5% while its image tasks got worse). Heldout's three language models are the
-#: tasks where CeloAdam is closest to tuned warmup-cosine Adam.
-_CELOADAM_HEAD_LM_VALID = {
-    **_CELOADAM_HEAD_VALID_MIX_BALANCED,
-    "families": (
-        "ParametricLMTransformer_PyStdlibBytes_1layer_32width",
-        "ParametricLMRNN_PyStdlibBytes_LSTM32",
-    ),
-}
 
 #: The recipes of the table in ``docs/meta-training-results.md`` ("Runs with the fair evaluation").
 RECIPES: dict[str, Recipe] = {
