@@ -33,6 +33,7 @@ from typing import Any
 
 from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_HEAD_LM_VALID,
+    _CELOADAM_HEAD_LM_VALID_FINE,
     _CELOADAM_HEAD_MULTI,
     _CELOADAM_HEAD_VALID,
     _CELOADAM_HEAD_VALID_MIX,
@@ -356,6 +357,13 @@ RECIPES: dict[str, Recipe] = {
             "included",
             _CELOADAM_HEAD_LM_VALID,
             dict(every=500, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-head-lm-valid-fine",
+            "celoadam-head-lm-valid at outer rate 3e-4 for 1,500 steps, meta-validated every "
+            "250 steps (its gain was at step 500 and gone by 1000 at 1e-3)",
+            _CELOADAM_HEAD_LM_VALID_FINE,
+            dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )
 }
