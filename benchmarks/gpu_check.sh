@@ -156,7 +156,7 @@ if ((REHEARSE)); then
   add_step jax-devices 60 "$PY -c 'import jax; ds = jax.devices(); print(jax.__version__, ds); $DEVICE_CHECK'"
   add_step data 120 "$DATA_CMD"
   add_step guarantees 300 "$PY benchmarks/gpu_guarantees.py --out ${REPORT}_guarantees --workers 2 --only Adam lopt:MLPLOpt --cases f32 bf16/f32 --meta-steps walkthrough-bf16"
-  add_step throughput 200 "$PY benchmarks/gpu_figures.py --recipe $RECIPE --only pes --population 2 4 --steps 1 --timeout 120 --out ${REPORT}_throughput"
+  add_step throughput 200 "$PY benchmarks/gpu_figures.py --recipe $RECIPE --only pes --population 2 --steps 1 --timeout 120 --out ${REPORT}_throughput"
   add_step meta-train 200 "$PY benchmarks/gpu_metatrain.py --recipe $RECIPE --out ${REPORT}_metatrain --work $WORK/metatrain_run --throughput ${REPORT}_throughput.csv --num-tasks 2 --steps 2 --eval-steps 5 --eval-tasks ImageMLP_Digits8_Relu32 --max-seconds 150"
   add_step lopt-roofline 150 "$PY benchmarks/bench_lopt_cost.py --sizes 64 32 10 --lopts LearnableAdam AdafacMLPLOpt --forms blocked --trials 1 --steps 2 --min-seconds 0.01 --isolate 60 --csv ${REPORT}_roofline.csv"
 else

@@ -273,10 +273,14 @@ def reads(name: str = DEFAULT) -> dict[str, bool]:
 
     @functools.partial(jax.jit, static_argnums=1)
     def run(losses: jax.Array, num_steps: int) -> Any:
-        state = opt.init(params, num_steps=num_steps)
-        for i in range(6):  # loss features start after 2 steps (VeLO's, Celo's)
+        def step(state: Any, i_loss: tuple[jax.Array, jax.Array]) -> tuple[Any, None]:
+            i, loss = i_loss
             grads = {k: 0.1 * (i + 1) * jnp.cos(v + i) for k, v in params.items()}
-            state = opt.update(state, grads, loss=losses[i])
+            return opt.update(state, grads, loss=loss), None
+
+        # 6 steps: loss features start after 2 (VeLO's, Celo's); a scan compiles one step.
+        steps = (jnp.arange(6, dtype=jnp.float32), losses)
+        state, _ = jax.lax.scan(step, opt.init(params, num_steps=num_steps), steps)
         return opt.get_params(state)
 
     falling = jnp.asarray([2.0 - 0.3 * i for i in range(6)], jnp.float32)
