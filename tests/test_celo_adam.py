@@ -8,7 +8,10 @@ import pytest
 
 from learnopt import pretrained
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers.celo_adam import CeloAdam
+from learnopt.learned_optimizers import theta_files
+from learnopt.learned_optimizers.blocks import loss_timescales
+from learnopt.learned_optimizers.celo_adam import CeloAdam, with_regime_head
+from learnopt.testing import conformance
 
 
 def _pinned_case():
@@ -140,3 +143,84 @@ def test_run_length_defaults_and_bad_arguments():
         CeloAdam(initial_rms_decays=())
     with pytest.raises(ValueError, match="does not match this learned optimizer's layout"):
         CeloAdam(lstm_hidden_size=8).opt_fn(pretrained.load("CeloAdam").theta)
+
+
+# ------------------------------------------------------- learnopt's regime head (issue 32)
+
+
+def test_regime_head_at_zero_takes_the_released_steps_bit_for_bit():
+    params, grads, losses = _pinned_case()
+    released = pretrained.load("CeloAdam")
+    lopt = CeloAdam(regime_head=True)
+    theta = with_regime_head(released.theta)
+    assert float(jnp.abs(theta["rnn_params"]["regime_step_size"]["w"]).sum()) == 0.0
+    ours = _run(lopt.opt_fn(theta), params, grads, losses)
+    ref = _run(released.opt_fn(), params, grads, losses)
+    for k in params:
+        np.testing.assert_array_equal(ours[k], ref[k])
+    # A random theta of the variant starts with the head at zero too.
+    fresh = lopt.init(jax.random.PRNGKey(3))["rnn_params"]["regime_step_size"]
+    assert not any(bool(jnp.any(x)) for x in jax.tree_util.tree_leaves(fresh))
+
+
+def _regime_theta(bias):
+    theta = with_regime_head(pretrained.load("CeloAdam").theta)
+    theta["rnn_params"]["regime_step_size"] = {"w": jnp.zeros((64, 1)), "b": jnp.full((1,), bias)}
+    return theta
+
+
+def test_regime_head_acts_only_where_the_training_loss_fell():
+    params, grads, _ = _pinned_case()
+    lopt = CeloAdam(regime_head=True)
+    zero, shrink = lopt.opt_fn(_regime_theta(0.0)), lopt.opt_fn(_regime_theta(5.0))
+    # Rising losses: r = 0 and the head is gated off. (Not a constant loss: there the
+    # release's loss features divide rounding noise by rounding noise.)
+    rising = [1.0 + 0.1 * i for i in range(10)]
+    a, b = _run(zero, params, grads, rising), _run(shrink, params, grads, rising)
+    for k in params:  # two compiled programs (the head's constants differ): to rounding
+        np.testing.assert_allclose(a[k], b[k], rtol=1e-6, atol=1e-8)
+    falling = [2.0 * 0.2**i for i in range(10)]  # r < 0: a positive head shrinks the steps
+    a, b = _run(zero, params, grads, falling), _run(shrink, params, grads, falling)
+    moved_a = sum(float(jnp.abs(a[k] - params[k]).sum()) for k in params)
+    moved_b = sum(float(jnp.abs(b[k] - params[k]).sum()) for k in params)
+    assert moved_b < 0.95 * moved_a  # the last steps shrink by exp(5 r)
+
+
+def _buffer(losses, num_steps=1000):
+    state = loss_timescales.loss_buffer_init(num_steps)
+    for loss in losses:
+        state = loss_timescales.loss_buffer_update(state, jnp.float32(loss))
+    return state
+
+
+def test_loss_progress_tells_memorizing_from_underfitted_runs():
+    progress = loss_timescales.loss_progress
+    assert float(progress(loss_timescales.loss_buffer_init(100))) == 0.0  # no loss yet
+    assert float(progress(_buffer([2.0] * 50))) == pytest.approx(0.0, abs=1e-6)
+    memorizing = float(progress(_buffer([2.3 * 0.97**i for i in range(300)])))
+    language_model = float(progress(_buffer([5.5 - 3.2 * (1 - 0.99**i) for i in range(300)])))
+    assert -1.0 <= memorizing < -0.2 and -0.05 < language_model < 0.0
+    assert float(progress(_buffer([-1.0] * 20))) == 0.0  # signed losses: off
+    assert float(progress(_buffer([1.0] + [1e-30] * 200))) == -1.0  # clipped
+
+
+def test_regime_variant_compiles_once_in_every_dtype():
+    lopt = CeloAdam(regime_head=True)
+    theta = _regime_theta(0.5)
+    for case in conformance.DTYPE_CASES:
+        result = conformance.check_conformance(lambda: lopt.opt_fn(theta), case)
+        assert result.ok, (case, result)
+
+
+def test_regime_variant_round_trips_through_a_theta_file(tmp_path):
+    lopt = CeloAdam(regime_head=True)
+    path = theta_files.save(tmp_path / "t.msgpack", lopt, _regime_theta(1.0))
+    loaded = theta_files.load(path)
+    assert (
+        loaded.lopt.regime_head
+        and float(loaded.theta["rnn_params"]["regime_step_size"]["b"][0]) == 1.0
+    )
+    with pytest.raises(ValueError, match="already has a regime head"):
+        with_regime_head(loaded.theta)
+    with pytest.raises(ValueError, match="not a Celo-Adam theta"):
+        with_regime_head({"params": 1})

@@ -43,6 +43,23 @@ In symbols, with ``h`` the LSTM output, ``g_bar = clip(g, -1000, 1000)`` and
 "linear_1", "linear_2", "rnn/linear", "step_size"}}`` (12 arrays, 36,865 values with the
 defaults; "linear" is unused, as in the release).
 
+**learnopt's regime head** (``regime_head=True``, not in the release): the scheduler
+reads every tensor the same inputs, so it cannot tell a net that memorizes its data
+(where a bolder schedule over-fits) from a language model far from fitting (where it
+helps). With the head, the log multiplier gets a second readout of the LSTM output,
+gated by how far the training loss has fallen (``r`` in ``[-1, 0]``,
+:func:`~learnopt.learned_optimizers.blocks.loss_timescales.loss_progress`):
+
+.. math::
+
+   \lambda_p = 0.1 \exp\big(w_s^\top h + b_s + r\,(w_r^\top h + b_r)\big)
+
+``theta["rnn_params"]["regime_step_size"] = {"w": [64, 1], "b": [1]}`` starts at zero, so
+at its initial value the optimizer is Celo-Adam step for step
+(:func:`with_regime_head` extends a Celo-Adam theta, e.g. the released one, that way).
+The head only acts where the loss fell by orders of magnitude; the LSTM's inputs are
+unchanged.
+
 learnopt differences: the release also advances Adafactor-style accumulators that its
 update never reads; learnopt keeps only Adam's moments (the updates are the same).
 With several momentum or second-moment decays the release's step reads the last decay's
@@ -69,7 +86,7 @@ from learnopt.learned_optimizers.blocks import loss_timescales
 
 PyTree = Any
 
-__all__ = ["CeloAdam", "CeloAdamState"]
+__all__ = ["CeloAdam", "CeloAdamState", "with_regime_head"]
 
 
 @flax.struct.dataclass
@@ -151,8 +168,12 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
         )
         treedef = jax.tree_util.tree_structure(s.params)
         rnn_inputs = jnp.tile(inputs[None], (treedef.num_leaves, 1))
+        regime = loss_timescales.loss_progress(loss_buffer) if lopt.regime_head else None
         lr_mult, lstm_state = lopt.rnn_forward(
-            common.cast_tree(self.theta["rnn_params"], dtype), rnn_inputs, s.lstm_hidden_state
+            common.cast_tree(self.theta["rnn_params"], dtype),
+            rnn_inputs,
+            s.lstm_hidden_state,
+            regime=regime,
         )
         if lopt.rnn_state_decay > 0.0:
             lstm_state = jax.tree_util.tree_map(
@@ -221,6 +242,8 @@ class CeloAdam(lopt_base.LearnedOptimizer):
       constant_loss: feed a constant loss of 1 (probing).
       default_num_steps: learnopt only: the run length ``T`` assumed when ``opt.init``
         gets no ``num_steps``.
+      regime_head: learnopt only: add the regime head (module docstring), which starts
+        at zero (Celo-Adam's steps).
 
     Raises:
       ValueError: a size is < 1 or a decay list is empty.
@@ -241,6 +264,7 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         with_validation_feature_dim: bool = False,
         constant_loss: bool = False,
         default_num_steps: int = 10_000,
+        regime_head: bool = False,
     ):
         for arg, value in (
             ("lstm_hidden_size", lstm_hidden_size),
@@ -281,23 +305,29 @@ class CeloAdam(lopt_base.LearnedOptimizer):
             values.append(jnp.full((1,), float(self.validation_mode), dtype))
         return jnp.concatenate(values)
 
-    def rnn_forward(self, params: dict, x: jax.Array, state: common.LSTMState):
+    def rnn_forward(self, params: dict, x: jax.Array, state: common.LSTMState, regime: Any = None):
         """Mixing layers, the LSTM and the step-size head on ``x [tensors, 18]``.
 
         Args:
           params: ``theta["rnn_params"]``.
           x: the scheduler inputs of every tensor.
           state: the LSTM state, ``[tensors, lstm_hidden_size]`` each.
+          regime: the loss progress ``r`` that gates the regime head (``regime_head``
+            only; None otherwise).
 
         Returns:
-          ``(lr_mult [tensors], next state)`` with ``lr_mult = 0.1 exp(step_size(h))``.
+          ``(lr_mult [tensors], next state)`` with ``lr_mult = 0.1 exp(step_size(h))``
+          (``+ r regime_step_size(h)`` inside the exponential with the regime head).
         """
         if self.mix_layers:
             mix = jax.nn.relu(common.linear_apply(params["linear_1"], x))
             x = common.linear_apply(params["linear_2"], x) + jnp.max(mix, axis=0, keepdims=True)
         out, state = common.lstm_apply(params["rnn/linear"], x, state)
-        lr_mult = 0.1 * jnp.exp(common.linear_apply(params["step_size"], out)[:, 0])
-        return lr_mult, state
+        log_mult = common.linear_apply(params["step_size"], out)[:, 0]
+        if self.regime_head:
+            gate = jnp.asarray(regime).astype(out.dtype)
+            log_mult = log_mult + gate * common.linear_apply(params["regime_step_size"], out)[:, 0]
+        return 0.1 * jnp.exp(log_mult), state
 
     def init(self, key: jax.Array) -> dict:
         """A random theta in the release's Haiku layout (see the module docstring).
@@ -311,11 +341,53 @@ class CeloAdam(lopt_base.LearnedOptimizer):
                 rnn[name] = common.linear_spec(f, h)
         rnn["rnn/linear"] = common.lstm_spec(h if self.mix_layers else f, h)
         rnn["step_size"] = common.linear_spec(h, 1)
+        if self.regime_head:
+            rnn["regime_step_size"] = common.linear_spec(h, 1, zero_weights=True)
         spec = {"lstm_init_state": common.lstm_initial_state(h), "rnn_params": rnn}
         return common.draw(key, spec)
+
+    def extend_theta(self, theta: Any) -> Any:
+        """Adds a zero regime head to a Celo-Adam theta that has none (``regime_head``).
+
+        Args and returns as in
+        :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.extend_theta`.
+        """
+        rnn = theta.get("rnn_params") if isinstance(theta, dict) else None
+        if not self.regime_head or not isinstance(rnn, dict) or "regime_step_size" in rnn:
+            return theta
+        if "step_size" not in rnn:
+            return theta  # not a Celo-Adam theta: the layout check names what is wrong
+        return with_regime_head(theta)
 
     #: What :meth:`opt_fn` builds from a checked theta.
     optimizer_class = _CeloAdamOptimizer
 
 
 lopt_base.register_learned_optimizer("CeloAdam", CeloAdam)
+
+
+def with_regime_head(theta: PyTree) -> PyTree:
+    """A Celo-Adam theta extended by a zero regime head (``CeloAdam(regime_head=True)``).
+
+    The optimizer then takes the same steps as ``theta`` without the head until the
+    head is meta-trained (``learnopt meta-train --init-theta`` a file saved from it).
+
+    Args:
+      theta: a ``CeloAdam()`` theta (e.g. ``pretrained.load("CeloAdam").theta``).
+
+    Returns:
+      A copy with ``theta["rnn_params"]["regime_step_size"]`` at zero.
+
+    Raises:
+      ValueError: ``theta`` already has a regime head, or is not a Celo-Adam theta.
+    """
+    rnn = dict(theta.get("rnn_params", {})) if isinstance(theta, dict) else None
+    if rnn is None or "step_size" not in rnn:
+        raise ValueError(
+            "with_regime_head: theta is not a Celo-Adam theta (no rnn_params/step_size)"
+        )
+    if "regime_step_size" in rnn:
+        raise ValueError("with_regime_head: theta already has a regime head")
+    head = rnn["step_size"]
+    rnn["regime_step_size"] = jax.tree_util.tree_map(jnp.zeros_like, head)
+    return {**theta, "rnn_params": rnn}

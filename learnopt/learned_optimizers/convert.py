@@ -95,7 +95,7 @@ def theta_from_library(
         state = flax.serialization.msgpack_restore(bytes(source))
     else:
         state = flax.serialization.to_state_dict(source)
-    state = unwrap_checkpoint(state)
+    state = lopt.extend_theta(unwrap_checkpoint(state))
     target = jax.eval_shape(lopt.init, jax.random.PRNGKey(0))
     try:
         restored = flax.serialization.from_state_dict(target, state)

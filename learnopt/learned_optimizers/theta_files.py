@@ -441,9 +441,18 @@ def load(path: str | os.PathLike, lopt: lopt_base.LearnedOptimizer | None = None
                 UserWarning,
                 stacklevel=2,
             )
+    raw = checkpoints.load_theta(path)
+    extended = lopt.extend_theta(raw)
     try:
-        _check_fits(lopt, checkpoints.load_theta(path), f"the theta in {path}")
+        _check_fits(lopt, extended, f"the theta in {path}")
     except (TypeError, ValueError) as e:
         raise ThetaFileError(str(e)) from None
-    theta = checkpoints.load_theta(path, target=lopt.init(jax.random.PRNGKey(0)))
+    if extended is raw:
+        theta = checkpoints.load_theta(path, target=lopt.init(jax.random.PRNGKey(0)))
+    else:  # completed by the learned optimizer: restored into its structure and dtypes
+        import flax.serialization
+
+        target = lopt.init(jax.random.PRNGKey(0))
+        restored = flax.serialization.from_state_dict(target, extended)
+        theta = jax.tree_util.tree_map(lambda t, x: jax.numpy.asarray(x, t.dtype), target, restored)
     return TrainedLOpt(lopt=lopt, theta=theta, metadata=dict(metadata or {}), path=path)

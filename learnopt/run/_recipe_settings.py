@@ -268,3 +268,24 @@ _CELOADAM_HEAD_LM_VALID = {
 #: gone by step 1000 at outer rate 1e-3, so the path is walked slower and looked at
 #: more often.
 _CELOADAM_HEAD_LM_VALID_FINE = {**_CELOADAM_HEAD_LM_VALID, "outer_lr": 3e-4, "steps": 1500}
+
+#: Celo-Adam with learnopt's regime head (``CeloAdam(regime_head=True)``, started at zero
+#: from the released theta, so the start is Celo-Adam step for step): the scheduler's
+#: step-size head and the regime head (a second readout gated by how far the training
+#: loss has fallen) fine-tuned on the two LM families and the wide MLP bucket, each
+#: family's estimate at unit norm, the late log loss on the outer-valid split. The LM
+#: families' loss barely falls (the gate is near 0), so only the MLP bucket, which
+#: memorizes its data, trains the regime head: the head can learn to be careful where a
+#: net memorizes while the step-size head follows the language models, which one shared
+#: head could not (celoadam-head-valid-mix: the families' regimes set its direction).
+_CELOADAM_REGIME = {
+    **_CELOADAM_HEAD_LM_VALID,
+    "lopt_config": {"regime_head": True},
+    "families": (
+        "MetaTrain_MLP_Mnist5k20_64x64",
+        "ParametricLMTransformer_PyStdlibBytes_1layer_32width",
+        "ParametricLMRNN_PyStdlibBytes_LSTM32",
+    ),
+    "outer_lr": 5e-4,
+    "steps": 1000,
+}

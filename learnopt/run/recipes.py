@@ -39,6 +39,7 @@ from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_HEAD_VALID_MIX,
     _CELOADAM_HEAD_VALID_MIX_BALANCED,
     _CELOADAM_MUP_HEAD_LM,
+    _CELOADAM_REGIME,
     _CONTROLLED_FROM_DEFAULT,
     _CONTROLLED_MULTI,
     _CONTROLLED_MULTI_VALID,
@@ -363,6 +364,15 @@ RECIPES: dict[str, Recipe] = {
             "celoadam-head-lm-valid at outer rate 3e-4 for 1,500 steps, meta-validated every "
             "250 steps (its gain was at step 500 and gone by 1000 at 1e-3)",
             _CELOADAM_HEAD_LM_VALID_FINE,
+            dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-regime",
+            "the released CeloAdam with learnopt's regime head (a second step-size readout "
+            "gated by how far the training loss fell, starting at zero): both heads "
+            "fine-tuned on the Transformer and LSTM LM families and the wide MLP bucket "
+            "(balanced, outer-valid late log loss); chosen on meta-valid every 250 steps",
+            _CELOADAM_REGIME,
             dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )
