@@ -224,3 +224,20 @@ def test_regime_variant_round_trips_through_a_theta_file(tmp_path):
         with_regime_head(loaded.theta)
     with pytest.raises(ValueError, match="not a Celo-Adam theta"):
         with_regime_head({"params": 1})
+
+
+def test_loss_buffer_decays_are_the_float64_formula_rounded_once():
+    """Computed eagerly in float32, the first ``opt.init`` of a process and the later ones
+    differed in the last bit of a decay, and constant losses made that two different runs."""
+    for steps in (20, 1000, 10_000):
+        halflife = np.logspace(1.0, np.log10(np.float32(steps)), 10)
+        expected = np.exp(-1.0 / halflife).astype(np.float32)
+        np.testing.assert_array_equal(loss_timescales.loss_buffer_init(steps).decays, expected)
+    traced = jax.jit(loss_timescales.loss_buffer_init)(20).decays  # a traced run length
+    np.testing.assert_allclose(traced, loss_timescales.loss_buffer_init(20).decays, rtol=1e-6)
+    opt = pretrained.load("CeloAdam").opt_fn()
+    first, second = (opt.init({"w": jnp.ones(3)}, num_steps=20) for _ in range(2))
+    for a, b in zip(
+        jax.tree_util.tree_leaves(first), jax.tree_util.tree_leaves(second), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)

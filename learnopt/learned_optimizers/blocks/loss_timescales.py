@@ -16,6 +16,7 @@ from typing import Any
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
     "LossBufferState",
@@ -52,16 +53,30 @@ def loss_buffer_init(num_steps: Any) -> LossBufferState:
     Args:
       num_steps: the longest half-life (the inner-run length).
 
+    A concrete ``num_steps`` gives the decays computed in float64 and rounded once to
+    float32, the same in every call (computed eagerly in float32, the first call of a
+    process and the later ones differed in the last bit, which constant losses, whose
+    features divide rounding noise by rounding noise, turned into different runs).
+
     Returns:
       An empty :class:`LossBufferState` (running minima at 1e12).
     """
-    halflife = jnp.logspace(1.0, jnp.log10(jnp.asarray(num_steps, jnp.float32)), 10)
+    try:
+        steps = float(num_steps)
+    except (TypeError, jax.errors.ConcretizationTypeError):
+        steps = None  # traced: computed in the program
+    if steps is None:
+        halflife = jnp.logspace(1.0, jnp.log10(jnp.asarray(num_steps, jnp.float32)), 10)
+        decays = jnp.exp(-1.0 / halflife).astype(jnp.float32)
+    else:
+        halflife64 = np.logspace(1.0, np.log10(np.float32(steps)), 10)
+        decays = jnp.asarray(np.exp(-1.0 / halflife64).astype(np.float32))
     n = _NUM_LOSS_TIMESCALES
     return LossBufferState(
         means=jnp.zeros((n,), jnp.float32),
         iteration=jnp.zeros((), jnp.int32),
         running_min=jnp.full((n,), 999999999999.0, jnp.float32),
-        decays=jnp.exp(-1.0 / halflife).astype(jnp.float32),
+        decays=decays,
     )
 
 
