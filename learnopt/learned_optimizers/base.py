@@ -134,8 +134,9 @@ class LearnedOptimizer:
         """Completes a theta saved before this configuration added meta-parameters.
 
         Called on a file's theta (as a state dict: nested dicts of arrays) before it is
-        checked against this learned optimizer, by :func:`learnopt.learned_optimizers.
-        theta_files.load` and by the learners' ``init_theta_from_path``. Override when a
+        checked against this learned optimizer, by
+        :func:`~learnopt.learned_optimizers.theta_files.load` and by the learners'
+        ``init_theta_from_path``. Override when a
         configuration adds parameters whose initial value leaves the optimizer's steps
         unchanged (``CeloAdam(regime_head=True)`` fills a zero regime head), so that a
         published theta starts it. Not in the notes' library.
