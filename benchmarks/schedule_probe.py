@@ -1,0 +1,139 @@
+"""The step size a learned optimizer takes along fixed training-loss curves.
+
+A learned schedule (Celo-Adam's, or Celo-Adam with learnopt's regime head) reads the
+training loss; what it learned is easiest to see by feeding it the same loss curves and
+the same gradients for several thetas and printing the steps it takes. Each theta runs
+one scalar parameter for ``T`` steps with a constant gradient of 1 (Adam's normalized
+direction is then 1, so the parameter moves by the step size itself) while the loss
+follows one of three curves of different regimes:
+
+- ``memorizing``: ``2.3 exp(-t / 90) + 3e-5`` (a net driving its training loss to ~0);
+- ``language-model``: ``2.3 + 3.2 exp(-t / 60)`` (far from fitting at the end);
+- ``conv``: ``0.1 + 2.2 exp(-t / 150)`` (in between).
+
+::
+
+    python benchmarks/schedule_probe.py --theta start=CeloAdam \\
+        --theta trained=runs/celoadam-regime/theta.msgpack --out runs/schedule-probe
+
+Writes ``schedule_probe.csv`` (theta, curve, step, step size), ``schedule_probe.md``
+(the step size at a few steps, and its ratio to the first theta's) and
+``schedule_probe.png``. A theta with a regime head is also run with that head at zero
+(labelled ``LABEL (regime head off)``), to separate what each head learned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from learnopt.evaluation.candidates import load_learned_candidate
+
+#: The loss curves, as functions of the step ``t`` (see the module docstring).
+CURVES = {
+    "memorizing": lambda t: 2.3 * np.exp(-t / 90.0) + 3e-5,
+    "language-model": lambda t: 2.3 + 3.2 * np.exp(-t / 60.0),
+    "conv": lambda t: 0.1 + 2.2 * np.exp(-t / 150.0),
+}
+#: The steps the markdown table shows.
+SHOWN = (50, 200, 500, 800, 990)
+
+
+def step_sizes(lopt, theta, losses: np.ndarray) -> np.ndarray:
+    """How far one scalar parameter moves at each step under a constant gradient of 1."""
+    opt = lopt.opt_fn(theta)
+    state = opt.init({"w": jnp.zeros(())}, num_steps=len(losses))
+
+    def body(s, loss):
+        nxt = opt.update(s, {"w": jnp.ones(())}, loss=loss)
+        return nxt, s.params["w"] - nxt.params["w"]
+
+    _, moves = jax.lax.scan(body, state, jnp.asarray(losses, jnp.float32))
+    return np.asarray(moves)
+
+
+def _without_regime_head(theta):
+    rnn = dict(theta["rnn_params"])
+    rnn["regime_step_size"] = jax.tree_util.tree_map(jnp.zeros_like, rnn["regime_step_size"])
+    return {**theta, "rnn_params": rnn}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--theta",
+        action="append",
+        required=True,
+        metavar="LABEL=PATH",
+        help="a theta file or shipped entry's name, labelled; the first is the reference",
+    )
+    parser.add_argument("--steps", type=int, default=1000, help="the run length T")
+    parser.add_argument("--out", default="runs/schedule-probe")
+    args = parser.parse_args(argv)
+    if args.steps <= max(SHOWN):
+        parser.error(f"--steps must be > {max(SHOWN)}")
+    runs = []
+    for item in args.theta:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not path:
+            parser.error(f"--theta {item!r}: expected LABEL=PATH")
+        lopt, theta = load_learned_candidate(path)
+        runs.append((label, lopt, theta))
+        if getattr(lopt, "regime_head", False):
+            runs.append((f"{label} (regime head off)", lopt, _without_regime_head(theta)))
+    t = np.arange(args.steps, dtype=np.float64)
+    sizes = {}
+    for i, (label, lopt, theta) in enumerate(runs):
+        for curve, fn in CURVES.items():
+            print(f"schedule_probe: {label} on the {curve} curve ({i + 1} of {len(runs)})")
+            sizes[label, curve] = step_sizes(lopt, theta, fn(t))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "schedule_probe.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["theta", "curve", "step", "step_size"])
+        for (label, curve), s in sizes.items():
+            w.writerows([label, curve, k, f"{v:.6g}"] for k, v in enumerate(s))
+    first = runs[0][0]
+    lines = [
+        "Step size at step "
+        + ", ".join(map(str, SHOWN))
+        + f" (ratio to {first}'s), constant gradient, T = {args.steps}:",
+        "",
+        "| curve | theta | " + " | ".join(f"step {k}" for k in SHOWN) + " |",
+        "| --- | --- | " + " | ".join("---:" for _ in SHOWN) + " |",
+    ]
+    for curve in CURVES:
+        for label, _, _ in runs:
+            s, ref = sizes[label, curve], sizes[first, curve]
+            cells = [f"{s[k]:.3g} ({s[k] / ref[k]:.2f})" for k in SHOWN]
+            lines.append(f"| {curve} | {label} | " + " | ".join(cells) + " |")
+    (out / "schedule_probe.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(CURVES), figsize=(5 * len(CURVES), 3.6), sharey=True)
+    for ax, curve in zip(axes, CURVES, strict=True):
+        for label, _, _ in runs:
+            ax.plot(sizes[label, curve], label=label)
+        ax.set_title(f"{curve} loss curve")
+        ax.set_xlabel("step")
+        ax.set_yscale("log")
+    axes[0].set_ylabel("step size (constant gradient)")
+    axes[-1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "schedule_probe.png", dpi=110)
+    print(f"schedule_probe: wrote {out}/schedule_probe.csv, .md and .png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,37 @@
+"""benchmarks/schedule_probe.py: the steps a learned schedule takes along fixed loss curves."""
+
+from __future__ import annotations
+
+import csv
+
+import jax
+import jax.numpy as jnp
+
+from learnopt.learned_optimizers import theta_files
+from learnopt.learned_optimizers.celo_adam import CeloAdam
+
+
+def test_a_regime_head_is_probed_with_and_without_it(repo_script, tmp_path):
+    """A small Celo-Adam whose regime head shrinks the step: on the memorizing curve its
+    late steps are smaller than with the head at zero, on the language-model curve (whose
+    loss barely falls) nearly the same; the first theta's ratios are 1."""
+    module = repo_script("benchmarks/schedule_probe.py")
+    lopt = CeloAdam(lstm_hidden_size=4, regime_head=True)
+    theta = lopt.init(jax.random.PRNGKey(0))
+    theta["rnn_params"]["regime_step_size"]["b"] = jnp.full((1,), 2.0)
+    path = theta_files.save(tmp_path / "t.msgpack", lopt, theta)
+    assert module.main(["--theta", f"small={path}", "--out", str(tmp_path / "out")]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "out" / "schedule_probe.csv")))
+    assert {r["theta"] for r in rows} == {"small", "small (regime head off)"}
+    assert len(rows) == 2 * len(module.CURVES) * 1000
+    size = {(r["theta"], r["curve"], int(r["step"])): float(r["step_size"]) for r in rows}
+    on, off = size["small", "memorizing", 990], size["small (regime head off)", "memorizing", 990]
+    assert on < 0.5 * off  # r near -0.9 there: exp(2 r) ~ 0.17
+    on, off = (
+        size["small", "language-model", 990],
+        size["small (regime head off)", "language-model", 990],
+    )
+    assert 0.85 * off < on <= off
+    table = (tmp_path / "out" / "schedule_probe.md").read_text()
+    assert "| memorizing | small | " in table and "(1.00)" in table
+    assert (tmp_path / "out" / "schedule_probe.png").stat().st_size > 0
