@@ -289,3 +289,17 @@ _CELOADAM_REGIME = {
     "outer_lr": 5e-4,
     "steps": 1000,
 }
+
+#: The regime head alone (CeloAdam's step-size head and everything else frozen) on the
+#: wide MLP bucket, whose nets memorize their data: in celoadam-regime both heads trained
+#: together and the step-size head's boldness, learned from the language models,
+#: outweighed the regime head's caution on the memorizing nets. Here the step-size head
+#: is whatever the start has (the released one by default; ``--init-theta`` a
+#: celoadam-head-lm-valid-fine theta for the two-phase run), and only the regime head,
+#: which acts where the loss fell by orders of magnitude, learns.
+_CELOADAM_REGIME_ONLY = {
+    **_CELOADAM_REGIME,
+    "freeze": (*_CELOADAM_REGIME["freeze"], "rnn_params/step_size"),
+    "families": ("MetaTrain_MLP_Mnist5k20_64x64",),
+    "outer_lr": 1e-3,
+}

@@ -40,6 +40,7 @@ from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_HEAD_VALID_MIX_BALANCED,
     _CELOADAM_MUP_HEAD_LM,
     _CELOADAM_REGIME,
+    _CELOADAM_REGIME_ONLY,
     _CONTROLLED_FROM_DEFAULT,
     _CONTROLLED_MULTI,
     _CONTROLLED_MULTI_VALID,
@@ -373,6 +374,14 @@ RECIPES: dict[str, Recipe] = {
             "fine-tuned on the Transformer and LSTM LM families and the wide MLP bucket "
             "(balanced, outer-valid late log loss); chosen on meta-valid every 250 steps",
             _CELOADAM_REGIME,
+            dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-regime-only",
+            "the regime head alone (the step-size head and the rest frozen) on the wide "
+            "MLP bucket, from the released CeloAdam or, with --init-theta, from a "
+            "celoadam-head-lm-valid-fine theta; chosen on meta-valid every 250 steps",
+            _CELOADAM_REGIME_ONLY,
             dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )
