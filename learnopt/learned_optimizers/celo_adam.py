@@ -44,9 +44,10 @@ In symbols, with ``h`` the LSTM output, ``g_bar = clip(g, -1000, 1000)`` and
 defaults; "linear" is unused, as in the release).
 
 **learnopt's regime head** (``regime_head=True``, not in the release): the scheduler
-reads every tensor the same inputs, so it cannot tell a net that memorizes its data
-(where a bolder schedule over-fits) from a language model far from fitting (where it
-helps). With the head, the log multiplier gets a second readout of the LSTM output,
+reads every tensor the same inputs, and takes the same steps whether the training loss
+is that of a net memorizing its data or of a language model far from fitting
+(``benchmarks/schedule_probe.py``), though the two may want different schedules. With
+the head, the log multiplier gets a second readout of the LSTM output,
 gated by how far the training loss has fallen (``r`` in ``[-1, 0]``,
 :func:`~learnopt.learned_optimizers.blocks.loss_timescales.loss_progress`):
 

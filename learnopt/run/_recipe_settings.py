@@ -266,7 +266,8 @@ _CELOADAM_HEAD_LM_VALID = {
 #: celoadam-head-lm-valid at a third of the outer rate for 1,500 steps, meta-validated
 #: every 250 steps: its one gain on meta-valid (0.2615 -> 0.2545) was at step 500 and
 #: gone by step 1000 at outer rate 1e-3, so the path is walked slower and looked at
-#: more often.
+#: more often. Gave: chosen at step 500 again (0.2531); heldout vs tuned warmup-cosine
+#: Adam 5/9, 5/9 on 2 seeds (7/9, 5/9 on 4), below CeloAdam on 3/9, 5/9 (5/9, 5/9 on 4).
 _CELOADAM_HEAD_LM_VALID_FINE = {**_CELOADAM_HEAD_LM_VALID, "outer_lr": 3e-4, "steps": 1500}
 
 #: Celo-Adam with learnopt's regime head (``CeloAdam(regime_head=True)``, started at zero
@@ -278,6 +279,9 @@ _CELOADAM_HEAD_LM_VALID_FINE = {**_CELOADAM_HEAD_LM_VALID, "outer_lr": 3e-4, "st
 #: memorizes its data, trains the regime head: the head can learn to be careful where a
 #: net memorizes while the step-size head follows the language models, which one shared
 #: head could not (celoadam-head-valid-mix: the families' regimes set its direction).
+#: Gave: the regime head cut the memorizing curve's late steps by 27%
+#: (benchmarks/schedule_probe.py) but the step-size head became 1.2-1.46x bolder on every
+#: curve; heldout vs tuned warmup-cosine Adam 5/9, 5/9, below CeloAdam on 3/9, 4/9.
 _CELOADAM_REGIME = {
     **_CELOADAM_HEAD_LM_VALID,
     "lopt_config": {"regime_head": True},
@@ -296,7 +300,10 @@ _CELOADAM_REGIME = {
 #: outweighed the regime head's caution on the memorizing nets. Here the step-size head
 #: is whatever the start has (the released one by default; ``--init-theta`` a
 #: celoadam-head-lm-valid-fine theta for the two-phase run), and only the regime head,
-#: which acts where the loss fell by orders of magnitude, learns.
+#: which acts where the loss fell by orders of magnitude, learns. Gave (two phases): the
+#: head learned 1.5-1.7x larger late steps on memorizing nets, which the bucket's valid
+#: loss rewards and heldout's wider MLPs punish (vs tuned warmup-cosine Adam 7/9 train,
+#: 3/9 valid).
 _CELOADAM_REGIME_ONLY = {
     **_CELOADAM_REGIME,
     "freeze": (*_CELOADAM_REGIME["freeze"], "rnn_params/step_size"),
