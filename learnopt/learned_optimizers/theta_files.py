@@ -449,10 +449,8 @@ def load(path: str | os.PathLike, lopt: lopt_base.LearnedOptimizer | None = None
         raise ThetaFileError(str(e)) from None
     if extended is raw:
         theta = checkpoints.load_theta(path, target=lopt.init(jax.random.PRNGKey(0)))
-    else:  # completed by the learned optimizer: restored into its structure and dtypes
-        import flax.serialization
+    else:  # completed by the learned optimizer: restored as an in-memory library theta
+        from learnopt.learned_optimizers import convert
 
-        target = lopt.init(jax.random.PRNGKey(0))
-        restored = flax.serialization.from_state_dict(target, extended)
-        theta = jax.tree_util.tree_map(lambda t, x: jax.numpy.asarray(x, t.dtype), target, restored)
+        theta = convert.theta_from_library(extended, lopt)
     return TrainedLOpt(lopt=lopt, theta=theta, metadata=dict(metadata or {}), path=path)
