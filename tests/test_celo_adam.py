@@ -10,7 +10,7 @@ from learnopt import pretrained
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.learned_optimizers import theta_files
 from learnopt.learned_optimizers.blocks import loss_timescales
-from learnopt.learned_optimizers.celo_adam import CeloAdam, with_regime_head
+from learnopt.learned_optimizers.celo_adam import CeloAdam, with_regime_head, with_schedule_head
 from learnopt.testing import conformance
 
 
@@ -204,26 +204,80 @@ def test_loss_progress_tells_memorizing_from_underfitted_runs():
     assert float(progress(_buffer([1.0] + [1e-30] * 200))) == -1.0  # clipped
 
 
-def test_regime_variant_compiles_once_in_every_dtype():
-    lopt = CeloAdam(regime_head=True)
-    theta = _regime_theta(0.5)
+def _both_heads_theta(regime_bias, schedule_bias):
+    theta = with_schedule_head(_regime_theta(regime_bias))
+    w = jnp.linspace(-0.5, 0.5, 9, dtype=jnp.float32)[:, None]
+    theta["rnn_params"]["schedule_step_size"] = {"w": w, "b": jnp.full((1,), schedule_bias)}
+    return theta
+
+
+def test_head_variants_compile_once_in_every_dtype():
+    lopt = CeloAdam(regime_head=True, schedule_head=True)
+    theta = _both_heads_theta(0.5, 0.3)
     for case in conformance.DTYPE_CASES:
         result = conformance.check_conformance(lambda: lopt.opt_fn(theta), case)
         assert result.ok, (case, result)
 
 
-def test_regime_variant_round_trips_through_a_theta_file(tmp_path):
-    lopt = CeloAdam(regime_head=True)
-    path = theta_files.save(tmp_path / "t.msgpack", lopt, _regime_theta(1.0))
+def test_head_variants_round_trip_through_a_theta_file(tmp_path):
+    lopt = CeloAdam(regime_head=True, schedule_head=True)
+    path = theta_files.save(tmp_path / "t.msgpack", lopt, _both_heads_theta(1.0, 0.25))
     loaded = theta_files.load(path)
-    assert (
-        loaded.lopt.regime_head
-        and float(loaded.theta["rnn_params"]["regime_step_size"]["b"][0]) == 1.0
-    )
+    rnn = loaded.theta["rnn_params"]
+    assert loaded.lopt.regime_head and loaded.lopt.schedule_head
+    assert float(rnn["regime_step_size"]["b"][0]) == 1.0
+    assert float(rnn["schedule_step_size"]["b"][0]) == 0.25
     with pytest.raises(ValueError, match="already has a regime head"):
         with_regime_head(loaded.theta)
-    with pytest.raises(ValueError, match="not a Celo-Adam theta"):
-        with_regime_head({"params": 1})
+    with pytest.raises(ValueError, match="already has a schedule head"):
+        with_schedule_head(loaded.theta)
+    for extend in (with_regime_head, with_schedule_head):
+        with pytest.raises(ValueError, match="not a Celo-Adam theta"):
+            extend({"params": 1})
+
+
+# ----------------------------------------------------- learnopt's schedule head (issue 32)
+
+
+def test_schedule_head_at_zero_takes_the_released_steps_bit_for_bit():
+    params, grads, losses = _pinned_case()
+    released = pretrained.load("CeloAdam")
+    lopt = CeloAdam(regime_head=True, schedule_head=True)
+    theta = lopt.extend_theta(released.theta)  # both heads added at zero
+    assert set(theta["rnn_params"]) - set(released.theta["rnn_params"]) == {
+        "regime_step_size",
+        "schedule_step_size",
+    }
+    ours = _run(lopt.opt_fn(theta), params, grads, losses)
+    ref = _run(released.opt_fn(), params, grads, losses)
+    for k in params:
+        np.testing.assert_array_equal(ours[k], ref[k])
+    fresh = CeloAdam(schedule_head=True).init(jax.random.PRNGKey(3))
+    head = fresh["rnn_params"]["schedule_step_size"]
+    assert head["w"].shape == (9, 1) and not any(
+        bool(jnp.any(x)) for x in jax.tree_util.tree_leaves(head)
+    )
+
+
+def test_schedule_head_multiplies_the_step_by_a_function_of_tau():
+    """The first step (tau = 0) with ``w`` on the ``s = 0.2`` input and bias ``b`` is the
+    released first step times ``exp(b + w tanh(10 (0 - 0.2)))``, on every tensor."""
+    params, grads, losses = _pinned_case()
+    lopt = CeloAdam(schedule_head=True)
+    theta = with_schedule_head(pretrained.load("CeloAdam").theta)
+    zero = _run(lopt.opt_fn(theta), params, grads[:1], losses[:1])
+    w = np.zeros((9, 1), np.float32)
+    w[2, 0] = 0.7
+    theta["rnn_params"]["schedule_step_size"] = {"w": jnp.asarray(w), "b": jnp.full((1,), 0.4)}
+    moved = _run(lopt.opt_fn(theta), params, grads[:1], losses[:1])
+    factor = np.exp(0.4 + 0.7 * np.tanh(10 * (0.0 - 0.2)))
+    for k in params:
+        np.testing.assert_allclose(
+            np.asarray(moved[k] - params[k]),
+            factor * np.asarray(zero[k] - params[k]),
+            rtol=2e-4,
+            atol=1e-9,
+        )
 
 
 def test_loss_buffer_decays_are_the_float64_formula_rounded_once():

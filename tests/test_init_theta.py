@@ -180,25 +180,26 @@ def test_width_aware_wraps_the_entry_it_starts_from(tmp_path):
         assert np.abs(end[key] - start[key]).max() < 0.1
 
 
-def test_celoadam_regime_head_starts_from_the_released_theta(tmp_path):
-    """--init-theta CeloAdam --lopt-arg regime_head=true: the released file has no regime
+@pytest.mark.parametrize("head", ["regime", "schedule"])
+def test_celoadam_head_starts_from_the_released_theta(tmp_path, head):
+    """--init-theta CeloAdam --lopt-arg {head}_head=true: the released file has no such
     head; CeloAdam.extend_theta adds it at zero, every released value is the start, and
     with everything else frozen only the head may move."""
     out = tmp_path / "run"
     frozen = ["lstm_init_state", "rnn_params/linear", "rnn_params/linear_1"]
     frozen += ["rnn_params/linear_2", "rnn_params/rnn/linear", "rnn_params/step_size"]
-    argv = [*RUN, "--init-theta", "CeloAdam", "--lopt-arg", "regime_head=true"]
+    argv = [*RUN, "--init-theta", "CeloAdam", "--lopt-arg", f"{head}_head=true"]
     argv += [x for key in frozen for x in ("--freeze", key)]
-    with pytest.warns(UserWarning, match="regime_head=False"):
+    with pytest.warns(UserWarning, match=f"{head}_head=False"):
         assert cli.main([*argv, "--steps", "1", "--out", str(out)]) == 0
     config = json.loads((out / "config.json").read_text())
-    assert config["lopt"] == "CeloAdam" and config["lopt_config"]["regime_head"] is True
+    assert config["lopt"] == "CeloAdam" and config["lopt_config"][f"{head}_head"] is True
     trained = theta_files.load(out / "theta.msgpack")
-    assert trained.lopt.regime_head
+    assert getattr(trained.lopt, f"{head}_head")
     start, end = _leaves(pretrained.load("CeloAdam").theta), _leaves(trained.theta)
     assert set(end) - set(start) == {
-        "['rnn_params']['regime_step_size']['b']",
-        "['rnn_params']['regime_step_size']['w']",
+        f"['rnn_params']['{head}_step_size']['b']",
+        f"['rnn_params']['{head}_step_size']['w']",
     }
     for key in start:
         np.testing.assert_array_equal(end[key], start[key])

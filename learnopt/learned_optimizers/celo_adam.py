@@ -58,6 +58,21 @@ gated by how far the training loss has fallen (``r`` in ``[-1, 0]``,
 ``theta["rnn_params"]["regime_step_size"] = {"w": [64, 1], "b": [1]}`` starts at zero, so
 at its initial value the optimizer is Celo-Adam step for step
 (:func:`with_regime_head` extends a Celo-Adam theta, e.g. the released one, that way).
+
+**learnopt's schedule head** (``schedule_head=True``, not in the release): the released
+scheduler warms up over about a third of the run (its step peaks near ``tau = 0.35``;
+``benchmarks/schedule_probe.py``), and over 8 seeds of heldout's ReLU MLP a warmup that
+long gave warmup-cosine Adam a validation loss 30-40% higher than a 5% warmup did. The
+head adds a learned function of the fraction of training alone, a linear readout of the
+scheduler's 9 ``tanh(10 (tau - s))`` inputs, to the log multiplier:
+
+.. math::
+
+   \lambda_p = 0.1 \exp\big(w_s^\top h + b_s + w_\tau^\top \phi(\tau) + b_\tau\big)
+
+``theta["rnn_params"]["schedule_step_size"] = {"w": [9, 1], "b": [1]}`` (10 values: a
+smooth reshaping of the schedule plus one overall scale) starts at zero, so the
+optimizer is Celo-Adam step for step until it is meta-trained (:func:`with_schedule_head`).
 The head only acts where the loss fell by orders of magnitude; the LSTM's inputs are
 unchanged.
 
@@ -87,7 +102,7 @@ from learnopt.learned_optimizers.blocks import loss_timescales
 
 PyTree = Any
 
-__all__ = ["CeloAdam", "CeloAdamState", "with_regime_head"]
+__all__ = ["CeloAdam", "CeloAdamState", "with_regime_head", "with_schedule_head"]
 
 
 @flax.struct.dataclass
@@ -243,6 +258,8 @@ class CeloAdam(lopt_base.LearnedOptimizer):
       constant_loss: feed a constant loss of 1 (probing).
       default_num_steps: learnopt only: the run length ``T`` assumed when ``opt.init``
         gets no ``num_steps``.
+      schedule_head: learnopt only: add the schedule head (module docstring), which
+        starts at zero (the optimizer is then Celo-Adam step for step).
       regime_head: learnopt only: add the regime head (module docstring), which starts
         at zero (Celo-Adam's steps).
 
@@ -266,6 +283,7 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         constant_loss: bool = False,
         default_num_steps: int = 10_000,
         regime_head: bool = False,
+        schedule_head: bool = False,
     ):
         for arg, value in (
             ("lstm_hidden_size", lstm_hidden_size),
@@ -318,8 +336,11 @@ class CeloAdam(lopt_base.LearnedOptimizer):
 
         Returns:
           ``(lr_mult [tensors], next state)`` with ``lr_mult = 0.1 exp(step_size(h))``
-          (``+ r regime_step_size(h)`` inside the exponential with the regime head).
+          (``+ r regime_step_size(h)`` inside the exponential with the regime head,
+          ``+ schedule_step_size(x[:, :9])``, the fraction-of-training inputs, with the
+          schedule head).
         """
+        tau_inputs = x[:, : len(loss_timescales._FRACTION_TIMESCALES)]
         if self.mix_layers:
             mix = jax.nn.relu(common.linear_apply(params["linear_1"], x))
             x = common.linear_apply(params["linear_2"], x) + jnp.max(mix, axis=0, keepdims=True)
@@ -328,6 +349,9 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         if self.regime_head:
             gate = jnp.asarray(regime).astype(out.dtype)
             log_mult = log_mult + gate * common.linear_apply(params["regime_step_size"], out)[:, 0]
+        if self.schedule_head:
+            schedule = common.linear_apply(params["schedule_step_size"], tau_inputs)
+            log_mult = log_mult + schedule[:, 0]
         return 0.1 * jnp.exp(log_mult), state
 
     def init(self, key: jax.Array) -> dict:
@@ -344,27 +368,41 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         rnn["step_size"] = common.linear_spec(h, 1)
         if self.regime_head:
             rnn["regime_step_size"] = common.linear_spec(h, 1, zero_weights=True)
+        if self.schedule_head:
+            num_tau = len(loss_timescales._FRACTION_TIMESCALES)
+            rnn["schedule_step_size"] = common.linear_spec(num_tau, 1, zero_weights=True)
         spec = {"lstm_init_state": common.lstm_initial_state(h), "rnn_params": rnn}
         return common.draw(key, spec)
 
     def extend_theta(self, theta: Any) -> Any:
-        """Adds a zero regime head to a Celo-Adam theta that has none (``regime_head``).
+        """Adds zero heads (``regime_head``, ``schedule_head``) a Celo-Adam theta lacks.
 
         Args and returns as in
         :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.extend_theta`.
         """
         rnn = theta.get("rnn_params") if isinstance(theta, dict) else None
-        if not self.regime_head or not isinstance(rnn, dict) or "regime_step_size" in rnn:
-            return theta
-        if "step_size" not in rnn:
+        if not isinstance(rnn, dict) or "step_size" not in rnn:
             return theta  # not a Celo-Adam theta: the layout check names what is wrong
-        return with_regime_head(theta)
+        if self.regime_head and "regime_step_size" not in rnn:
+            theta = with_regime_head(theta)
+        if self.schedule_head and "schedule_step_size" not in rnn:
+            theta = with_schedule_head(theta)
+        return theta
 
     #: What :meth:`opt_fn` builds from a checked theta.
     optimizer_class = _CeloAdamOptimizer
 
 
 lopt_base.register_learned_optimizer("CeloAdam", CeloAdam)
+
+
+def _celo_adam_rnn(theta: PyTree, caller: str, head: str, what: str) -> dict:
+    rnn = dict(theta.get("rnn_params", {})) if isinstance(theta, dict) else None
+    if rnn is None or "step_size" not in rnn:
+        raise ValueError(f"{caller}: theta is not a Celo-Adam theta (no rnn_params/step_size)")
+    if head in rnn:
+        raise ValueError(f"{caller}: theta already has a {what}")
+    return rnn
 
 
 def with_regime_head(theta: PyTree) -> PyTree:
@@ -382,13 +420,29 @@ def with_regime_head(theta: PyTree) -> PyTree:
     Raises:
       ValueError: ``theta`` already has a regime head, or is not a Celo-Adam theta.
     """
-    rnn = dict(theta.get("rnn_params", {})) if isinstance(theta, dict) else None
-    if rnn is None or "step_size" not in rnn:
-        raise ValueError(
-            "with_regime_head: theta is not a Celo-Adam theta (no rnn_params/step_size)"
-        )
-    if "regime_step_size" in rnn:
-        raise ValueError("with_regime_head: theta already has a regime head")
-    head = rnn["step_size"]
-    rnn["regime_step_size"] = jax.tree_util.tree_map(jnp.zeros_like, head)
+    rnn = _celo_adam_rnn(theta, "with_regime_head", "regime_step_size", "regime head")
+    rnn["regime_step_size"] = jax.tree_util.tree_map(jnp.zeros_like, rnn["step_size"])
+    return {**theta, "rnn_params": rnn}
+
+
+def with_schedule_head(theta: PyTree) -> PyTree:
+    """A Celo-Adam theta extended by a zero schedule head (``CeloAdam(schedule_head=True)``).
+
+    Args:
+      theta: a Celo-Adam theta (with or without a regime head).
+
+    Returns:
+      A copy with ``theta["rnn_params"]["schedule_step_size"]`` (``w [9, 1]``, ``b [1]``)
+      at zero: the same steps as ``theta`` until the head is meta-trained.
+
+    Raises:
+      ValueError: ``theta`` already has a schedule head, or is not a Celo-Adam theta.
+    """
+    rnn = _celo_adam_rnn(theta, "with_schedule_head", "schedule_step_size", "schedule head")
+    dtype = jnp.asarray(rnn["step_size"]["b"]).dtype
+    num_tau = len(loss_timescales._FRACTION_TIMESCALES)
+    rnn["schedule_step_size"] = {
+        "w": jnp.zeros((num_tau, 1), dtype),
+        "b": jnp.zeros((1,), dtype),
+    }
     return {**theta, "rnn_params": rnn}

@@ -41,6 +41,7 @@ from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_MUP_HEAD_LM,
     _CELOADAM_REGIME,
     _CELOADAM_REGIME_ONLY,
+    _CELOADAM_SCHEDULE,
     _CONTROLLED_FROM_DEFAULT,
     _CONTROLLED_MULTI,
     _CONTROLLED_MULTI_VALID,
@@ -383,6 +384,15 @@ RECIPES: dict[str, Recipe] = {
             "celoadam-head-lm-valid-fine theta; chosen on meta-valid every 250 steps",
             _CELOADAM_REGIME_ONLY,
             dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-schedule",
+            "the released CeloAdam with learnopt's schedule head (10 values: a learned "
+            "function of the fraction of training on the log step, starting at zero) alone "
+            "fine-tuned on the MLP, conv and two LM families (balanced, outer-valid late log "
+            "loss); chosen on meta-valid (5 seeds) every 250 steps",
+            _CELOADAM_SCHEDULE,
+            dict(every=250, steps=1000, at_start=True, seeds=5, select_by="valid"),
         ),
     )
 }
