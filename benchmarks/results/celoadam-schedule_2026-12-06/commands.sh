@@ -1,0 +1,51 @@
+#!/bin/bash
+# Issue 32, recipe celoadam-schedule: the released CeloAdam with learnopt's schedule head
+# (10 values, zero at the start, everything else frozen), PES on the wide MLP bucket, a
+# conv bucket and the Transformer and LSTM LM families (balanced, outer-valid late log
+# loss), outer rate 3e-3, 1,000 steps, meta-validated (1000 steps, 5 seeds, start
+# included) every 250 steps; theta_best chosen on the validation loss. Then the chosen
+# theta (if not the start) on heldout seeds 0-1 against the four tuned baselines
+# (CeloAdam's cached ones) and on seeds 100-101 against tuned warmup-cosine Adam, pooled
+# with CeloAdam's own 4 seeds by benchmarks/seed_spread.py, and its schedule along the
+# three fixed loss curves of benchmarks/schedule_probe.py.
+# Resumable: rerun the script. Everything runs the code of a pinned commit (a worktree).
+cd "$(dirname "$0")/../../.."
+ROOT=$PWD
+PY=$ROOT/.venv/bin/python
+COMMIT=${COMMIT:-c948e9e}
+SRC=/tmp/eval-$COMMIT
+NAME=celoadam-schedule
+RUN=$ROOT/runs/$NAME
+HERE=$ROOT/benchmarks/results/${NAME}_2026-12-06
+[ -d $SRC ] || git worktree add -f $SRC $COMMIT
+if [ ! -f $RUN/done ]; then
+  if [ -f $RUN/config.json ]; then
+    (cd $SRC && nice -n 5 $PY -m learnopt meta-train --resume $RUN)
+  else
+    (cd $SRC && nice -n 5 $PY -m learnopt meta-train --recipe $NAME --out $RUN)
+  fi && touch $RUN/done
+  echo "$(date) meta-train rc=$?"
+fi
+cp $RUN/eval.csv $RUN/eval.png $RUN/meta_loss.png $RUN/config.json $HERE/ 2>/dev/null
+STEP=$($PY -c "from learnopt import checkpoints as c; print(c.load_theta_metadata('$RUN/theta_best.msgpack')['meta_training']['step'])")
+if [ "$STEP" = 0 ]; then
+  echo "meta-valid kept the start: nothing new to evaluate on heldout"
+  exit 0
+fi
+cp $RUN/theta_best.msgpack $HERE/theta_step$STEP.msgpack
+(cd $SRC && $PY benchmarks/schedule_probe.py --theta CeloAdam=CeloAdam \
+  --theta schedule=$RUN/theta_best.msgpack --out $HERE)
+OUT=$ROOT/runs/heldout-$NAME-chosen
+if [ ! -f $OUT/done ]; then
+  (cd $SRC && nice -n 5 $PY -m learnopt evaluate --theta $RUN/theta_best.msgpack --seeds 2 --out $OUT --overwrite) \
+    && touch $OUT/done
+  echo "$(date) heldout rc=$?"
+fi
+OUT100=$ROOT/runs/heldout-seed100-$NAME-chosen
+if [ ! -f $OUT100/summary.csv ]; then
+  (cd $SRC && nice -n 5 $PY -m learnopt evaluate --theta $RUN/theta_best.msgpack \
+    --baselines AdamWarmupCosine --lrs 0.01,0.0316,0.1 --seed 100 --seeds 2 --out $OUT100 --overwrite)
+fi
+$PY benchmarks/seed_spread.py --out $HERE \
+  "CeloAdam=$ROOT/runs/heldout-celoadam-start,$ROOT/runs/heldout-seed100-CeloAdam" \
+  "$NAME=$OUT,$OUT100"
