@@ -18,7 +18,8 @@ import pytest
 
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
-from learnopt.optimizers import optax_zoo
+from learnopt.optimizers import common as opt_common
+from learnopt.optimizers import optax_zoo, sgd
 from learnopt.testing import TraceCounter, assert_max_compiles, conformance
 
 OPTIMIZERS = conformance.conformance_optimizers()
@@ -44,6 +45,29 @@ def test_compiles_once_in_every_dtype(name):
         if not result.ok:
             failures.append(f"{case}: {result}")
     assert not failures, f"{name}:\n" + "\n".join(failures)
+
+
+class _PromotingSGD(opt_base.Optimizer):
+    """SGD with the classic dtype bug: ``p - 0.1 * g.astype(float32)`` promotes bf16
+    params to float32, so the state's types change after the first step."""
+
+    def init(self, params, model_state=None, num_steps=None, key=None):
+        return sgd.SGDState.initial(params, model_state)
+
+    def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
+        def step(p, g):
+            return p - 0.1 * g.astype(jnp.float32)
+
+        params = jax.tree_util.tree_map(step, opt_state.params, grads)
+        return opt_common.next_state(opt_state, params, model_state)
+
+
+def test_check_conformance_catches_a_state_whose_dtype_changes():
+    """The check can fail: in float32 the buggy step is fine; with bf16 params it
+    returns float32 params, which the check reports."""
+    assert conformance.check_conformance(_PromotingSGD, "f32", num_calls=3).ok
+    result = conformance.check_conformance(_PromotingSGD, "bf16", num_calls=3)
+    assert not result.params_dtype_ok and not result.ok
 
 
 def test_registry_covers_the_issue_list():

@@ -44,6 +44,7 @@ NOT_IN_BASELINES = (
     "cli",
     "recipes.py",
     "summary.py",
+    "testing",
 )
 
 #: How deep objects are described when their attributes are part of the key.
