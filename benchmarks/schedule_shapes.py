@@ -1,0 +1,163 @@
+"""How the shape of a step schedule moves final train and valid loss on over-fitting tasks.
+
+Heldout's wide MLPs memorize their 5,000 images within 1000 steps, and there the
+schedule's shape trades final training loss against final validation loss. This script
+trains each task with, on the same seeds (same initializations and batches):
+
+- warmup-cosine Adam (``AdamWarmupCosine``) at one peak rate with 5%, 15% and 30% warmup;
+- the released Celo-Adam, and Celo-Adam with a hand-set schedule head
+  (``CeloAdam(schedule_head=True)``; the head adds ``b + w * tanh(10 (tau - s))`` to
+  the log step, one input ``s``): ``early`` (``s = 0.2, w = -1, b = 1``: up to e^2 larger
+  steps before tau = 0.2, a shorter warmup), ``late`` (``s = 0.6, w = -1, b = -1``: steps
+  down to e^-2 after tau = 0.6) and ``early+late``.
+
+These are measurements of what the head can express, not a tuned optimizer::
+
+    python benchmarks/schedule_shapes.py --seeds 8 --out benchmarks/results/schedule_shapes
+
+Writes ``schedule_shapes.csv`` (one row per task, variant and seed),
+``schedule_shapes.md`` (seed means with standard errors) and ``schedule_shapes.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+from learnopt import pretrained
+from learnopt.evaluation import engine, sweeps
+from learnopt.learned_optimizers.celo_adam import CeloAdam, with_schedule_head
+from learnopt.optimizers import nadamw
+from learnopt.tasks import base as tasks_base
+
+DEFAULT_TASKS = ("ImageMLP_Mnist5k_28_Relu128", "ImageMLP_Mnist5k_14_Tanh64x64")
+WARMUPS = (0.05, 0.15, 0.3)
+#: name -> ((index of s in the 9 fraction-of-training inputs, weight), ..., bias)
+HEADS = {
+    "CeloAdam early": (((2, -1.0),), 1.0),
+    "CeloAdam late": (((4, -1.0),), -1.0),
+    "CeloAdam early+late": (((2, -1.0), (4, -1.0)), 0.0),
+}
+
+
+def head_theta(weights: tuple[tuple[int, float], ...], bias: float) -> dict:
+    """The released Celo-Adam theta with a schedule head set by hand.
+
+    Args:
+      weights: (input index, weight) pairs; the other weights are zero.
+      bias: the head's bias.
+
+    Returns:
+      A ``CeloAdam(schedule_head=True)`` theta.
+    """
+    theta = with_schedule_head(pretrained.load("CeloAdam").theta)
+    w = np.zeros((9, 1), np.float32)
+    for index, value in weights:
+        w[index, 0] = value
+    theta["rnn_params"]["schedule_step_size"] = {
+        "w": jnp.asarray(w),
+        "b": jnp.full((1,), bias, jnp.float32),
+    }
+    return theta
+
+
+def variants(lr: float) -> list[sweeps.Sweep]:
+    """Every schedule of the module docstring, as evaluation sweeps."""
+    out = [
+        sweeps.optimizer_sweep(
+            nadamw.adam_warmup_cosine(lr, warmup_fraction=w), name=f"WC warmup {w:g}"
+        )
+        for w in WARMUPS
+    ]
+    released = pretrained.load("CeloAdam")
+    out.append(sweeps.learned_sweep(released.lopt, released.theta, name="CeloAdam"))
+    lopt = CeloAdam(schedule_head=True)
+    for name, (weights, bias) in HEADS.items():
+        out.append(sweeps.learned_sweep(lopt, head_theta(weights, bias), name=name))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help="comma-separated")
+    parser.add_argument("--lr", type=float, default=0.0316, help="warmup-cosine's peak rate")
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--out", default="runs/schedule-shapes")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = engine.TrainingSettings(num_steps=args.steps, num_seeds=args.seeds)
+    tail = max(1, args.steps // 10)
+    rows = []
+    tasks = [t for t in args.tasks.split(",") if t]
+    for i, name in enumerate(tasks):
+        start = time.time()
+        print(f"schedule_shapes: {name} ({i + 1} of {len(tasks)})", file=sys.stderr, flush=True)
+        result = engine.TaskEvaluator(
+            tasks_base.get_task(name), variants(args.lr), settings=settings
+        ).run()
+        for label, curves in result.curves.items():
+            train = curves.train_loss[0, :, -tail:].mean(axis=-1)
+            valid = curves.valid_loss[0, :, -1]
+            for seed in range(args.seeds):
+                rows.append((name, label, seed, float(train[seed]), float(valid[seed])))
+        print(f"  {time.time() - start:.0f} s", file=sys.stderr, flush=True)
+    with open(out / "schedule_shapes.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["task", "variant", "seed", "final_train", "final_valid"])
+        writer.writerows(rows)
+    labels = list(dict.fromkeys(r[1] for r in rows))
+    stats = {}
+    lines = [
+        f"# Schedule shapes ({args.steps} steps, {args.seeds} seeds, warmup-cosine at {args.lr:g})",
+        "",
+        "final train = mean train loss of the last tenth; final valid = last valid "
+        "evaluation; mean over seeds (standard error).",
+        "",
+        "| task | variant | final train | final valid |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    for name in tasks:
+        for label in labels:
+            train = np.array([r[3] for r in rows if r[0] == name and r[1] == label])
+            valid = np.array([r[4] for r in rows if r[0] == name and r[1] == label])
+            se = np.sqrt(len(valid))
+            stats[name, label] = (train.mean(), train.std() / se, valid.mean(), valid.std() / se)
+            t, ts, v, vs = stats[name, label]
+            lines.append(f"| {name} | {label} | {t:.4g} ({ts:.2g}) | {v:.4g} ({vs:.2g}) |")
+    (out / "schedule_shapes.md").write_text("\n".join(lines) + "\n")
+    _plot(out / "schedule_shapes.png", tasks, labels, stats)
+    print(f"schedule_shapes: wrote {out}/schedule_shapes.md, .csv, .png", file=sys.stderr)
+    return 0
+
+
+def _plot(path: Path, tasks: list[str], labels: list[str], stats: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4.2), squeeze=False)
+    for ax, name in zip(axes[0], tasks, strict=True):
+        for label in labels:
+            t, ts, v, vs = stats[name, label]
+            ax.errorbar(t, v, xerr=ts, yerr=vs, fmt="o", capsize=3, label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel("final train loss")
+        ax.set_ylabel("final valid loss")
+        ax.set_title(name, fontsize=9)
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
