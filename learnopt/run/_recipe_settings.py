@@ -318,8 +318,7 @@ _CELOADAM_REGIME_ONLY = {
 #: 8 seeds of heldout's ReLU and tanh MLPs a hand-set late decay lowered CeloAdam's valid
 #: loss by 14-18% and raised its train loss 2.4x (benchmarks/schedule_shapes.py). The
 #: four kinds of task of celoadam-head-valid-mix, balanced, on the outer-valid split, so
-#: the language models and the conv nets weigh in on how late and how far to decay;
-#: meta-valid on 5 seeds (its 3-seed score moved 1.4% on a last-bit change).
+#: the language models and the conv nets weigh in on how late and how far to decay.
 _CELOADAM_SCHEDULE = {
     **_CELOADAM_HEAD_VALID_MIX_BALANCED,
     "lopt_config": {"schedule_head": True},

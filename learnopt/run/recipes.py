@@ -390,9 +390,9 @@ RECIPES: dict[str, Recipe] = {
             "the released CeloAdam with learnopt's schedule head (10 values: a learned "
             "function of the fraction of training on the log step, starting at zero) alone "
             "fine-tuned on the MLP, conv and two LM families (balanced, outer-valid late log "
-            "loss); chosen on meta-valid (5 seeds) every 250 steps",
+            "loss); chosen on meta-valid every 250 steps",
             _CELOADAM_SCHEDULE,
-            dict(every=250, steps=1000, at_start=True, seeds=5, select_by="valid"),
+            dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )
 }
