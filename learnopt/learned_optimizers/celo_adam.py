@@ -58,6 +58,8 @@ gated by how far the training loss has fallen (``r`` in ``[-1, 0]``,
 ``theta["rnn_params"]["regime_step_size"] = {"w": [64, 1], "b": [1]}`` starts at zero, so
 at its initial value the optimizer is Celo-Adam step for step
 (:func:`with_regime_head` extends a Celo-Adam theta, e.g. the released one, that way).
+The head only acts where the loss fell by orders of magnitude; the LSTM's inputs are
+unchanged.
 
 **learnopt's schedule head** (``schedule_head=True``, not in the release): the released
 scheduler's step peaks near ``tau = 0.35`` and decays little and late
@@ -74,8 +76,6 @@ to the log multiplier:
 ``theta["rnn_params"]["schedule_step_size"] = {"w": [9, 1], "b": [1]}`` (10 values: a
 smooth reshaping of the schedule plus one overall scale) starts at zero, so the
 optimizer is Celo-Adam step for step until it is meta-trained (:func:`with_schedule_head`).
-The head only acts where the loss fell by orders of magnitude; the LSTM's inputs are
-unchanged.
 
 learnopt differences: the release also advances Adafactor-style accumulators that its
 update never reads; learnopt keeps only Adam's moments (the updates are the same).

@@ -149,7 +149,8 @@ class ConformanceResult:
         the carry keeps its types, and the second call reuses the first trace only if
         the output's types equal the input's.
       params_dtype_ok: whether the params kept their dtype (after the calls and the scan).
-      finite: whether every float leaf of the final states and every loss is finite.
+      finite: whether every float leaf of the step calls' final state and every loss is
+        finite.
       first_loss: the loss of the first jitted step's call.
       last_loss: the loss of the last one.
       skips_nonfinite: whether a step given one NaN gradient element returned the state
@@ -159,7 +160,7 @@ class ConformanceResult:
     step_traces: int  # traces of the jitted step over ``num_calls`` calls (want 1)
     scan_traces: int  # traces of a jitted lax.scan of steps over two traced calls (want 1)
     params_dtype_ok: bool  # params kept their dtype (after the calls and the scan)
-    finite: bool  # every float leaf of the final states and every loss is finite
+    finite: bool  # every float leaf of the step calls' final state and losses is finite
     first_loss: float
     last_loss: float
     skips_nonfinite: bool = True  # a NaN gradient element left the state unchanged
