@@ -5,13 +5,18 @@ schedule's shape trades final training loss against final validation loss. This 
 trains each task with, on the same seeds (same initializations and batches):
 
 - warmup-cosine Adam (``AdamWarmupCosine``) at one peak rate with 5%, 15% and 30% warmup;
+- warmup-cosine Adam (5% warmup) and constant Adam at lower rates (``FRONTIER``): the
+  points a tuned baseline can pick between fitting harder and over-fitting less;
 - the released Celo-Adam, and Celo-Adam with a hand-set schedule head
   (``CeloAdam(schedule_head=True)``; the head adds ``b + w * tanh(10 (tau - s))`` to
   the log step, one input ``s``): ``early`` (``s = 0.2, w = -1, b = 1``: up to e^2 larger
   steps before tau = 0.2, a shorter warmup), ``late`` (``s = 0.6, w = -1, b = -1``: steps
-  down to e^-2 after tau = 0.6) and ``early+late``.
+  down to e^-2 after tau = 0.6) and ``early+late``;
+- Celo-Adam with a hand-set regime head (``CeloAdam(regime_head=True)``, bias ``b``
+  only: steps times ``exp(b r)``, ``r`` the loss progress in ``[-1, 0]``, so smaller
+  steps once the training loss has fallen by orders of magnitude).
 
-These are measurements of what the head can express, not a tuned optimizer::
+These are measurements of what the heads can express, not tuned optimizers::
 
     python benchmarks/schedule_shapes.py --seeds 8 --out benchmarks/results/schedule_shapes
 
@@ -32,12 +37,17 @@ import numpy as np
 
 from learnopt import pretrained
 from learnopt.evaluation import engine, sweeps
-from learnopt.learned_optimizers.celo_adam import CeloAdam, with_schedule_head
+from learnopt.learned_optimizers.celo_adam import CeloAdam, with_regime_head, with_schedule_head
 from learnopt.optimizers import nadamw
+from learnopt.optimizers.adam import Adam
 from learnopt.tasks import base as tasks_base
 
 DEFAULT_TASKS = ("ImageMLP_Mnist5k_28_Relu128", "ImageMLP_Mnist5k_14_Tanh64x64")
 WARMUPS = (0.05, 0.15, 0.3)
+#: (optimizer, rate) beside warmup-cosine at ``--lr``: lower rates fit less hard.
+FRONTIER = (("Adam", 0.01), ("Adam", 0.00316), ("WC", 0.01), ("WC", 0.0178))
+#: Biases of the hand-set regime head.
+REGIME_BIASES = (1.0, 2.0, 4.0)
 #: name -> ((index of s in the 9 fraction-of-training inputs, weight), ..., bias)
 HEADS = {
     "CeloAdam early": (((2, -1.0),), 1.0),
@@ -75,11 +85,20 @@ def variants(lr: float) -> list[sweeps.Sweep]:
         )
         for w in WARMUPS
     ]
+    for kind, rate in FRONTIER:
+        opt = Adam(rate) if kind == "Adam" else nadamw.adam_warmup_cosine(rate)
+        out.append(sweeps.optimizer_sweep(opt, name=f"{kind} {rate:g}"))
     released = pretrained.load("CeloAdam")
     out.append(sweeps.learned_sweep(released.lopt, released.theta, name="CeloAdam"))
     lopt = CeloAdam(schedule_head=True)
     for name, (weights, bias) in HEADS.items():
         out.append(sweeps.learned_sweep(lopt, head_theta(weights, bias), name=name))
+    regime = CeloAdam(regime_head=True)
+    for bias in REGIME_BIASES:
+        theta = with_regime_head(released.theta)
+        head = theta["rnn_params"]["regime_step_size"]
+        theta["rnn_params"]["regime_step_size"] = {**head, "b": jnp.full((1,), bias)}
+        out.append(sweeps.learned_sweep(regime, theta, name=f"CeloAdam regime b={bias:g}"))
     return out
 
 
@@ -145,10 +164,12 @@ def _plot(path: Path, tasks: list[str], labels: list[str], stats: dict) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4.2), squeeze=False)
+    colors = plt.cm.tab20(np.linspace(0, 1, len(labels)))
     for ax, name in zip(axes[0], tasks, strict=True):
-        for label in labels:
+        for label, color in zip(labels, colors, strict=True):
             t, ts, v, vs = stats[name, label]
-            ax.errorbar(t, v, xerr=ts, yerr=vs, fmt="o", capsize=3, label=label)
+            marker = "s" if label.startswith("CeloAdam") else "o"
+            ax.errorbar(t, v, xerr=ts, yerr=vs, fmt=marker, color=color, capsize=3, label=label)
         ax.set_xscale("log")
         ax.set_xlabel("final train loss")
         ax.set_ylabel("final valid loss")

@@ -12,12 +12,14 @@ def test_every_variant_is_trained_on_every_seed_and_the_heads_act(repo_script, t
     assert module.main([*argv, "--out", str(out)]) == 0
     rows = list(csv.DictReader(open(out / "schedule_shapes.csv")))
     variants = {r["variant"] for r in rows}
-    assert len(variants) == len(module.WARMUPS) + 1 + len(module.HEADS)
+    heads = len(module.HEADS) + len(module.REGIME_BIASES)
+    assert len(variants) == len(module.WARMUPS) + len(module.FRONTIER) + 1 + heads
     assert len(rows) == 2 * len(variants)
     train = {(r["variant"], r["seed"]): float(r["final_train"]) for r in rows}
     # The early head takes larger steps than the released schedule from the first one,
     # so the same seeds end at other losses; warmup-cosine's warmups differ likewise.
     assert train["CeloAdam early", "0"] != train["CeloAdam", "0"]
     assert train["WC warmup 0.05", "0"] != train["WC warmup 0.3", "0"]
+    assert train["Adam 0.01", "0"] != train["Adam 0.00316", "0"]
     assert (out / "schedule_shapes.png").stat().st_size > 0
     assert "| ImageMLP_Digits8_Relu32 | CeloAdam late |" in (out / "schedule_shapes.md").read_text()
