@@ -51,3 +51,11 @@ fi
 $PY benchmarks/seed_spread.py --out $HERE \
   "CeloAdam=$ROOT/runs/heldout-celoadam-start,$ROOT/runs/heldout-seed100-CeloAdam" \
   "$NAME=$OUT,$OUT100"
+# Meta-valid kept the start (2026-12-06). As a measurement only (not a selection), the
+# final theta on heldout seeds 0-1, its schedule along the probe's curves, and beside
+# the start (run after the script above, with the same pinned worktree):
+#   cp $RUN/theta.msgpack $HERE/theta_step1000.msgpack
+#   (cd $SRC && $PY benchmarks/schedule_probe.py --theta CeloAdam=CeloAdam \
+#     --theta schedule1000=$RUN/theta.msgpack --out $HERE)
+#   (cd $SRC && $PY -m learnopt evaluate --theta $RUN/theta.msgpack --seeds 2 \
+#     --out $ROOT/runs/heldout-celoadam-schedule-step1000 --overwrite)
