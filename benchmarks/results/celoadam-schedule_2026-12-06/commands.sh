@@ -59,3 +59,7 @@ $PY benchmarks/seed_spread.py --out $HERE \
 #     --theta schedule1000=$RUN/theta.msgpack --out $HERE)
 #   (cd $SRC && $PY -m learnopt evaluate --theta $RUN/theta.msgpack --seeds 2 \
 #     --out $ROOT/runs/heldout-celoadam-schedule-step1000 --overwrite)
+# The start itself re-measured with the pinned code (after stop 46's loss_buffer_init
+# decays fix; runs/heldout-celoadam-start was measured before it), the same baselines:
+#   (cd $SRC && $PY -m learnopt evaluate --theta CeloAdam --seeds 2 \
+#     --out $ROOT/runs/heldout-celoadam-start-c948e9e --overwrite)
