@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 import time
 from pathlib import Path
@@ -35,12 +36,14 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from learnopt.evaluation.candidates import load_learned_candidate
 from learnopt.outer_trainers import lopt_truncated_step as lts
 from learnopt.outer_trainers import meta_objective
 from learnopt.outer_trainers import truncation_schedule as tsched
 from learnopt.tasks import base as tasks_base
 from learnopt.tasks import suites  # noqa: F401  (registers the buckets)
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _thetas import add_theta_argument, labelled_thetas  # noqa: E402
 
 
 def make_step(
@@ -122,13 +125,7 @@ def summarize(logs: np.ndarray, power: float) -> dict[str, np.ndarray]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--theta",
-        action="append",
-        required=True,
-        metavar="LABEL=PATH",
-        help="a theta file or shipped entry's name, labelled; the first is the reference",
-    )
+    add_theta_argument(parser)
     parser.add_argument("--families", required=True, help="registered task families, A,B")
     parser.add_argument("--splits", default="train,outer_valid")
     parser.add_argument("--num-tasks", type=int, default=8)
@@ -140,12 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.total_length % args.trunc_length:
         parser.error("--total-length must be a multiple of --trunc-length")
-    thetas = []
-    for item in args.theta:
-        label, sep, path = item.partition("=")
-        if not sep or not label or not path:
-            parser.error(f"--theta {item!r}: expected LABEL=PATH")
-        thetas.append((label, *load_learned_candidate(path)))
+    thetas = labelled_thetas(parser, args.theta)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows, lines = [], []

@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
+import sys
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from learnopt.evaluation.candidates import load_learned_candidate
+sys.path.insert(0, os.path.dirname(__file__))
+from _thetas import add_theta_argument, labelled_thetas  # noqa: E402
 
 #: The loss curves, as functions of the step ``t`` (see the module docstring).
 CURVES = {
@@ -65,24 +68,14 @@ def _without_regime_head(theta):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--theta",
-        action="append",
-        required=True,
-        metavar="LABEL=PATH",
-        help="a theta file or shipped entry's name, labelled; the first is the reference",
-    )
+    add_theta_argument(parser)
     parser.add_argument("--steps", type=int, default=1000, help="the run length T")
     parser.add_argument("--out", default="runs/schedule-probe")
     args = parser.parse_args(argv)
     if args.steps <= max(SHOWN):
         parser.error(f"--steps must be > {max(SHOWN)}")
     runs = []
-    for item in args.theta:
-        label, sep, path = item.partition("=")
-        if not sep or not label or not path:
-            parser.error(f"--theta {item!r}: expected LABEL=PATH")
-        lopt, theta = load_learned_candidate(path)
+    for label, lopt, theta in labelled_thetas(parser, args.theta):
         runs.append((label, lopt, theta))
         if getattr(lopt, "regime_head", False):
             runs.append((f"{label} (regime head off)", lopt, _without_regime_head(theta)))

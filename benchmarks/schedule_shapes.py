@@ -56,17 +56,18 @@ HEADS = {
 }
 
 
-def head_theta(weights: tuple[tuple[int, float], ...], bias: float) -> dict:
+def head_theta(released: dict, weights: tuple[tuple[int, float], ...], bias: float) -> dict:
     """The released Celo-Adam theta with a schedule head set by hand.
 
     Args:
+      released: the released Celo-Adam theta.
       weights: (input index, weight) pairs; the other weights are zero.
       bias: the head's bias.
 
     Returns:
       A ``CeloAdam(schedule_head=True)`` theta.
     """
-    theta = with_schedule_head(pretrained.load("CeloAdam").theta)
+    theta = with_schedule_head(released)
     w = np.zeros((9, 1), np.float32)
     for index, value in weights:
         w[index, 0] = value
@@ -92,7 +93,7 @@ def variants(lr: float) -> list[sweeps.Sweep]:
     out.append(sweeps.learned_sweep(released.lopt, released.theta, name="CeloAdam"))
     lopt = CeloAdam(schedule_head=True)
     for name, (weights, bias) in HEADS.items():
-        out.append(sweeps.learned_sweep(lopt, head_theta(weights, bias), name=name))
+        out.append(sweeps.learned_sweep(lopt, head_theta(released.theta, weights, bias), name=name))
     regime = CeloAdam(regime_head=True)
     for bias in REGIME_BIASES:
         theta = with_regime_head(released.theta)
