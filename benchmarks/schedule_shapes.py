@@ -14,7 +14,13 @@ trains each task with, on the same seeds (same initializations and batches):
   down to e^-2 after tau = 0.6) and ``early+late``;
 - Celo-Adam with a hand-set regime head (``CeloAdam(regime_head=True)``, bias ``b``
   only: steps times ``exp(b r)``, ``r`` the loss progress in ``[-1, 0]``, so smaller
-  steps once the training loss has fallen by orders of magnitude).
+  steps once the training loss has fallen by orders of magnitude);
+- with ``--weight-decays``, Celo-Adam with decoupled weight decay
+  (``CeloAdam(weight_decay=lambda)``) and with the decay scaled by the loss progress
+  (``weight_decay_by_progress=True``: ``lambda * (-r)``).
+
+``--groups`` picks which of these run (default: all but the weight decays, which need
+``--weight-decays``).
 
 These are measurements of what the heads can express, not tuned optimizers::
 
@@ -78,28 +84,55 @@ def head_theta(released: dict, weights: tuple[tuple[int, float], ...], bias: flo
     return theta
 
 
-def variants(lr: float) -> list[sweeps.Sweep]:
-    """Every schedule of the module docstring, as evaluation sweeps."""
-    out = [
-        sweeps.optimizer_sweep(
-            nadamw.adam_warmup_cosine(lr, warmup_fraction=w), name=f"WC warmup {w:g}"
-        )
-        for w in WARMUPS
-    ]
-    for kind, rate in FRONTIER:
-        opt = Adam(rate) if kind == "Adam" else nadamw.adam_warmup_cosine(rate)
-        out.append(sweeps.optimizer_sweep(opt, name=f"{kind} {rate:g}"))
+#: The variant groups of ``--groups``.
+GROUPS = ("warmups", "frontier", "celo", "heads", "regime", "weight_decay")
+
+
+def variants(
+    lr: float,
+    groups: tuple[str, ...] = GROUPS[:-1],
+    weight_decays: tuple[float, ...] = (),
+) -> list[sweeps.Sweep]:
+    """The schedules of the module docstring, as evaluation sweeps.
+
+    Args:
+      lr: warmup-cosine's peak rate.
+      groups: which variants (``GROUPS``).
+      weight_decays: the decays of the ``weight_decay`` group.
+
+    Returns:
+      One sweep per variant.
+    """
+    out = []
+    if "warmups" in groups:
+        for w in WARMUPS:
+            opt = nadamw.adam_warmup_cosine(lr, warmup_fraction=w)
+            out.append(sweeps.optimizer_sweep(opt, name=f"WC warmup {w:g}"))
+    if "frontier" in groups:
+        for kind, rate in FRONTIER:
+            opt = Adam(rate) if kind == "Adam" else nadamw.adam_warmup_cosine(rate)
+            out.append(sweeps.optimizer_sweep(opt, name=f"{kind} {rate:g}"))
     released = pretrained.load("CeloAdam")
-    out.append(sweeps.learned_sweep(released.lopt, released.theta, name="CeloAdam"))
-    lopt = CeloAdam(schedule_head=True)
-    for name, (weights, bias) in HEADS.items():
-        out.append(sweeps.learned_sweep(lopt, head_theta(released.theta, weights, bias), name=name))
-    regime = CeloAdam(regime_head=True)
-    for bias in REGIME_BIASES:
-        theta = with_regime_head(released.theta)
-        head = theta["rnn_params"]["regime_step_size"]
-        theta["rnn_params"]["regime_step_size"] = {**head, "b": jnp.full((1,), bias)}
-        out.append(sweeps.learned_sweep(regime, theta, name=f"CeloAdam regime b={bias:g}"))
+    if "celo" in groups:
+        out.append(sweeps.learned_sweep(released.lopt, released.theta, name="CeloAdam"))
+    if "heads" in groups:
+        lopt = CeloAdam(schedule_head=True)
+        for name, (weights, bias) in HEADS.items():
+            theta = head_theta(released.theta, weights, bias)
+            out.append(sweeps.learned_sweep(lopt, theta, name=name))
+    if "regime" in groups:
+        regime = CeloAdam(regime_head=True)
+        for bias in REGIME_BIASES:
+            theta = with_regime_head(released.theta)
+            head = theta["rnn_params"]["regime_step_size"]
+            theta["rnn_params"]["regime_step_size"] = {**head, "b": jnp.full((1,), bias)}
+            out.append(sweeps.learned_sweep(regime, theta, name=f"CeloAdam regime b={bias:g}"))
+    if "weight_decay" in groups:
+        for decay in weight_decays:
+            for by_progress in (False, True):
+                lopt = CeloAdam(weight_decay=decay, weight_decay_by_progress=by_progress)
+                name = f"CeloAdam wd={decay:g}" + (" by progress" if by_progress else "")
+                out.append(sweeps.learned_sweep(lopt, released.theta, name=name))
     return out
 
 
@@ -110,7 +143,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--out", default="runs/schedule-shapes")
+    parser.add_argument(
+        "--groups",
+        default=None,
+        help=f"comma-separated, of {', '.join(GROUPS)} (default: all but weight_decay, "
+        "which --weight-decays adds)",
+    )
+    parser.add_argument(
+        "--weight-decays",
+        default="",
+        help="comma-separated decoupled weight decays of Celo-Adam (e.g. 0.03,0.1,0.3)",
+    )
     args = parser.parse_args(argv)
+    try:
+        decays = tuple(float(x) for x in args.weight_decays.split(",") if x)
+    except ValueError:
+        parser.error(
+            f"--weight-decays: not a comma-separated list of numbers: {args.weight_decays}"
+        )
+    groups = GROUPS[:-1] + (("weight_decay",) if decays else ())
+    if args.groups is not None:
+        groups = tuple(g for g in args.groups.split(",") if g)
+        unknown = sorted(set(groups) - set(GROUPS))
+        if unknown:
+            parser.error(f"--groups: unknown {', '.join(unknown)} (known: {', '.join(GROUPS)})")
+    if "weight_decay" in groups and not decays:
+        parser.error("--groups weight_decay needs --weight-decays")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = engine.TrainingSettings(num_steps=args.steps, num_seeds=args.seeds)
@@ -121,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.time()
         print(f"schedule_shapes: {name} ({i + 1} of {len(tasks)})", file=sys.stderr, flush=True)
         result = engine.TaskEvaluator(
-            tasks_base.get_task(name), variants(args.lr), settings=settings
+            tasks_base.get_task(name), variants(args.lr, groups, decays), settings=settings
         ).run()
         for label, curves in result.curves.items():
             train = curves.train_loss[0, :, -tail:].mean(axis=-1)

@@ -103,7 +103,13 @@ from learnopt.learned_optimizers.blocks import loss_timescales
 
 PyTree = Any
 
-__all__ = ["CeloAdam", "CeloAdamState", "with_regime_head", "with_schedule_head"]
+__all__ = [
+    "CeloAdam",
+    "CeloAdamState",
+    "with_regime_head",
+    "with_schedule_head",
+    "with_weight_decay_head",
+]
 
 
 @flax.struct.dataclass
@@ -185,7 +191,8 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
         )
         treedef = jax.tree_util.tree_structure(s.params)
         rnn_inputs = jnp.tile(inputs[None], (treedef.num_leaves, 1))
-        regime = loss_timescales.loss_progress(loss_buffer) if lopt.regime_head else None
+        progress = loss_timescales.loss_progress(loss_buffer)
+        regime = progress if lopt.regime_head else None
         lr_mult, lstm_state = lopt.rnn_forward(
             common.cast_tree(self.theta["rnn_params"], dtype),
             rnn_inputs,
@@ -204,6 +211,15 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
         correct_m = 1 - lopt.initial_momentum_decays[0] ** t
         correct_v = 1 - lopt.initial_rms_decays[0] ** t
 
+        decay = None
+        if lopt.weight_decay > 0.0:
+            decay = jnp.asarray(lopt.weight_decay, jnp.float32)
+            if lopt.weight_decay_head:
+                head = self.theta["rnn_params"]["weight_decay_scale"]["b"]
+                decay = decay * jnp.exp(jnp.asarray(head, jnp.float32)[0])
+            if lopt.weight_decay_by_progress:
+                decay = decay * -progress
+
         def one(p, g, m, v, i):
             cd = m.dtype
             g = jnp.clip(g.astype(cd), -1000.0, 1000.0)
@@ -217,6 +233,8 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
             pc = p.astype(cd)
             if lopt.param_scale_mult:
                 step = step * jnp.sqrt(jnp.mean(jnp.square(pc)) + 1e-9)
+            if decay is not None:
+                step = step + lr * decay.astype(cd) * pc
             return (pc - step).astype(p.dtype), m, v
 
         index = treedef.unflatten(list(range(treedef.num_leaves)))
@@ -263,9 +281,19 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         starts at zero (the optimizer is then Celo-Adam step for step).
       regime_head: learnopt only: add the regime head (module docstring), which starts
         at zero (Celo-Adam's steps).
+      weight_decay: learnopt only: decoupled weight decay ``lambda`` (AdamW's, scaled by
+        the scheduled step: ``p <- p - lr (adam + lambda p)``); 0 (the release) adds
+        nothing.
+      weight_decay_by_progress: learnopt only: multiply ``lambda`` by ``-r``, how far
+        the training loss has fallen (in ``[0, 1]``), so that decay acts on runs that
+        memorize their data and hardly on those far from fitting.
+      weight_decay_head: learnopt only: multiply ``lambda`` by ``exp(b)``, ``b`` a
+        meta-trainable scalar ``theta["rnn_params"]["weight_decay_scale"]["b"]`` that
+        starts at zero.
 
     Raises:
-      ValueError: a size is < 1 or a decay list is empty.
+      ValueError: a size is < 1, a decay list is empty, ``weight_decay`` is negative,
+        or a weight-decay option is given without ``weight_decay``.
     """
 
     def __init__(
@@ -285,6 +313,9 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         default_num_steps: int = 10_000,
         regime_head: bool = False,
         schedule_head: bool = False,
+        weight_decay: float = 0.0,
+        weight_decay_by_progress: bool = False,
+        weight_decay_head: bool = False,
     ):
         for arg, value in (
             ("lstm_hidden_size", lstm_hidden_size),
@@ -292,6 +323,13 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         ):
             if int(value) < 1:
                 raise ValueError(f"CeloAdam: {arg} must be >= 1, got {value}")
+        if not float(weight_decay) >= 0.0:
+            raise ValueError(f"CeloAdam: weight_decay must be >= 0, got {weight_decay}")
+        if (weight_decay_by_progress or weight_decay_head) and float(weight_decay) == 0.0:
+            raise ValueError(
+                "CeloAdam: weight_decay_by_progress and weight_decay_head scale a weight "
+                "decay: give weight_decay > 0 as well"
+            )
         if not initial_momentum_decays or not initial_rms_decays:
             raise ValueError(
                 "CeloAdam: initial_momentum_decays and initial_rms_decays need a value each"
@@ -372,6 +410,8 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         if self.schedule_head:
             num_tau = len(loss_timescales._FRACTION_TIMESCALES)
             rnn["schedule_step_size"] = common.linear_spec(num_tau, 1, zero_weights=True)
+        if self.weight_decay_head:
+            rnn["weight_decay_scale"] = {"b": jnp.zeros((1,), jnp.float32)}
         spec = {"lstm_init_state": common.lstm_initial_state(h), "rnn_params": rnn}
         return common.draw(key, spec)
 
@@ -388,6 +428,8 @@ class CeloAdam(lopt_base.LearnedOptimizer):
             theta = with_regime_head(theta)
         if self.schedule_head and "schedule_step_size" not in rnn:
             theta = with_schedule_head(theta)
+        if self.weight_decay_head and "weight_decay_scale" not in rnn:
+            theta = with_weight_decay_head(theta)
         return theta
 
     #: What :meth:`opt_fn` builds from a checked theta.
@@ -446,4 +488,25 @@ def with_schedule_head(theta: PyTree) -> PyTree:
         "w": jnp.zeros((num_tau, 1), dtype),
         "b": jnp.zeros((1,), dtype),
     }
+    return {**theta, "rnn_params": rnn}
+
+
+def with_weight_decay_head(theta: PyTree) -> PyTree:
+    """A Celo-Adam theta extended by a zero weight-decay scale (``weight_decay_head=True``).
+
+    Args:
+      theta: a Celo-Adam theta (with or without the other heads).
+
+    Returns:
+      A copy with ``theta["rnn_params"]["weight_decay_scale"]["b"]`` (one value) at zero:
+      the decay is ``CeloAdam(weight_decay=...)``'s until the scale is meta-trained.
+
+    Raises:
+      ValueError: ``theta`` already has the scale, or is not a Celo-Adam theta.
+    """
+    rnn = _celo_adam_rnn(
+        theta, "with_weight_decay_head", "weight_decay_scale", "weight-decay scale"
+    )
+    dtype = jnp.asarray(rnn["step_size"]["b"]).dtype
+    rnn["weight_decay_scale"] = {"b": jnp.zeros((1,), dtype)}
     return {**theta, "rnn_params": rnn}
