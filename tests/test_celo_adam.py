@@ -10,7 +10,12 @@ from learnopt import pretrained
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.learned_optimizers import theta_files
 from learnopt.learned_optimizers.blocks import loss_timescales
-from learnopt.learned_optimizers.celo_adam import CeloAdam, with_regime_head, with_schedule_head
+from learnopt.learned_optimizers.celo_adam import (
+    CeloAdam,
+    with_regime_head,
+    with_schedule_head,
+    with_weight_decay_head,
+)
 from learnopt.testing import conformance
 
 
@@ -211,27 +216,42 @@ def _both_heads_theta(regime_bias, schedule_bias):
     return theta
 
 
+#: Every learnopt option of CeloAdam at once (heads and weight decay).
+_ALL_OPTIONS = dict(
+    regime_head=True,
+    schedule_head=True,
+    weight_decay=0.1,
+    weight_decay_by_progress=True,
+    weight_decay_head=True,
+)
+
+
 def test_head_variants_compile_once_in_every_dtype():
-    lopt = CeloAdam(regime_head=True, schedule_head=True)
-    theta = _both_heads_theta(0.5, 0.3)
+    lopt = CeloAdam(**_ALL_OPTIONS)
+    theta = with_weight_decay_head(_both_heads_theta(0.5, 0.3))
     for case in conformance.DTYPE_CASES:
         result = conformance.check_conformance(lambda: lopt.opt_fn(theta), case)
         assert result.ok, (case, result)
 
 
 def test_head_variants_round_trip_through_a_theta_file(tmp_path):
-    lopt = CeloAdam(regime_head=True, schedule_head=True)
-    path = theta_files.save(tmp_path / "t.msgpack", lopt, _both_heads_theta(1.0, 0.25))
-    loaded = theta_files.load(path)
+    lopt = CeloAdam(**_ALL_OPTIONS)
+    theta = with_weight_decay_head(_both_heads_theta(1.0, 0.25))
+    theta["rnn_params"]["weight_decay_scale"] = {"b": jnp.full((1,), -0.5)}
+    loaded = theta_files.load(theta_files.save(tmp_path / "t.msgpack", lopt, theta))
     rnn = loaded.theta["rnn_params"]
     assert loaded.lopt.regime_head and loaded.lopt.schedule_head
+    assert loaded.lopt.weight_decay == 0.1 and loaded.lopt.weight_decay_by_progress
     assert float(rnn["regime_step_size"]["b"][0]) == 1.0
     assert float(rnn["schedule_step_size"]["b"][0]) == 0.25
+    assert float(rnn["weight_decay_scale"]["b"][0]) == -0.5
     with pytest.raises(ValueError, match="already has a regime head"):
         with_regime_head(loaded.theta)
     with pytest.raises(ValueError, match="already has a schedule head"):
         with_schedule_head(loaded.theta)
-    for extend in (with_regime_head, with_schedule_head):
+    with pytest.raises(ValueError, match="already has a weight-decay scale"):
+        with_weight_decay_head(loaded.theta)
+    for extend in (with_regime_head, with_schedule_head, with_weight_decay_head):
         with pytest.raises(ValueError, match="not a Celo-Adam theta"):
             extend({"params": 1})
 
@@ -278,6 +298,77 @@ def test_schedule_head_multiplies_the_step_by_a_function_of_tau():
             rtol=2e-4,
             atol=1e-9,
         )
+
+
+# ------------------------------------------------ learnopt's weight decay (issue 32)
+
+
+def _first_step(lopt, theta, params, grads, losses):
+    return _run(lopt.opt_fn(theta), params, grads[:1], losses[:1])
+
+
+def test_weight_decay_is_decoupled_and_scaled_by_the_scheduled_step():
+    """First step: Adam's bias-corrected direction is ``sign(g)`` (to ``eps`` and the
+    ``1e-10`` under the square root), so the released step moves most elements by the
+    scheduled rate ``lr``; weight decay ``lambda`` then moves each by a further
+    ``-lr lambda p`` (AdamW's decoupled form)."""
+    params, grads, losses = _pinned_case()
+    released = pretrained.load("CeloAdam")
+    plain = _first_step(released.lopt, released.theta, params, grads, losses)
+    decayed = _first_step(CeloAdam(weight_decay=0.3), released.theta, params, grads, losses)
+    for k in params:
+        lr = float(np.median(np.abs(np.asarray(plain[k] - params[k]))))
+        assert 1e-5 < lr < 1e-2
+        np.testing.assert_allclose(
+            np.asarray(decayed[k] - plain[k]),
+            -lr * 0.3 * np.asarray(params[k]),
+            rtol=2e-3,
+            atol=1e-7,  # float32 rounding of p - step at |p| up to 0.9
+        )
+
+
+def test_weight_decay_by_progress_acts_only_where_the_training_loss_fell():
+    params, grads, _ = _pinned_case()
+    released = pretrained.load("CeloAdam")
+    gated = CeloAdam(weight_decay=1.0, weight_decay_by_progress=True)
+    rising = [1.0 + 0.1 * i for i in range(10)]  # r = 0: no decay at all
+    a = _run(released.opt_fn(), params, grads, rising)
+    b = _run(gated.opt_fn(released.theta), params, grads, rising)
+    for k in params:
+        np.testing.assert_allclose(a[k], b[k], rtol=1e-6, atol=1e-8)
+    falling = [2.0 * 0.2**i for i in range(10)]  # r < 0: the weights shrink
+    a = _run(released.opt_fn(), params, grads, falling)
+    b = _run(gated.opt_fn(released.theta), params, grads, falling)
+    norm = lambda tree: sum(float(jnp.sum(jnp.square(x))) for x in tree.values())  # noqa: E731
+    assert norm(b) < 0.999 * norm(a)
+
+
+def test_weight_decay_head_multiplies_the_decay_by_exp_of_its_value():
+    params, grads, losses = _pinned_case()
+    released = pretrained.load("CeloAdam")
+    theta = CeloAdam(weight_decay=0.05, weight_decay_head=True).extend_theta(released.theta)
+    assert float(theta["rnn_params"]["weight_decay_scale"]["b"][0]) == 0.0
+    theta["rnn_params"]["weight_decay_scale"] = {"b": jnp.full((1,), np.log(4.0), jnp.float32)}
+    headed = _run(
+        CeloAdam(weight_decay=0.05, weight_decay_head=True).opt_fn(theta), params, grads, losses
+    )
+    plain = _run(CeloAdam(weight_decay=0.2).opt_fn(released.theta), params, grads, losses)
+    for k in params:
+        np.testing.assert_allclose(headed[k], plain[k], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(weight_decay=-0.1), "weight_decay must be >= 0"),
+        (dict(weight_decay=float("nan")), "weight_decay must be >= 0"),
+        (dict(weight_decay_by_progress=True), "give weight_decay > 0"),
+        (dict(weight_decay_head=True), "give weight_decay > 0"),
+    ],
+)
+def test_bad_weight_decay_options_are_errors_naming_them(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        CeloAdam(**kwargs)
 
 
 def test_loss_buffer_decays_are_the_float64_formula_rounded_once():
