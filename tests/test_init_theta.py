@@ -180,15 +180,28 @@ def test_width_aware_wraps_the_entry_it_starts_from(tmp_path):
         assert np.abs(end[key] - start[key]).max() < 0.1
 
 
-@pytest.mark.parametrize("head", ["regime", "schedule"])
+_HEADS = {
+    "regime": (["regime_head=true"], "regime_step_size", ("b", "w")),
+    "schedule": (["schedule_head=true"], "schedule_step_size", ("b", "w")),
+    "weight_decay": (
+        ["weight_decay=0.1", "weight_decay_by_progress=true", "weight_decay_head=true"],
+        "weight_decay_scale",
+        ("b",),
+    ),
+}
+
+
+@pytest.mark.parametrize("head", sorted(_HEADS))
 def test_celoadam_head_starts_from_the_released_theta(tmp_path, head):
     """--init-theta CeloAdam --lopt-arg {head}_head=true: the released file has no such
     head; CeloAdam.extend_theta adds it at zero, every released value is the start, and
     with everything else frozen only the head may move."""
+    lopt_args, key, leaves = _HEADS[head]
     out = tmp_path / "run"
     frozen = ["lstm_init_state", "rnn_params/linear", "rnn_params/linear_1"]
     frozen += ["rnn_params/linear_2", "rnn_params/rnn/linear", "rnn_params/step_size"]
-    argv = [*RUN, "--init-theta", "CeloAdam", "--lopt-arg", f"{head}_head=true"]
+    argv = [*RUN, "--init-theta", "CeloAdam"]
+    argv += [x for arg in lopt_args for x in ("--lopt-arg", arg)]
     argv += [x for key in frozen for x in ("--freeze", key)]
     with pytest.warns(UserWarning, match=f"{head}_head=False"):
         assert cli.main([*argv, "--steps", "1", "--out", str(out)]) == 0
@@ -197,9 +210,6 @@ def test_celoadam_head_starts_from_the_released_theta(tmp_path, head):
     trained = theta_files.load(out / "theta.msgpack")
     assert getattr(trained.lopt, f"{head}_head")
     start, end = _leaves(pretrained.load("CeloAdam").theta), _leaves(trained.theta)
-    assert set(end) - set(start) == {
-        f"['rnn_params']['{head}_step_size']['b']",
-        f"['rnn_params']['{head}_step_size']['w']",
-    }
+    assert set(end) - set(start) == {f"['rnn_params']['{key}']['{leaf}']" for leaf in leaves}
     for key in start:
         np.testing.assert_array_equal(end[key], start[key])

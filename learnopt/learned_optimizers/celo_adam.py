@@ -77,6 +77,14 @@ to the log multiplier:
 smooth reshaping of the schedule plus one overall scale) starts at zero, so the
 optimizer is Celo-Adam step for step until it is meta-trained (:func:`with_schedule_head`).
 
+**learnopt's weight decay** (``weight_decay=lambda``, not in the release): AdamW's
+decoupled decay (Loshchilov & Hutter, 2019, arXiv:1711.05101) scaled by the scheduled
+step, ``p <- p - lambda_p lambda_s (adam + lambda p)``; with ``weight_decay_by_progress``
+the decay is ``lambda * (-r)`` (``r`` the loss progress above: it acts where a net
+memorizes its data), and with ``weight_decay_head`` it is multiplied by ``exp(b)``, one
+meta-trainable value ``theta["rnn_params"]["weight_decay_scale"]["b"]`` that starts at
+zero (:func:`with_weight_decay_head`). The default, 0, is the release.
+
 learnopt differences: the release also advances Adafactor-style accumulators that its
 update never reads; learnopt keeps only Adam's moments (the updates are the same).
 With several momentum or second-moment decays the release's step reads the last decay's
