@@ -40,6 +40,7 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
+from tqdm.auto import tqdm
 
 from learnopt import pretrained
 from learnopt.evaluation import engine, sweeps
@@ -178,9 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     for i, name in enumerate(tasks):
         start = time.time()
         print(f"schedule_shapes: {name} ({i + 1} of {len(tasks)})", file=sys.stderr, flush=True)
-        result = engine.TaskEvaluator(
-            tasks_base.get_task(name), variants(args.lr, groups, decays), settings=settings
-        ).run()
+        sweeps_ = variants(args.lr, groups, decays)
+        bar = tqdm(total=args.steps, desc=f"{name} ({len(sweeps_)} variants)", unit="step")
+        result = engine.TaskEvaluator(tasks_base.get_task(name), sweeps_, settings=settings).run(
+            progress=bar.update
+        )
+        bar.close()
         for label, curves in result.curves.items():
             train = curves.train_loss[0, :, -tail:].mean(axis=-1)
             valid = curves.valid_loss[0, :, -1]

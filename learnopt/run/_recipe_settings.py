@@ -326,3 +326,29 @@ _CELOADAM_SCHEDULE = {
     "outer_lr": 3e-3,
     "steps": 1000,
 }
+
+#: learnopt's weight decay on the released Celo-Adam (``CeloAdam(weight_decay=0.1,
+#: weight_decay_by_progress=True, weight_decay_head=True)``): AdamW's decoupled decay,
+#: scaled by the scheduled step and by how far the training loss has fallen, so that it
+#: acts on nets that memorize their data (where Celo-Adam fits harder than tuned
+#: warmup-cosine Adam and ends with a higher validation loss) and hardly on language
+#: models. One value learns, the decay's log scale (everything else frozen), on the wide
+#: MLP bucket (memorizes), a conv bucket and the LSTM LM family (hardly decayed; it keeps
+#: the scale honest where the gate is near 0), outer-valid late log loss, mean of the
+#: families' estimates (a scalar: unit-norm balancing would reduce each family to a sign).
+_CELOADAM_WEIGHT_DECAY = {
+    **_CELOADAM_HEAD_VALID,
+    "lopt_config": {
+        "weight_decay": 0.1,
+        "weight_decay_by_progress": True,
+        "weight_decay_head": True,
+    },
+    "freeze": (*_CELOADAM_HEAD_VALID["freeze"], "rnn_params/step_size"),
+    "families": (
+        "MetaTrain_MLP_Mnist5k20_64x64",
+        "MetaTrain_Conv_Digits8_8x16",
+        "ParametricLMRNN_PyStdlibBytes_LSTM32",
+    ),
+    "outer_lr": 1e-2,
+    "steps": 1000,
+}

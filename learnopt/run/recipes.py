@@ -42,6 +42,7 @@ from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_REGIME,
     _CELOADAM_REGIME_ONLY,
     _CELOADAM_SCHEDULE,
+    _CELOADAM_WEIGHT_DECAY,
     _CONTROLLED_FROM_DEFAULT,
     _CONTROLLED_MULTI,
     _CONTROLLED_MULTI_VALID,
@@ -392,6 +393,15 @@ RECIPES: dict[str, Recipe] = {
             "fine-tuned on the MLP, conv and two LM families (balanced, outer-valid late log "
             "loss); chosen on meta-valid every 250 steps",
             _CELOADAM_SCHEDULE,
+            dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-weight-decay",
+            "the released CeloAdam with learnopt's weight decay (decoupled, scaled by the "
+            "scheduled step and by how far the training loss fell), its log scale alone "
+            "fine-tuned on the wide MLP bucket, a conv bucket and the LSTM LM family "
+            "(outer-valid late log loss); chosen on meta-valid every 250 steps",
+            _CELOADAM_WEIGHT_DECAY,
             dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )
