@@ -47,3 +47,13 @@ if [ ! -f $OUT/done ]; then
   echo "$(date) heldout rc=$?"
 fi
 cp $OUT/summary.md $HERE/heldout_chosen_summary.md; cp $OUT/summary.csv $HERE/heldout_chosen_summary.csv
+# The recipe's start (the released theta with the scale at zero: lambda = 0.1 by
+# progress, hand-set; theta_start.msgpack, written by CeloAdam(...).extend_theta) and its
+# final theta (step 1000), on heldout with the same code and baselines, as measurements
+# beside the chosen one (what the meta-training added):
+for T in start final; do
+  OUTT=$ROOT/runs/heldout-$NAME-$T
+  [ -f $OUTT/done ] || { (cd $SRC && nice -n 5 $PY -m learnopt evaluate --theta $HERE/theta_$T.msgpack \
+    --seeds 2 --out $OUTT --overwrite) && touch $OUTT/done; }
+  cp $OUTT/summary.md $HERE/heldout_${T}_summary.md; cp $OUTT/summary.csv $HERE/heldout_${T}_summary.csv
+done
