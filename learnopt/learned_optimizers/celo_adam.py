@@ -219,14 +219,7 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
         correct_m = 1 - lopt.initial_momentum_decays[0] ** t
         correct_v = 1 - lopt.initial_rms_decays[0] ** t
 
-        decay = None
-        if lopt.weight_decay > 0.0:
-            decay = jnp.asarray(lopt.weight_decay, jnp.float32)
-            if lopt.weight_decay_head:
-                head = self.theta["rnn_params"]["weight_decay_scale"]["b"]
-                decay = decay * jnp.exp(jnp.asarray(head, jnp.float32)[0])
-            if lopt.weight_decay_by_progress:
-                decay = decay * -progress
+        decay = self._weight_decay(progress)
 
         def one(p, g, m, v, i):
             cd = m.dtype
@@ -260,6 +253,19 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
             lstm_hidden_state=lstm_state,
             loss_buffer=loss_buffer,
         )
+
+    def _weight_decay(self, progress: jax.Array) -> jax.Array | None:
+        """The decay ``lambda`` of this step (float32), or None without weight decay."""
+        lopt = self.lopt
+        if lopt.weight_decay <= 0.0:
+            return None
+        decay = jnp.asarray(lopt.weight_decay, jnp.float32)
+        if lopt.weight_decay_head:
+            head = self.theta["rnn_params"]["weight_decay_scale"]["b"]
+            decay = decay * jnp.exp(jnp.asarray(head, jnp.float32)[0])
+        if lopt.weight_decay_by_progress:
+            decay = decay * -progress
+        return decay
 
 
 class CeloAdam(lopt_base.LearnedOptimizer):
