@@ -162,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             f"--weight-decays: not a comma-separated list of numbers: {args.weight_decays}"
         )
+    if any(not d > 0 for d in decays):
+        parser.error(f"--weight-decays: every decay must be > 0, got {args.weight_decays}")
     groups = GROUPS[:-1] + (("weight_decay",) if decays else ())
     if args.groups is not None:
         groups = tuple(g for g in args.groups.split(",") if g)

@@ -47,6 +47,7 @@ def test_bad_groups_and_weight_decays_are_errors_naming_them(repo_script, capsys
         (["--groups", "celo,nope"], "--groups: unknown nope"),
         (["--weight-decays", "0.1,x"], "--weight-decays: not a comma-separated list"),
         (["--groups", "weight_decay"], "--groups weight_decay needs --weight-decays"),
+        (["--weight-decays", "0.1,-1"], "--weight-decays: every decay must be > 0"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             module.main(argv)
