@@ -17,23 +17,31 @@ trains each task with, on the same seeds (same initializations and batches):
   steps once the training loss has fallen by orders of magnitude);
 - with ``--weight-decays``, Celo-Adam with decoupled weight decay
   (``CeloAdam(weight_decay=lambda)``) and with the decay scaled by the loss progress
-  (``weight_decay_by_progress=True``: ``lambda * (-r)``).
+  (``weight_decay_by_progress=True``: ``lambda * (-r)``);
+- ``grid``: warmup-cosine Adam (5% warmup) at the evaluation grid's rates around the
+  tuned ones (``GRID``), so a tuned warmup-cosine baseline can be read off per task;
+- with ``--scales``, Celo-Adam with every step times ``c`` (the schedule head's bias set
+  to ``log c``), alone and with each of ``--weight-decays`` by progress.
 
-``--groups`` picks which of these run (default: all but the weight decays, which need
-``--weight-decays``).
+``--groups`` picks which of these run (default: all but ``grid`` and the two that need
+``--weight-decays`` or ``--scales``).
 
 These are measurements of what the heads can express, not tuned optimizers::
 
     python benchmarks/schedule_shapes.py --seeds 8 --out benchmarks/results/schedule_shapes
 
 Writes ``schedule_shapes.csv`` (one row per task, variant and seed),
-``schedule_shapes.md`` (seed means with standard errors) and ``schedule_shapes.png``.
+``schedule_shapes.md`` (seed means with standard errors) and ``schedule_shapes.png``;
+each finished task is kept in ``tasks/<task>.json``, so a stopped run resumes task by
+task when rerun with the same ``--out`` and settings.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -53,6 +61,9 @@ DEFAULT_TASKS = ("ImageMLP_Mnist5k_28_Relu128", "ImageMLP_Mnist5k_14_Tanh64x64")
 WARMUPS = (0.05, 0.15, 0.3)
 #: (optimizer, rate) beside warmup-cosine at ``--lr``: lower rates fit less hard.
 FRONTIER = (("Adam", 0.01), ("Adam", 0.00316), ("WC", 0.01), ("WC", 0.0178))
+#: Warmup-cosine rates of the ``grid`` group: the evaluation grid's points at which
+#: warmup-cosine Adam is tuned on heldout's and meta-valid's tasks.
+GRID = (0.00316, 0.01, 0.0316, 0.1)
 #: Biases of the hand-set regime head.
 REGIME_BIASES = (1.0, 2.0, 4.0)
 #: name -> ((index of s in the 9 fraction-of-training inputs, weight), ..., bias)
@@ -86,20 +97,25 @@ def head_theta(released: dict, weights: tuple[tuple[int, float], ...], bias: flo
 
 
 #: The variant groups of ``--groups``.
-GROUPS = ("warmups", "frontier", "celo", "heads", "regime", "weight_decay")
+GROUPS = ("warmups", "frontier", "celo", "heads", "regime", "weight_decay", "grid", "scale")
+#: The groups run when ``--groups`` is not given (``weight_decay`` and ``scale`` are
+#: added when their values are given).
+DEFAULT_GROUPS = GROUPS[:5]
 
 
 def variants(
     lr: float,
-    groups: tuple[str, ...] = GROUPS[:-1],
+    groups: tuple[str, ...] = DEFAULT_GROUPS,
     weight_decays: tuple[float, ...] = (),
+    scales: tuple[float, ...] = (),
 ) -> list[sweeps.Sweep]:
     """The schedules of the module docstring, as evaluation sweeps.
 
     Args:
       lr: warmup-cosine's peak rate.
       groups: which variants (``GROUPS``).
-      weight_decays: the decays of the ``weight_decay`` group.
+      weight_decays: the decays of the ``weight_decay`` group (and of ``scale``).
+      scales: the step multipliers of the ``scale`` group.
 
     Returns:
       One sweep per variant.
@@ -134,6 +150,21 @@ def variants(
                 lopt = CeloAdam(weight_decay=decay, weight_decay_by_progress=by_progress)
                 name = f"CeloAdam wd={decay:g}" + (" by progress" if by_progress else "")
                 out.append(sweeps.learned_sweep(lopt, released.theta, name=name))
+    if "grid" in groups:
+        for rate in GRID:
+            opt = nadamw.adam_warmup_cosine(rate)
+            out.append(sweeps.optimizer_sweep(opt, name=f"WC {rate:g}"))
+    if "scale" in groups:
+        for scale in scales:
+            theta = head_theta(released.theta, (), math.log(scale))
+            lopt = CeloAdam(schedule_head=True)
+            out.append(sweeps.learned_sweep(lopt, theta, name=f"CeloAdam x{scale:g}"))
+            for decay in weight_decays:
+                lopt = CeloAdam(
+                    schedule_head=True, weight_decay=decay, weight_decay_by_progress=True
+                )
+                name = f"CeloAdam x{scale:g} wd={decay:g} by progress"
+                out.append(sweeps.learned_sweep(lopt, theta, name=name))
     return out
 
 
@@ -147,24 +178,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--groups",
         default=None,
-        help=f"comma-separated, of {', '.join(GROUPS)} (default: all but weight_decay, "
-        "which --weight-decays adds)",
+        help=f"comma-separated, of {', '.join(GROUPS)} (default: {', '.join(DEFAULT_GROUPS)}, "
+        "with weight_decay if --weight-decays and scale if --scales are given)",
     )
     parser.add_argument(
         "--weight-decays",
         default="",
         help="comma-separated decoupled weight decays of Celo-Adam (e.g. 0.03,0.1,0.3)",
     )
+    parser.add_argument(
+        "--scales",
+        default="",
+        help="comma-separated step multipliers of Celo-Adam (e.g. 2,4)",
+    )
     args = parser.parse_args(argv)
-    try:
-        decays = tuple(float(x) for x in args.weight_decays.split(",") if x)
-    except ValueError:
-        parser.error(
-            f"--weight-decays: not a comma-separated list of numbers: {args.weight_decays}"
-        )
-    if any(not d > 0 for d in decays):
-        parser.error(f"--weight-decays: every decay must be > 0, got {args.weight_decays}")
-    groups = GROUPS[:-1] + (("weight_decay",) if decays else ())
+    decays = _positive_list(parser, "--weight-decays", args.weight_decays)
+    scales = _positive_list(parser, "--scales", args.scales)
+    groups = DEFAULT_GROUPS + (("weight_decay",) if decays else ()) + (("scale",) if scales else ())
     if args.groups is not None:
         groups = tuple(g for g in args.groups.split(",") if g)
         unknown = sorted(set(groups) - set(GROUPS))
@@ -172,27 +202,17 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--groups: unknown {', '.join(unknown)} (known: {', '.join(GROUPS)})")
     if "weight_decay" in groups and not decays:
         parser.error("--groups weight_decay needs --weight-decays")
+    if "scale" in groups and not scales:
+        parser.error("--groups scale needs --scales")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = engine.TrainingSettings(num_steps=args.steps, num_seeds=args.seeds)
-    tail = max(1, args.steps // 10)
     rows = []
     tasks = [t for t in args.tasks.split(",") if t]
     for i, name in enumerate(tasks):
-        start = time.time()
         print(f"schedule_shapes: {name} ({i + 1} of {len(tasks)})", file=sys.stderr, flush=True)
-        sweeps_ = variants(args.lr, groups, decays)
-        bar = tqdm(total=args.steps, desc=f"{name} ({len(sweeps_)} variants)", unit="step")
-        result = engine.TaskEvaluator(tasks_base.get_task(name), sweeps_, settings=settings).run(
-            progress=bar.update
-        )
-        bar.close()
-        for label, curves in result.curves.items():
-            train = curves.train_loss[0, :, -tail:].mean(axis=-1)
-            valid = curves.valid_loss[0, :, -1]
-            for seed in range(args.seeds):
-                rows.append((name, label, seed, float(train[seed]), float(valid[seed])))
-        print(f"  {time.time() - start:.0f} s", file=sys.stderr, flush=True)
+        sweeps_ = variants(args.lr, groups, decays, scales)
+        rows += _task_rows(name, sweeps_, settings, args.lr, out / "tasks")
     with open(out / "schedule_shapes.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["task", "variant", "seed", "final_train", "final_valid"])
@@ -220,6 +240,56 @@ def main(argv: list[str] | None = None) -> int:
     _plot(out / "schedule_shapes.png", tasks, labels, stats)
     print(f"schedule_shapes: wrote {out}/schedule_shapes.md, .csv, .png", file=sys.stderr)
     return 0
+
+
+def _task_rows(
+    name: str,
+    sweeps_: list[sweeps.Sweep],
+    settings: engine.TrainingSettings,
+    lr: float,
+    folder: Path,
+) -> list[tuple]:
+    """One task's (task, variant, seed, final train, final valid) rows, trained or reused.
+
+    Each finished task is kept in ``folder/<task>.json`` with its settings and variant
+    names; a later run with the same ``--out`` reuses it when those match (so a stopped
+    run resumes task by task) and trains the task again when they do not.
+    """
+    steps, seeds = settings.num_steps, settings.num_seeds
+    key = {"steps": steps, "seeds": seeds, "lr": lr, "variants": [s.name for s in sweeps_]}
+    path = folder / f"{name}.json"
+    if path.exists():
+        saved = json.loads(path.read_text())
+        if saved["key"] == key:
+            print("  reused (finished by an earlier run)", file=sys.stderr, flush=True)
+            return [tuple(r) for r in saved["rows"]]
+    start = time.time()
+    bar = tqdm(total=steps, desc=f"{name} ({len(sweeps_)} variants)", unit="step")
+    result = engine.TaskEvaluator(tasks_base.get_task(name), sweeps_, settings=settings).run(
+        progress=bar.update
+    )
+    bar.close()
+    tail = max(1, steps // 10)
+    rows = []
+    for label, curves in result.curves.items():
+        train = curves.train_loss[0, :, -tail:].mean(axis=-1)
+        valid = curves.valid_loss[0, :, -1]
+        rows += [(name, label, s, float(train[s]), float(valid[s])) for s in range(seeds)]
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"key": key, "rows": rows}))
+    print(f"  {time.time() - start:.0f} s", file=sys.stderr, flush=True)
+    return rows
+
+
+def _positive_list(parser: argparse.ArgumentParser, flag: str, text: str) -> tuple[float, ...]:
+    """``text`` as comma-separated positive numbers; a clear argument error otherwise."""
+    try:
+        values = tuple(float(x) for x in text.split(",") if x)
+    except ValueError:
+        parser.error(f"{flag}: not a comma-separated list of numbers: {text}")
+    if any(not (v > 0 and math.isfinite(v)) for v in values):
+        parser.error(f"{flag}: every value must be a positive number, got {text}")
+    return values
 
 
 def _plot(path: Path, tasks: list[str], labels: list[str], stats: dict) -> None:

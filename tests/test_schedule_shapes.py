@@ -41,13 +41,64 @@ def test_weight_decay_group_trains_decayed_celoadam_beside_the_release(repo_scri
     assert train["CeloAdam wd=3"] != train["CeloAdam"]
 
 
+def test_scale_group_multiplies_celoadam_steps_and_grid_trains_warmup_cosine_per_rate(
+    repo_script, tmp_path
+):
+    module = repo_script("benchmarks/schedule_shapes.py")
+    out = tmp_path / "out"
+    argv = ["--tasks", "ImageMLP_Digits8_Relu32", "--steps", "30", "--seeds", "1"]
+    argv += ["--groups", "celo,grid,scale", "--scales", "1,4", "--weight-decays", "3"]
+    assert module.main([*argv, "--out", str(out)]) == 0
+    train = {
+        r["variant"]: float(r["final_train"])
+        for r in csv.DictReader(open(out / "schedule_shapes.csv"))
+    }
+    grid = {f"WC {rate:g}" for rate in module.GRID}
+    scaled = {"CeloAdam x1", "CeloAdam x4"}
+    decayed = {"CeloAdam x1 wd=3 by progress", "CeloAdam x4 wd=3 by progress"}
+    assert set(train) == {"CeloAdam"} | grid | scaled | decayed
+    # x1 is the release step for step (the head's bias log 1 = 0); x4 is not.
+    assert train["CeloAdam x1"] == train["CeloAdam"]
+    assert train["CeloAdam x4"] != train["CeloAdam"]
+    assert train["WC 0.1"] != train["WC 0.00316"]
+
+
+def test_a_rerun_reuses_finished_tasks_with_the_same_settings_and_retrains_others(
+    repo_script, tmp_path, monkeypatch, capsys
+):
+    module = repo_script("benchmarks/schedule_shapes.py")
+    out = tmp_path / "out"
+    argv = ["--tasks", "ImageMLP_Digits8_Relu32", "--steps", "20", "--seeds", "1"]
+    argv += ["--groups", "frontier", "--out", str(out)]
+    assert module.main(argv) == 0
+    first = (out / "schedule_shapes.csv").read_text()
+    assert (out / "tasks" / "ImageMLP_Digits8_Relu32.json").exists()
+    capsys.readouterr()
+    trained = []
+    real = module.engine.TaskEvaluator
+    monkeypatch.setattr(
+        module.engine, "TaskEvaluator", lambda *a, **k: trained.append(a) or real(*a, **k)
+    )
+    assert module.main(argv) == 0
+    assert trained == [] and "reused" in capsys.readouterr().err
+    assert (out / "schedule_shapes.csv").read_text() == first
+    # Other settings (here the seeds) train the task again.
+    assert module.main([*argv, "--seeds", "2"]) == 0
+    assert len(trained) == 1
+    assert len((out / "schedule_shapes.csv").read_text().splitlines()) == 1 + 2 * 4
+
+
 def test_bad_groups_and_weight_decays_are_errors_naming_them(repo_script, capsys):
     module = repo_script("benchmarks/schedule_shapes.py")
     for argv, match in (
         (["--groups", "celo,nope"], "--groups: unknown nope"),
         (["--weight-decays", "0.1,x"], "--weight-decays: not a comma-separated list"),
         (["--groups", "weight_decay"], "--groups weight_decay needs --weight-decays"),
-        (["--weight-decays", "0.1,-1"], "--weight-decays: every decay must be > 0"),
+        (["--weight-decays", "0.1,-1"], "--weight-decays: every value must be a positive"),
+        (["--scales", "2,0"], "--scales: every value must be a positive"),
+        (["--scales", "2,nan"], "--scales: every value must be a positive"),
+        (["--scales", "two"], "--scales: not a comma-separated list"),
+        (["--groups", "scale"], "--groups scale needs --scales"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             module.main(argv)
