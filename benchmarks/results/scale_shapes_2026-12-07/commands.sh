@@ -8,7 +8,7 @@
 # Resumable: each finished task is kept under tasks/ and reused when the script is rerun.
 cd "$(dirname "$0")/../../.."
 ROOT=$PWD
-CODE=${CODE:-HEAD}
+CODE=${CODE:-11f35a5}
 SRC=/tmp/scale-shapes
 [ -d $SRC ] || git worktree add -f --detach $SRC $CODE
 HERE=$ROOT/benchmarks/results/scale_shapes_2026-12-07
