@@ -21,10 +21,13 @@ trains each task with, on the same seeds (same initializations and batches):
 - ``grid``: warmup-cosine Adam (5% warmup) at the evaluation grid's rates around the
   tuned ones (``GRID``), so a tuned warmup-cosine baseline can be read off per task;
 - with ``--scales``, Celo-Adam with every step times ``c`` (the schedule head's bias set
-  to ``log c``), alone and with each of ``--weight-decays`` by progress.
+  to ``log c``), alone and with each of ``--weight-decays`` by progress;
+- with ``--adaptations``, Celo-Adam with learnopt's hypergradient step adaptation at each
+  rate ``beta`` (``CeloAdam(step_adaptation=beta)``), alone and with each of
+  ``--weight-decays`` by progress.
 
-``--groups`` picks which of these run (default: all but ``grid`` and the two that need
-``--weight-decays`` or ``--scales``).
+``--groups`` picks which of these run (default: all but ``grid`` and the three that
+need ``--weight-decays``, ``--scales`` or ``--adaptations``).
 
 These are measurements of what the heads can express, not tuned optimizers::
 
@@ -97,7 +100,17 @@ def head_theta(released: dict, weights: tuple[tuple[int, float], ...], bias: flo
 
 
 #: The variant groups of ``--groups``.
-GROUPS = ("warmups", "frontier", "celo", "heads", "regime", "weight_decay", "grid", "scale")
+GROUPS = (
+    "warmups",
+    "frontier",
+    "celo",
+    "heads",
+    "regime",
+    "weight_decay",
+    "grid",
+    "scale",
+    "adapt",
+)
 #: The groups run when ``--groups`` is not given (``weight_decay`` and ``scale`` are
 #: added when their values are given).
 DEFAULT_GROUPS = GROUPS[:5]
@@ -108,6 +121,7 @@ def variants(
     groups: tuple[str, ...] = DEFAULT_GROUPS,
     weight_decays: tuple[float, ...] = (),
     scales: tuple[float, ...] = (),
+    adaptations: tuple[float, ...] = (),
 ) -> list[sweeps.Sweep]:
     """The schedules of the module docstring, as evaluation sweeps.
 
@@ -116,6 +130,7 @@ def variants(
       groups: which variants (``GROUPS``).
       weight_decays: the decays of the ``weight_decay`` group (and of ``scale``).
       scales: the step multipliers of the ``scale`` group.
+      adaptations: the step-adaptation rates of the ``adapt`` group.
 
     Returns:
       One sweep per variant.
@@ -165,6 +180,16 @@ def variants(
                 )
                 name = f"CeloAdam x{scale:g} wd={decay:g} by progress"
                 out.append(sweeps.learned_sweep(lopt, theta, name=name))
+    if "adapt" in groups:
+        for beta in adaptations:
+            lopt = CeloAdam(step_adaptation=beta)
+            out.append(sweeps.learned_sweep(lopt, released.theta, name=f"CeloAdam hd={beta:g}"))
+            for decay in weight_decays:
+                lopt = CeloAdam(
+                    step_adaptation=beta, weight_decay=decay, weight_decay_by_progress=True
+                )
+                name = f"CeloAdam hd={beta:g} wd={decay:g} by progress"
+                out.append(sweeps.learned_sweep(lopt, released.theta, name=name))
     return out
 
 
@@ -179,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         "--groups",
         default=None,
         help=f"comma-separated, of {', '.join(GROUPS)} (default: {', '.join(DEFAULT_GROUPS)}, "
-        "with weight_decay if --weight-decays and scale if --scales are given)",
+        "with weight_decay, scale and adapt if --weight-decays, --scales and "
+        "--adaptations are given)",
     )
     parser.add_argument(
         "--weight-decays",
@@ -191,10 +217,17 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="comma-separated step multipliers of Celo-Adam (e.g. 2,4)",
     )
+    parser.add_argument(
+        "--adaptations",
+        default="",
+        help="comma-separated step-adaptation rates of Celo-Adam (e.g. 0.01,0.03)",
+    )
     args = parser.parse_args(argv)
     decays = _positive_list(parser, "--weight-decays", args.weight_decays)
     scales = _positive_list(parser, "--scales", args.scales)
-    groups = DEFAULT_GROUPS + (("weight_decay",) if decays else ()) + (("scale",) if scales else ())
+    adaptations = _positive_list(parser, "--adaptations", args.adaptations)
+    groups = DEFAULT_GROUPS + (("weight_decay",) if decays else ())
+    groups += (("scale",) if scales else ()) + (("adapt",) if adaptations else ())
     if args.groups is not None:
         groups = tuple(g for g in args.groups.split(",") if g)
         unknown = sorted(set(groups) - set(GROUPS))
@@ -204,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--groups weight_decay needs --weight-decays")
     if "scale" in groups and not scales:
         parser.error("--groups scale needs --scales")
+    if "adapt" in groups and not adaptations:
+        parser.error("--groups adapt needs --adaptations")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = engine.TrainingSettings(num_steps=args.steps, num_seeds=args.seeds)
@@ -211,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for t in args.tasks.split(",") if t]
     for i, name in enumerate(tasks):
         print(f"schedule_shapes: {name} ({i + 1} of {len(tasks)})", file=sys.stderr, flush=True)
-        sweeps_ = variants(args.lr, groups, decays, scales)
+        sweeps_ = variants(args.lr, groups, decays, scales, adaptations)
         rows += _task_rows(name, sweeps_, settings, args.lr, out / "tasks")
     with open(out / "schedule_shapes.csv", "w", newline="") as f:
         writer = csv.writer(f)

@@ -223,6 +223,7 @@ _ALL_OPTIONS = dict(
     weight_decay=0.1,
     weight_decay_by_progress=True,
     weight_decay_head=True,
+    step_adaptation=0.05,
 )
 
 
@@ -242,6 +243,7 @@ def test_head_variants_round_trip_through_a_theta_file(tmp_path):
     rnn = loaded.theta["rnn_params"]
     assert loaded.lopt.regime_head and loaded.lopt.schedule_head
     assert loaded.lopt.weight_decay == 0.1 and loaded.lopt.weight_decay_by_progress
+    assert loaded.lopt.step_adaptation == 0.05 and loaded.lopt.step_adaptation_bound == 2.0
     assert float(rnn["regime_step_size"]["b"][0]) == 1.0
     assert float(rnn["schedule_step_size"]["b"][0]) == 0.25
     assert float(rnn["weight_decay_scale"]["b"][0]) == -0.5
@@ -369,6 +371,63 @@ def test_weight_decay_head_multiplies_the_decay_by_exp_of_its_value():
 def test_bad_weight_decay_options_are_errors_naming_them(kwargs, match):
     with pytest.raises(ValueError, match=match):
         CeloAdam(**kwargs)
+
+
+# ------------------------------------ learnopt's hypergradient step adaptation (issue 32)
+
+
+def _equal_magnitude_case(signs):
+    """Gradients of equal magnitude everywhere, each step's sign given: Adam's last
+    direction ``m / (sqrt(v) + eps)`` is then exactly parallel (or opposite) to them."""
+    params = {"w": jnp.full((4, 3), 0.5, jnp.float32), "b": jnp.zeros((3,), jnp.float32)}
+    grads = [
+        jax.tree_util.tree_map(lambda p, s=s: jnp.full(p.shape, 0.1 * s), params) for s in signs
+    ]
+    return params, grads, [2.0 * 0.9**i for i in range(len(signs))]
+
+
+def _states(opt, params, grads, losses):
+    state = opt.init(params, num_steps=20)
+    update = jax.jit(lambda s, g, loss: opt.update(s, g, loss=loss))
+    states = [state]
+    for g, loss in zip(grads, losses, strict=True):
+        states.append(update(states[-1], g, jnp.float32(loss)))
+    return states
+
+
+def test_step_adaptation_moves_each_tensors_log_step_by_beta_times_the_cosine():
+    """Hypergradient descent's multiplicative form: the first step has no last direction
+    (cosine 0, the released step); a gradient along the last step raises every tensor's
+    log multiplier by ``beta``, one against it lowers it by ``beta``; the bound holds."""
+    released = pretrained.load("CeloAdam")
+    params, grads, losses = _equal_magnitude_case([1, 1, -1])
+    adapted = _states(CeloAdam(step_adaptation=0.3).opt_fn(released.theta), params, grads, losses)
+    plain = _states(released.opt_fn(), params, grads, losses)
+    logs = [np.asarray(s.log_step_adaptation) for s in adapted]
+    np.testing.assert_array_equal(logs[1], 0.0)
+    np.testing.assert_allclose(logs[2], 0.3, rtol=1e-5)
+    np.testing.assert_allclose(logs[3], 0.0, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(plain[-1].log_step_adaptation), 0.0)
+    for k in params:  # step 1 is the release's; step 2 is e^0.3 times it
+        np.testing.assert_array_equal(adapted[1].params[k], plain[1].params[k])
+        np.testing.assert_allclose(
+            adapted[1].params[k] - adapted[2].params[k],
+            np.exp(0.3) * (plain[1].params[k] - plain[2].params[k]),
+            rtol=1e-4,
+        )
+    bounded = _states(
+        CeloAdam(step_adaptation=5.0, step_adaptation_bound=1.0).opt_fn(released.theta),
+        *_equal_magnitude_case([1, 1, 1, -1, -1]),
+    )
+    np.testing.assert_allclose(np.asarray(bounded[3].log_step_adaptation), 1.0)
+    np.testing.assert_allclose(np.asarray(bounded[5].log_step_adaptation), -1.0)
+
+
+@pytest.mark.parametrize("arg", ["step_adaptation", "step_adaptation_bound"])
+def test_negative_step_adaptation_options_are_errors_naming_them(arg):
+    for value in (-0.1, float("nan")):
+        with pytest.raises(ValueError, match=f"{arg} must be >= 0"):
+            CeloAdam(**{arg: value})
 
 
 def test_loss_buffer_decays_are_the_float64_formula_rounded_once():

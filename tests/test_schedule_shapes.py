@@ -41,13 +41,14 @@ def test_weight_decay_group_trains_decayed_celoadam_beside_the_release(repo_scri
     assert train["CeloAdam wd=3"] != train["CeloAdam"]
 
 
-def test_scale_group_multiplies_celoadam_steps_and_grid_trains_warmup_cosine_per_rate(
+def test_scale_and_adapt_groups_change_celoadam_steps_and_grid_trains_warmup_cosine(
     repo_script, tmp_path
 ):
     module = repo_script("benchmarks/schedule_shapes.py")
     out = tmp_path / "out"
     argv = ["--tasks", "ImageMLP_Digits8_Relu32", "--steps", "30", "--seeds", "1"]
-    argv += ["--groups", "celo,grid,scale", "--scales", "1,4", "--weight-decays", "3"]
+    argv += ["--groups", "celo,grid,scale,adapt", "--scales", "1,4", "--weight-decays", "3"]
+    argv += ["--adaptations", "0.5"]
     assert module.main([*argv, "--out", str(out)]) == 0
     train = {
         r["variant"]: float(r["final_train"])
@@ -56,10 +57,12 @@ def test_scale_group_multiplies_celoadam_steps_and_grid_trains_warmup_cosine_per
     grid = {f"WC {rate:g}" for rate in module.GRID}
     scaled = {"CeloAdam x1", "CeloAdam x4"}
     decayed = {"CeloAdam x1 wd=3 by progress", "CeloAdam x4 wd=3 by progress"}
-    assert set(train) == {"CeloAdam"} | grid | scaled | decayed
+    adapted = {"CeloAdam hd=0.5", "CeloAdam hd=0.5 wd=3 by progress"}
+    assert set(train) == {"CeloAdam"} | grid | scaled | decayed | adapted
     # x1 is the release step for step (the head's bias log 1 = 0); x4 is not.
     assert train["CeloAdam x1"] == train["CeloAdam"]
     assert train["CeloAdam x4"] != train["CeloAdam"]
+    assert train["CeloAdam hd=0.5"] != train["CeloAdam"]
     assert train["WC 0.1"] != train["WC 0.00316"]
 
 
@@ -99,6 +102,8 @@ def test_bad_groups_and_weight_decays_are_errors_naming_them(repo_script, capsys
         (["--scales", "2,nan"], "--scales: every value must be a positive"),
         (["--scales", "two"], "--scales: not a comma-separated list"),
         (["--groups", "scale"], "--groups scale needs --scales"),
+        (["--groups", "adapt"], "--groups adapt needs --adaptations"),
+        (["--adaptations", "0.1,-2"], "--adaptations: every value must be a positive"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             module.main(argv)

@@ -85,6 +85,19 @@ memorizes its data), and with ``weight_decay_head`` it is multiplied by ``exp(b)
 meta-trainable value ``theta["rnn_params"]["weight_decay_scale"]["b"]`` that starts at
 zero (:func:`with_weight_decay_head`). The default, 0, is the release.
 
+**learnopt's step adaptation** (``step_adaptation=beta``, not in the release): the
+scheduler gives every tensor of every task the same multiplier over the same loss
+features, while the step a task wants differs (``benchmarks/schedule_shapes.py``: four
+times the released steps beat tuned warmup-cosine Adam's training loss on a conv net
+and hurt MLPs, an auto-encoder and an RNN LM). With it, each tensor's step is further
+multiplied by ``exp(a)``, ``a`` moved every step by ``beta`` times the cosine between the
+gradient and the tensor's last Adam direction ``m / (sqrt(v) + eps)`` (the
+multiplicative, scale-free form of hypergradient descent on the step size; Baydin et
+al., 2018, arXiv:1703.04782) and kept within ``[-bound, bound]``
+(``step_adaptation_bound``, 2 by default): steps grow while gradients keep pointing
+where the last steps went and shrink while they turn back. ``a`` starts at zero; 0, the
+default, is the release.
+
 learnopt differences: the release also advances Adafactor-style accumulators that its
 update never reads; learnopt keeps only Adam's moments (the updates are the same).
 With several momentum or second-moment decays the release's step reads the last decay's
@@ -131,6 +144,8 @@ class CeloAdamState:
       v: Adam's second moment (the last second-moment decay's), a tree like the params.
       lstm_hidden_state: the per-tensor LSTM state, ``[num_tensors, hidden]`` arrays.
       loss_buffer: the running loss statistics.
+      log_step_adaptation: the per-tensor log step multipliers of ``step_adaptation``,
+        ``[num_tensors]`` float32 (zero, and unused, without it).
     """
 
     params: PyTree
@@ -141,6 +156,7 @@ class CeloAdamState:
     v: PyTree
     lstm_hidden_state: common.LSTMState
     loss_buffer: loss_timescales.LossBufferState
+    log_step_adaptation: jax.Array
 
 
 class _CeloAdamOptimizer(common.ThetaOptimizer):
@@ -172,6 +188,7 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
             v=jax.tree_util.tree_map(zeros, params),
             lstm_hidden_state=jax.tree_util.tree_map(lambda x: jnp.tile(x, (n, 1)), init_state),
             loss_buffer=loss_timescales.loss_buffer_init(num_steps),
+            log_step_adaptation=jnp.zeros((n,), jnp.float32),
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
@@ -200,17 +217,16 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
         treedef = jax.tree_util.tree_structure(s.params)
         rnn_inputs = jnp.tile(inputs[None], (treedef.num_leaves, 1))
         progress = loss_timescales.loss_progress(loss_buffer)
-        regime = progress if lopt.regime_head else None
         lr_mult, lstm_state = lopt.rnn_forward(
             common.cast_tree(self.theta["rnn_params"], dtype),
             rnn_inputs,
             s.lstm_hidden_state,
-            regime=regime,
+            regime=progress if lopt.regime_head else None,
         )
+        lr_mult, adaptation = self._step_adaptation(lr_mult, s, grads)
         if lopt.rnn_state_decay > 0.0:
-            lstm_state = jax.tree_util.tree_map(
-                lambda x: x * (1.0 - lopt.rnn_state_decay), lstm_state
-            )
+            keep = 1.0 - lopt.rnn_state_decay
+            lstm_state = jax.tree_util.tree_map(lambda x: x * keep, lstm_state)
         # The decays are float32 arrays, as in the release's accumulators: 1 - b is then
         # computed in float32 (1 - float32(0.999) differs from 0.001 by 1.3e-5 relative).
         b1 = jnp.asarray(lopt.initial_momentum_decays[-1], jnp.float32)
@@ -252,7 +268,38 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
             v=v,
             lstm_hidden_state=lstm_state,
             loss_buffer=loss_buffer,
+            log_step_adaptation=adaptation,
         )
+
+    def _step_adaptation(
+        self, lr_mult: jax.Array, opt_state: CeloAdamState, grads: PyTree
+    ) -> tuple[jax.Array, jax.Array]:
+        """``lr_mult`` times the adapted multipliers, and their logs after this step.
+
+        ``a <- clip(a + beta cos(g, u), -bound, bound)`` per tensor, ``u = m / (sqrt(v) +
+        eps)`` the direction of the last step (Adam's bias corrections scale it, not its
+        direction) and ``g`` this step's gradient: the multiplicative form of
+        hypergradient descent on the step size (Baydin et al., 2018, arXiv:1703.04782),
+        on the cosine so that it is scale-free. Both unchanged without ``step_adaptation``.
+        """
+        lopt, a = self.lopt, opt_state.log_step_adaptation
+        if lopt.step_adaptation <= 0.0:
+            return lr_mult, a
+
+        def cosine(g, m, v):
+            g = g.astype(jnp.float32)
+            u = m.astype(jnp.float32) / (jnp.sqrt(v.astype(jnp.float32)) + lopt.initial_epsilon)
+            norms = jnp.sqrt(jnp.sum(jnp.square(g)) * jnp.sum(jnp.square(u)))
+            return jnp.sum(g * u) / jnp.maximum(norms, 1e-30)
+
+        cos = jnp.stack(
+            jax.tree_util.tree_leaves(
+                jax.tree_util.tree_map(cosine, grads, opt_state.m, opt_state.v)
+            )
+        )
+        bound = lopt.step_adaptation_bound
+        a = jnp.clip(a + lopt.step_adaptation * cos, -bound, bound)
+        return lr_mult * jnp.exp(a).astype(lr_mult.dtype), a
 
     def _weight_decay(self, progress: jax.Array) -> jax.Array | None:
         """The decay ``lambda`` of this step (float32), or None without weight decay."""
@@ -304,10 +351,15 @@ class CeloAdam(lopt_base.LearnedOptimizer):
       weight_decay_head: learnopt only: multiply ``lambda`` by ``exp(b)``, ``b`` a
         meta-trainable scalar ``theta["rnn_params"]["weight_decay_scale"]["b"]`` that
         starts at zero.
+      step_adaptation: learnopt only: the rate ``beta`` of the per-tensor hypergradient
+        step multiplier (module docstring); 0 (the release) adapts nothing.
+      step_adaptation_bound: learnopt only: the multiplier stays within
+        ``[exp(-bound), exp(bound)]``.
 
     Raises:
-      ValueError: a size is < 1, a decay list is empty, ``weight_decay`` is negative,
-        or a weight-decay option is given without ``weight_decay``.
+      ValueError: a size is < 1, a decay list is empty, ``weight_decay``,
+        ``step_adaptation`` or ``step_adaptation_bound`` is negative, or a weight-decay
+        option is given without ``weight_decay``.
     """
 
     def __init__(
@@ -330,6 +382,8 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         weight_decay: float = 0.0,
         weight_decay_by_progress: bool = False,
         weight_decay_head: bool = False,
+        step_adaptation: float = 0.0,
+        step_adaptation_bound: float = 2.0,
     ):
         for arg, value in (
             ("lstm_hidden_size", lstm_hidden_size),
@@ -337,8 +391,13 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         ):
             if int(value) < 1:
                 raise ValueError(f"CeloAdam: {arg} must be >= 1, got {value}")
-        if not float(weight_decay) >= 0.0:
-            raise ValueError(f"CeloAdam: weight_decay must be >= 0, got {weight_decay}")
+        for arg, value in (
+            ("weight_decay", weight_decay),
+            ("step_adaptation", step_adaptation),
+            ("step_adaptation_bound", step_adaptation_bound),
+        ):
+            if not float(value) >= 0.0:
+                raise ValueError(f"CeloAdam: {arg} must be >= 0, got {value}")
         if (weight_decay_by_progress or weight_decay_head) and float(weight_decay) == 0.0:
             raise ValueError(
                 "CeloAdam: weight_decay_by_progress and weight_decay_head scale a weight "
