@@ -22,12 +22,15 @@ trains each task with, on the same seeds (same initializations and batches):
   tuned ones (``GRID``), so a tuned warmup-cosine baseline can be read off per task;
 - with ``--scales``, Celo-Adam with every step times ``c`` (the schedule head's bias set
   to ``log c``), alone and with each of ``--weight-decays`` by progress;
+- ``kernels`` (with ``--scales``): Celo-Adam with only the steps of rank >= 4 tensors
+  (conv kernels) times ``c`` (``CeloAdam(kernel_step_mult=c)``), alone and with each of
+  ``--weight-decays`` by progress;
 - with ``--adaptations``, Celo-Adam with learnopt's hypergradient step adaptation at each
   rate ``beta`` (``CeloAdam(step_adaptation=beta)``), alone and with each of
   ``--weight-decays`` by progress.
 
-``--groups`` picks which of these run (default: all but ``grid`` and the three that
-need ``--weight-decays``, ``--scales`` or ``--adaptations``).
+``--groups`` picks which of these run (default: all but ``grid``, ``kernels`` and the
+three that need ``--weight-decays``, ``--scales`` or ``--adaptations``).
 
 These are measurements of what the heads can express, not tuned optimizers::
 
@@ -110,6 +113,7 @@ GROUPS = (
     "grid",
     "scale",
     "adapt",
+    "kernels",
 )
 #: The groups run when ``--groups`` is not given (``weight_decay`` and ``scale`` are
 #: added when their values are given).
@@ -180,6 +184,17 @@ def variants(
                 )
                 name = f"CeloAdam x{scale:g} wd={decay:g} by progress"
                 out.append(sweeps.learned_sweep(lopt, theta, name=name))
+    if "kernels" in groups:
+        for scale in scales:
+            for decay in (0.0, *weight_decays):
+                lopt = CeloAdam(
+                    kernel_step_mult=scale,
+                    weight_decay=decay,
+                    weight_decay_by_progress=decay > 0,
+                )
+                name = f"CeloAdam kernels x{scale:g}"
+                name += f" wd={decay:g} by progress" if decay > 0 else ""
+                out.append(sweeps.learned_sweep(lopt, released.theta, name=name))
     if "adapt" in groups:
         for beta in adaptations:
             lopt = CeloAdam(step_adaptation=beta)
@@ -235,8 +250,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--groups: unknown {', '.join(unknown)} (known: {', '.join(GROUPS)})")
     if "weight_decay" in groups and not decays:
         parser.error("--groups weight_decay needs --weight-decays")
-    if "scale" in groups and not scales:
-        parser.error("--groups scale needs --scales")
+    for group in ("scale", "kernels"):
+        if group in groups and not scales:
+            parser.error(f"--groups {group} needs --scales")
     if "adapt" in groups and not adaptations:
         parser.error("--groups adapt needs --adaptations")
     out = Path(args.out)

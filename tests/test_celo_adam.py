@@ -224,6 +224,7 @@ _ALL_OPTIONS = dict(
     weight_decay_by_progress=True,
     weight_decay_head=True,
     step_adaptation=0.05,
+    kernel_step_mult=2.0,
 )
 
 
@@ -244,6 +245,7 @@ def test_head_variants_round_trip_through_a_theta_file(tmp_path):
     assert loaded.lopt.regime_head and loaded.lopt.schedule_head
     assert loaded.lopt.weight_decay == 0.1 and loaded.lopt.weight_decay_by_progress
     assert loaded.lopt.step_adaptation == 0.05 and loaded.lopt.step_adaptation_bound == 2.0
+    assert loaded.lopt.kernel_step_mult == 2.0
     assert float(rnn["regime_step_size"]["b"][0]) == 1.0
     assert float(rnn["schedule_step_size"]["b"][0]) == 0.25
     assert float(rnn["weight_decay_scale"]["b"][0]) == -0.5
@@ -421,6 +423,24 @@ def test_step_adaptation_moves_each_tensors_log_step_by_beta_times_the_cosine():
     )
     np.testing.assert_allclose(np.asarray(bounded[3].log_step_adaptation), 1.0)
     np.testing.assert_allclose(np.asarray(bounded[5].log_step_adaptation), -1.0)
+
+
+def test_kernel_step_mult_multiplies_only_the_rank_4_tensors_steps():
+    params, grads, losses = _pinned_case()
+    released = pretrained.load("CeloAdam")
+    plain = _first_step(released.lopt, released.theta, params, grads, losses)
+    kernels = _first_step(CeloAdam(kernel_step_mult=3.0), released.theta, params, grads, losses)
+    for k in ("bias", "dense"):
+        np.testing.assert_array_equal(kernels[k], plain[k])
+    np.testing.assert_allclose(
+        kernels["conv"] - params["conv"],
+        3.0 * (plain["conv"] - params["conv"]),
+        rtol=1e-4,
+        atol=2e-7,  # float32 rounding of p - step at |p| up to 0.9
+    )
+    for value in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="kernel_step_mult must be > 0"):
+            CeloAdam(kernel_step_mult=value)
 
 
 @pytest.mark.parametrize("arg", ["step_adaptation", "step_adaptation_bound"])

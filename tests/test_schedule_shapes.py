@@ -66,6 +66,22 @@ def test_scale_and_adapt_groups_change_celoadam_steps_and_grid_trains_warmup_cos
     assert train["WC 0.1"] != train["WC 0.00316"]
 
 
+def test_kernels_group_leaves_a_net_without_kernels_as_the_release(repo_script, tmp_path):
+    """(That it multiplies a conv kernel's steps is tests/test_celo_adam.py's.)"""
+    module = repo_script("benchmarks/schedule_shapes.py")
+    out = tmp_path / "out"
+    argv = ["--tasks", "ImageMLP_Digits8_Relu32", "--steps", "20", "--seeds", "1"]
+    argv += ["--groups", "celo,kernels", "--scales", "4", "--weight-decays", "3"]
+    assert module.main([*argv, "--out", str(out)]) == 0
+    train = {
+        r["variant"]: float(r["final_train"])
+        for r in csv.DictReader(open(out / "schedule_shapes.csv"))
+    }
+    assert set(train) == {"CeloAdam", "CeloAdam kernels x4", "CeloAdam kernels x4 wd=3 by progress"}
+    assert train["CeloAdam kernels x4"] == train["CeloAdam"]
+    assert train["CeloAdam kernels x4 wd=3 by progress"] != train["CeloAdam"]
+
+
 def test_a_rerun_reuses_finished_tasks_with_the_same_settings_and_retrains_others(
     repo_script, tmp_path, monkeypatch, capsys
 ):
@@ -102,6 +118,7 @@ def test_bad_groups_and_weight_decays_are_errors_naming_them(repo_script, capsys
         (["--scales", "2,nan"], "--scales: every value must be a positive"),
         (["--scales", "two"], "--scales: not a comma-separated list"),
         (["--groups", "scale"], "--groups scale needs --scales"),
+        (["--groups", "kernels"], "--groups kernels needs --scales"),
         (["--groups", "adapt"], "--groups adapt needs --adaptations"),
         (["--adaptations", "0.1,-2"], "--adaptations: every value must be a positive"),
     ):

@@ -85,18 +85,17 @@ memorizes its data), and with ``weight_decay_head`` it is multiplied by ``exp(b)
 meta-trainable value ``theta["rnn_params"]["weight_decay_scale"]["b"]`` that starts at
 zero (:func:`with_weight_decay_head`). The default, 0, is the release.
 
-**learnopt's step adaptation** (``step_adaptation=beta``, not in the release): the
-scheduler gives every tensor of every task the same multiplier over the same loss
-features, while the step a task wants differs (``benchmarks/schedule_shapes.py``: four
-times the released steps beat tuned warmup-cosine Adam's training loss on a conv net
-and hurt MLPs, an auto-encoder and an RNN LM). With it, each tensor's step is further
-multiplied by ``exp(a)``, ``a`` moved every step by ``beta`` times the cosine between the
-gradient and the tensor's last Adam direction ``m / (sqrt(v) + eps)`` (the
-multiplicative, scale-free form of hypergradient descent on the step size; Baydin et
-al., 2018, arXiv:1703.04782) and kept within ``[-bound, bound]``
-(``step_adaptation_bound``, 2 by default): steps grow while gradients keep pointing
-where the last steps went and shrink while they turn back. ``a`` starts at zero; 0, the
-default, is the release.
+**learnopt's per-tensor steps** (not in the release): the scheduler gives every tensor
+of every task the same multiplier, while tasks want different steps
+(``benchmarks/schedule_shapes.py``: 4x the released steps beat tuned warmup-cosine Adam's
+training loss on a conv net and hurt MLPs, an auto-encoder and an RNN LM).
+``kernel_step_mult=c`` multiplies the steps of tensors of rank >= 4 (convolution
+kernels) by ``c``. ``step_adaptation=beta`` multiplies each tensor's step by ``exp(a)``,
+``a`` moved every step by ``beta`` times the cosine between the gradient and the
+tensor's last Adam direction ``m / (sqrt(v) + eps)`` (the multiplicative, scale-free
+form of hypergradient descent on the step size; Baydin et al., 2018, arXiv:1703.04782)
+within ``[-bound, bound]`` (``step_adaptation_bound``): steps grow while gradients keep
+pointing where the last steps went. ``a`` starts at zero; the defaults are the release.
 
 learnopt differences: the release also advances Adafactor-style accumulators that its
 update never reads; learnopt keeps only Adam's moments (the updates are the same).
@@ -109,6 +108,7 @@ float64 params), bfloat16 params cast back after each step.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -223,7 +223,7 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
             s.lstm_hidden_state,
             regime=progress if lopt.regime_head else None,
         )
-        lr_mult, adaptation = self._step_adaptation(lr_mult, s, grads)
+        lr_mult, adaptation = self._tensor_steps(lr_mult, s, grads)
         if lopt.rnn_state_decay > 0.0:
             keep = 1.0 - lopt.rnn_state_decay
             lstm_state = jax.tree_util.tree_map(lambda x: x * keep, lstm_state)
@@ -271,18 +271,25 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
             log_step_adaptation=adaptation,
         )
 
-    def _step_adaptation(
+    def _tensor_steps(
         self, lr_mult: jax.Array, opt_state: CeloAdamState, grads: PyTree
     ) -> tuple[jax.Array, jax.Array]:
-        """``lr_mult`` times the adapted multipliers, and their logs after this step.
+        """``lr_mult`` times the kernel and adapted multipliers; the latter's logs.
+
+        Tensors of rank >= 4 take ``kernel_step_mult`` times the scheduled step. With
+        ``step_adaptation``:
 
         ``a <- clip(a + beta cos(g, u), -bound, bound)`` per tensor, ``u = m / (sqrt(v) +
         eps)`` the direction of the last step (Adam's bias corrections scale it, not its
         direction) and ``g`` this step's gradient: the multiplicative form of
         hypergradient descent on the step size (Baydin et al., 2018, arXiv:1703.04782),
-        on the cosine so that it is scale-free. Both unchanged without ``step_adaptation``.
+        on the cosine so that it is scale-free; the logs stay zero without it.
         """
         lopt, a = self.lopt, opt_state.log_step_adaptation
+        if lopt.kernel_step_mult != 1.0:
+            ranks = [jnp.ndim(p) for p in jax.tree_util.tree_leaves(opt_state.params)]
+            mults = [lopt.kernel_step_mult if r >= 4 else 1.0 for r in ranks]
+            lr_mult = lr_mult * jnp.asarray(mults, lr_mult.dtype)
         if lopt.step_adaptation <= 0.0:
             return lr_mult, a
 
@@ -355,11 +362,15 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         step multiplier (module docstring); 0 (the release) adapts nothing.
       step_adaptation_bound: learnopt only: the multiplier stays within
         ``[exp(-bound), exp(bound)]``.
+      kernel_step_mult: learnopt only: the steps of tensors of rank >= 4 (2-D
+        convolution kernels, whose weights are shared across positions) are this many
+        times the scheduled step; 1 (the release) changes nothing.
 
     Raises:
       ValueError: a size is < 1, a decay list is empty, ``weight_decay``,
-        ``step_adaptation`` or ``step_adaptation_bound`` is negative, or a weight-decay
-        option is given without ``weight_decay``.
+        ``step_adaptation`` or ``step_adaptation_bound`` is negative,
+        ``kernel_step_mult`` is not positive, or a weight-decay option is given without
+        ``weight_decay``.
     """
 
     def __init__(
@@ -384,6 +395,7 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         weight_decay_head: bool = False,
         step_adaptation: float = 0.0,
         step_adaptation_bound: float = 2.0,
+        kernel_step_mult: float = 1.0,
     ):
         for arg, value in (
             ("lstm_hidden_size", lstm_hidden_size),
@@ -398,6 +410,8 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         ):
             if not float(value) >= 0.0:
                 raise ValueError(f"CeloAdam: {arg} must be >= 0, got {value}")
+        if not (float(kernel_step_mult) > 0.0 and math.isfinite(kernel_step_mult)):
+            raise ValueError(f"CeloAdam: kernel_step_mult must be > 0, got {kernel_step_mult}")
         if (weight_decay_by_progress or weight_decay_head) and float(weight_decay) == 0.0:
             raise ValueError(
                 "CeloAdam: weight_decay_by_progress and weight_decay_head scale a weight "
