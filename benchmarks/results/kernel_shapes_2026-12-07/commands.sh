@@ -15,3 +15,21 @@ HERE=$ROOT/benchmarks/results/kernel_shapes_2026-12-07
 cd $SRC && nice -n 5 $ROOT/.venv/bin/python benchmarks/schedule_shapes.py \
   --tasks Conv_Digits8_16x32x32 --groups kernels --scales 2,4 --weight-decays 0.1 --seeds 3 \
   --out $HERE
+
+# Then, on heldout's two conv nets (the only heldout tasks with rank >= 4 tensors: on the
+# other seven the option is the release step for step), 2 seeds, against the four tuned
+# baselines, beside the released CeloAdam evaluated by the same code and baselines: the
+# released theta with kernel_step_mult=4 (theta_kernels_x4.msgpack) and with weight
+# decay 0.1 by progress as well (theta_kernels_x4_wd.msgpack), both written from
+# pretrained.load("CeloAdam") by learnopt.learned_optimizers.theta_files.save.
+# Measurements of hand-set options, not recipes.
+PY=$ROOT/.venv/bin/python
+CONVS=Conv_Mnist5k_16_8x16_Tanh,Conv_Mnist5k_12_8x16x16_batchnorm
+for T in celoadam kernels_x4 kernels_x4_wd; do
+  OUT=$ROOT/runs/heldout-convs-$T-$CODE
+  THETA=$HERE/theta_$T.msgpack; [ $T = celoadam ] && THETA=CeloAdam
+  [ -f $OUT/done ] || { (cd $SRC && nice -n 5 $PY -m learnopt evaluate --theta $THETA \
+    --tasks $CONVS --seeds 2 --out $OUT --overwrite) && touch $OUT/done; }
+  cp $OUT/summary.md $HERE/heldout_convs_${T}_summary.md
+  cp $OUT/summary.csv $HERE/heldout_convs_${T}_summary.csv
+done
