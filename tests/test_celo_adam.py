@@ -366,6 +366,7 @@ def test_weight_decay_head_multiplies_the_decay_by_exp_of_its_value():
     [
         (dict(weight_decay=-0.1), "weight_decay must be >= 0"),
         (dict(weight_decay=float("nan")), "weight_decay must be >= 0"),
+        (dict(weight_decay=float("inf")), "weight_decay must be >= 0 and finite"),
         (dict(weight_decay_by_progress=True), "give weight_decay > 0"),
         (dict(weight_decay_head=True), "give weight_decay > 0"),
     ],
@@ -445,8 +446,8 @@ def test_kernel_step_mult_multiplies_only_the_rank_4_tensors_steps():
 
 @pytest.mark.parametrize("arg", ["step_adaptation", "step_adaptation_bound"])
 def test_negative_step_adaptation_options_are_errors_naming_them(arg):
-    for value in (-0.1, float("nan")):
-        with pytest.raises(ValueError, match=f"{arg} must be >= 0"):
+    for value in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=f"{arg} must be >= 0 and finite"):
             CeloAdam(**{arg: value})
 
 

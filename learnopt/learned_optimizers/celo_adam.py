@@ -368,7 +368,7 @@ class CeloAdam(lopt_base.LearnedOptimizer):
 
     Raises:
       ValueError: a size is < 1, a decay list is empty, ``weight_decay``,
-        ``step_adaptation`` or ``step_adaptation_bound`` is negative,
+        ``step_adaptation`` or ``step_adaptation_bound`` is negative or infinite,
         ``kernel_step_mult`` is not positive, or a weight-decay option is given without
         ``weight_decay``.
     """
@@ -408,8 +408,8 @@ class CeloAdam(lopt_base.LearnedOptimizer):
             ("step_adaptation", step_adaptation),
             ("step_adaptation_bound", step_adaptation_bound),
         ):
-            if not float(value) >= 0.0:
-                raise ValueError(f"CeloAdam: {arg} must be >= 0, got {value}")
+            if not (float(value) >= 0.0 and math.isfinite(value)):
+                raise ValueError(f"CeloAdam: {arg} must be >= 0 and finite, got {value}")
         if not (float(kernel_step_mult) > 0.0 and math.isfinite(kernel_step_mult)):
             raise ValueError(f"CeloAdam: kernel_step_mult must be > 0, got {kernel_step_mult}")
         if (weight_decay_by_progress or weight_decay_head) and float(weight_decay) == 0.0:
