@@ -51,6 +51,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -115,8 +116,8 @@ GROUPS = (
     "adapt",
     "kernels",
 )
-#: The groups run when ``--groups`` is not given (``weight_decay`` and ``scale`` are
-#: added when their values are given).
+#: The groups run when ``--groups`` is not given (``weight_decay``, ``scale`` and
+#: ``adapt`` are added when their values are given).
 DEFAULT_GROUPS = GROUPS[:5]
 
 
@@ -132,8 +133,9 @@ def variants(
     Args:
       lr: warmup-cosine's peak rate.
       groups: which variants (``GROUPS``).
-      weight_decays: the decays of the ``weight_decay`` group (and of ``scale``).
-      scales: the step multipliers of the ``scale`` group.
+      weight_decays: the decays of the ``weight_decay`` group (and, by progress, of
+        ``scale``, ``kernels`` and ``adapt``).
+      scales: the step multipliers of the ``scale`` and ``kernels`` groups.
       adaptations: the step-adaptation rates of the ``adapt`` group.
 
     Returns:
@@ -173,38 +175,26 @@ def variants(
         for rate in GRID:
             opt = nadamw.adam_warmup_cosine(rate)
             out.append(sweeps.optimizer_sweep(opt, name=f"WC {rate:g}"))
-    if "scale" in groups:
-        for scale in scales:
-            theta = head_theta(released.theta, (), math.log(scale))
-            lopt = CeloAdam(schedule_head=True)
-            out.append(sweeps.learned_sweep(lopt, theta, name=f"CeloAdam x{scale:g}"))
-            for decay in weight_decays:
-                lopt = CeloAdam(
-                    schedule_head=True, weight_decay=decay, weight_decay_by_progress=True
-                )
-                name = f"CeloAdam x{scale:g} wd={decay:g} by progress"
-                out.append(sweeps.learned_sweep(lopt, theta, name=name))
-    if "kernels" in groups:
-        for scale in scales:
-            for decay in (0.0, *weight_decays):
-                lopt = CeloAdam(
-                    kernel_step_mult=scale,
-                    weight_decay=decay,
-                    weight_decay_by_progress=decay > 0,
-                )
-                name = f"CeloAdam kernels x{scale:g}"
-                name += f" wd={decay:g} by progress" if decay > 0 else ""
-                out.append(sweeps.learned_sweep(lopt, released.theta, name=name))
-    if "adapt" in groups:
-        for beta in adaptations:
-            lopt = CeloAdam(step_adaptation=beta)
-            out.append(sweeps.learned_sweep(lopt, released.theta, name=f"CeloAdam hd={beta:g}"))
-            for decay in weight_decays:
-                lopt = CeloAdam(
-                    step_adaptation=beta, weight_decay=decay, weight_decay_by_progress=True
-                )
-                name = f"CeloAdam hd={beta:g} wd={decay:g} by progress"
-                out.append(sweeps.learned_sweep(lopt, released.theta, name=name))
+    for scale in scales if "scale" in groups else ():
+        theta = head_theta(released.theta, (), math.log(scale))
+        out += _celo_sweeps(f"CeloAdam x{scale:g}", theta, weight_decays, schedule_head=True)
+    for scale in scales if "kernels" in groups else ():
+        name = f"CeloAdam kernels x{scale:g}"
+        out += _celo_sweeps(name, released.theta, weight_decays, kernel_step_mult=scale)
+    for beta in adaptations if "adapt" in groups else ():
+        name = f"CeloAdam hd={beta:g}"
+        out += _celo_sweeps(name, released.theta, weight_decays, step_adaptation=beta)
+    return out
+
+
+def _celo_sweeps(
+    name: str, theta: dict, weight_decays: tuple[float, ...], **options: Any
+) -> list[sweeps.Sweep]:
+    """``CeloAdam(**options)`` with ``theta``, alone and with each decay by progress."""
+    out = [sweeps.learned_sweep(CeloAdam(**options), theta, name=name)]
+    for decay in weight_decays:
+        lopt = CeloAdam(**options, weight_decay=decay, weight_decay_by_progress=True)
+        out.append(sweeps.learned_sweep(lopt, theta, name=f"{name} wd={decay:g} by progress"))
     return out
 
 
