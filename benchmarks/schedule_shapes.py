@@ -27,7 +27,11 @@ trains each task with, on the same seeds (same initializations and batches):
   ``--weight-decays`` by progress;
 - with ``--adaptations``, Celo-Adam with learnopt's hypergradient step adaptation at each
   rate ``beta`` (``CeloAdam(step_adaptation=beta)``), alone and with each of
-  ``--weight-decays`` by progress.
+  ``--weight-decays`` by progress;
+- ``free``: learning-rate-free Adams on warmup-cosine's shape (peak 1, 5% warmup), which
+  estimate each task's step scale from its own run instead of a per-task search:
+  Prodigy (Mishchenko & Defazio 2023, arXiv:2306.06101) and D-Adaptation's AdamW
+  (Defazio & Mishchenko 2023, arXiv:2301.07733), both from ``optax.contrib``.
 
 ``--groups`` picks which of these run (default: all but ``grid``, ``kernels`` and the
 three that need ``--weight-decays``, ``--scales`` or ``--adaptations``).
@@ -55,6 +59,8 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+import optax
+import optax.contrib
 from tqdm.auto import tqdm
 
 from learnopt import pretrained
@@ -62,6 +68,7 @@ from learnopt.evaluation import engine, sweeps
 from learnopt.learned_optimizers.celo_adam import CeloAdam, with_regime_head, with_schedule_head
 from learnopt.optimizers import nadamw
 from learnopt.optimizers.adam import Adam
+from learnopt.optimizers.optax_adapter import OptaxOptimizer
 from learnopt.tasks import base as tasks_base
 
 DEFAULT_TASKS = ("ImageMLP_Mnist5k_28_Relu128", "ImageMLP_Mnist5k_14_Tanh64x64")
@@ -115,6 +122,7 @@ GROUPS = (
     "scale",
     "adapt",
     "kernels",
+    "free",
 )
 #: The groups run when ``--groups`` is not given (``weight_decay``, ``scale`` and
 #: ``adapt`` are added when their values are given).
@@ -127,6 +135,7 @@ def variants(
     weight_decays: tuple[float, ...] = (),
     scales: tuple[float, ...] = (),
     adaptations: tuple[float, ...] = (),
+    steps: int = 1000,
 ) -> list[sweeps.Sweep]:
     """The schedules of the module docstring, as evaluation sweeps.
 
@@ -137,6 +146,7 @@ def variants(
         ``scale``, ``kernels`` and ``adapt``).
       scales: the step multipliers of the ``scale`` and ``kernels`` groups.
       adaptations: the step-adaptation rates of the ``adapt`` group.
+      steps: the run length (the ``free`` group's schedules reach zero there).
 
     Returns:
       One sweep per variant.
@@ -184,6 +194,16 @@ def variants(
     for beta in adaptations if "adapt" in groups else ():
         name = f"CeloAdam hd={beta:g}"
         out += _celo_sweeps(name, released.theta, weight_decays, step_adaptation=beta)
+    if "free" in groups:
+        warmup = max(1, steps // 20)
+        # D-Adaptation divides by the rate-weighted sum of its steps: a rate of exactly 0
+        # at the first step makes that 0 / 0, so the warmup starts at 1/warmup.
+        shape = optax.warmup_cosine_decay_schedule(1.0 / warmup, 1.0, warmup, steps)
+        free = {
+            "Prodigy WC": optax.contrib.prodigy(shape, safeguard_warmup=True),
+            "D-Adapt AdamW WC": optax.contrib.dadapt_adamw(shape),
+        }
+        out += [sweeps.optimizer_sweep(OptaxOptimizer(tx), name=n) for n, tx in free.items()]
     return out
 
 
@@ -252,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for t in args.tasks.split(",") if t]
     for i, name in enumerate(tasks):
         print(f"schedule_shapes: {name} ({i + 1} of {len(tasks)})", file=sys.stderr, flush=True)
-        sweeps_ = variants(args.lr, groups, decays, scales, adaptations)
+        sweeps_ = variants(args.lr, groups, decays, scales, adaptations, args.steps)
         rows += _task_rows(name, sweeps_, settings, args.lr, out / "tasks")
     with open(out / "schedule_shapes.csv", "w", newline="") as f:
         writer = csv.writer(f)

@@ -126,3 +126,17 @@ def test_bad_groups_and_weight_decays_are_errors_naming_them(repo_script, capsys
             module.main(argv)
         assert exit_info.value.code == 2
         assert match in capsys.readouterr().err
+
+
+def test_free_group_trains_learning_rate_free_adams_to_finite_losses(repo_script, tmp_path):
+    module = repo_script("benchmarks/schedule_shapes.py")
+    out = tmp_path / "out"
+    argv = ["--tasks", "ImageMLP_Digits8_Relu32", "--steps", "80", "--seeds", "1"]
+    assert module.main([*argv, "--groups", "free", "--out", str(out)]) == 0
+    rows = {r["variant"]: r for r in csv.DictReader(open(out / "schedule_shapes.csv"))}
+    assert set(rows) == {"Prodigy WC", "D-Adapt AdamW WC"}
+    # A warmup from exactly 0 made D-Adaptation's first estimate 0 / 0 (NaN losses).
+    for row in rows.values():
+        assert float(row["final_train"]) < float("inf") and float(row["final_valid"]) > 0
+    # Ten classes: log 10 = 2.30 at chance; D-Adaptation has moved below it in 80 steps.
+    assert float(rows["D-Adapt AdamW WC"]["final_train"]) < 2.2
