@@ -31,7 +31,10 @@ trains each task with, on the same seeds (same initializations and batches):
 - ``free``: learning-rate-free Adams on warmup-cosine's shape (peak 1, 5% warmup), which
   estimate each task's step scale from its own run instead of a per-task search:
   Prodigy (Mishchenko & Defazio 2023, arXiv:2306.06101) and D-Adaptation's AdamW
-  (Defazio & Mishchenko 2023, arXiv:2301.07733), both from ``optax.contrib``.
+  (Defazio & Mishchenko 2023, arXiv:2301.07733), both from ``optax.contrib``;
+- with ``--smoothings``, Celo-Adam whose scheduler reads a running mean of the training
+  loss at each decay ``k`` (``CeloAdam(loss_smoothing=k)``), alone and with each of
+  ``--weight-decays`` by progress.
 
 ``--groups`` picks which of these run (default: all but ``grid``, ``kernels`` and the
 three that need ``--weight-decays``, ``--scales`` or ``--adaptations``).
@@ -123,6 +126,7 @@ GROUPS = (
     "adapt",
     "kernels",
     "free",
+    "smooth",
 )
 #: The groups run when ``--groups`` is not given (``weight_decay``, ``scale`` and
 #: ``adapt`` are added when their values are given).
@@ -136,6 +140,7 @@ def variants(
     scales: tuple[float, ...] = (),
     adaptations: tuple[float, ...] = (),
     steps: int = 1000,
+    smoothings: tuple[float, ...] = (),
 ) -> list[sweeps.Sweep]:
     """The schedules of the module docstring, as evaluation sweeps.
 
@@ -147,6 +152,7 @@ def variants(
       scales: the step multipliers of the ``scale`` and ``kernels`` groups.
       adaptations: the step-adaptation rates of the ``adapt`` group.
       steps: the run length (the ``free`` group's schedules reach zero there).
+      smoothings: the loss-smoothing decays of the ``smooth`` group.
 
     Returns:
       One sweep per variant.
@@ -194,6 +200,10 @@ def variants(
     for beta in adaptations if "adapt" in groups else ():
         name = f"CeloAdam hd={beta:g}"
         out += _celo_sweeps(name, released.theta, weight_decays, step_adaptation=beta)
+    for k in smoothings if "smooth" in groups else ():
+        out += _celo_sweeps(
+            f"CeloAdam smooth={k:g}", released.theta, weight_decays, loss_smoothing=k
+        )
     if "free" in groups:
         warmup = max(1, steps // 20)
         # D-Adaptation divides by the rate-weighted sum of its steps: a rate of exactly 0
@@ -243,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated step multipliers of Celo-Adam (e.g. 2,4)",
     )
     parser.add_argument(
+        "--smoothings",
+        default="",
+        help="comma-separated loss-smoothing decays of Celo-Adam, each in (0, 1) (e.g. 0.9,0.99)",
+    )
+    parser.add_argument(
         "--adaptations",
         default="",
         help="comma-separated step-adaptation rates of Celo-Adam (e.g. 0.01,0.03)",
@@ -251,8 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     decays = _positive_list(parser, "--weight-decays", args.weight_decays)
     scales = _positive_list(parser, "--scales", args.scales)
     adaptations = _positive_list(parser, "--adaptations", args.adaptations)
+    smoothings = _positive_list(parser, "--smoothings", args.smoothings)
+    if any(k >= 1.0 for k in smoothings):
+        parser.error(f"--smoothings: every value must be below 1, got {args.smoothings}")
     groups = DEFAULT_GROUPS + (("weight_decay",) if decays else ())
     groups += (("scale",) if scales else ()) + (("adapt",) if adaptations else ())
+    groups += ("smooth",) if smoothings else ()
     if args.groups is not None:
         groups = tuple(g for g in args.groups.split(",") if g)
         unknown = sorted(set(groups) - set(GROUPS))
@@ -265,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--groups {group} needs --scales")
     if "adapt" in groups and not adaptations:
         parser.error("--groups adapt needs --adaptations")
+    if "smooth" in groups and not smoothings:
+        parser.error("--groups smooth needs --smoothings")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = engine.TrainingSettings(num_steps=args.steps, num_seeds=args.seeds)
@@ -272,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for t in args.tasks.split(",") if t]
     for i, name in enumerate(tasks):
         print(f"schedule_shapes: {name} ({i + 1} of {len(tasks)})", file=sys.stderr, flush=True)
-        sweeps_ = variants(args.lr, groups, decays, scales, adaptations, args.steps)
+        sweeps_ = variants(args.lr, groups, decays, scales, adaptations, args.steps, smoothings)
         rows += _task_rows(name, sweeps_, settings, args.lr, out / "tasks")
     with open(out / "schedule_shapes.csv", "w", newline="") as f:
         writer = csv.writer(f)

@@ -225,6 +225,7 @@ _ALL_OPTIONS = dict(
     weight_decay_head=True,
     step_adaptation=0.05,
     kernel_step_mult=2.0,
+    loss_smoothing=0.9,
 )
 
 
@@ -245,7 +246,7 @@ def test_head_variants_round_trip_through_a_theta_file(tmp_path):
     assert loaded.lopt.regime_head and loaded.lopt.schedule_head
     assert loaded.lopt.weight_decay == 0.1 and loaded.lopt.weight_decay_by_progress
     assert loaded.lopt.step_adaptation == 0.05 and loaded.lopt.step_adaptation_bound == 2.0
-    assert loaded.lopt.kernel_step_mult == 2.0
+    assert loaded.lopt.kernel_step_mult == 2.0 and loaded.lopt.loss_smoothing == 0.9
     assert float(rnn["regime_step_size"]["b"][0]) == 1.0
     assert float(rnn["schedule_step_size"]["b"][0]) == 0.25
     assert float(rnn["weight_decay_scale"]["b"][0]) == -0.5
@@ -449,6 +450,36 @@ def test_negative_step_adaptation_options_are_errors_naming_them(arg):
     for value in (-0.1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match=f"{arg} must be >= 0 and finite"):
             CeloAdam(**{arg: value})
+
+
+# ------------------------------------------------ learnopt's loss smoothing (issue 32)
+
+
+def test_loss_smoothing_feeds_the_scheduler_the_bias_corrected_running_mean():
+    """The same steps as the release given, as its losses, the running mean
+    ``e / (1 - k^t)`` of the minibatch losses; the first step is the release's."""
+    params, grads, _ = _pinned_case()
+    losses = [3.0, 1.0, 2.5, 0.5, 2.0, 1.5, 0.7, 2.2, 1.1, 0.9]  # noisy, as on mixed text
+    k = 0.8
+    ema, means = 0.0, []
+    for i, loss in enumerate(losses):
+        ema = k * ema + (1 - k) * loss
+        means.append(ema / (1 - k ** (i + 1)))
+    released = pretrained.load("CeloAdam")
+    smoothed = _states(CeloAdam(loss_smoothing=k).opt_fn(released.theta), params, grads, losses)
+    on_means = _states(released.opt_fn(), params, grads, means)
+    on_losses = _states(released.opt_fn(), params, grads, losses)
+    for key in params:
+        np.testing.assert_array_equal(smoothed[1].params[key], on_losses[1].params[key])
+        np.testing.assert_allclose(
+            smoothed[-1].params[key], on_means[-1].params[key], rtol=1e-5, atol=1e-6
+        )
+        assert not np.allclose(smoothed[-1].params[key], on_losses[-1].params[key], atol=1e-6)
+    np.testing.assert_allclose(float(smoothed[-1].smoothed_loss), ema, rtol=1e-5)
+    assert float(on_losses[-1].smoothed_loss) == 0.0  # unused without the option
+    for value in (-0.1, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="loss_smoothing must be in"):
+            CeloAdam(loss_smoothing=value)
 
 
 def test_loss_buffer_decays_are_the_float64_formula_rounded_once():

@@ -41,14 +41,14 @@ def test_weight_decay_group_trains_decayed_celoadam_beside_the_release(repo_scri
     assert train["CeloAdam wd=3"] != train["CeloAdam"]
 
 
-def test_scale_and_adapt_groups_change_celoadam_steps_and_grid_trains_warmup_cosine(
+def test_scale_adapt_and_smooth_groups_change_celoadam_steps_and_grid_trains_warmup_cosine(
     repo_script, tmp_path
 ):
     module = repo_script("benchmarks/schedule_shapes.py")
     out = tmp_path / "out"
     argv = ["--tasks", "ImageMLP_Digits8_Relu32", "--steps", "30", "--seeds", "1"]
-    argv += ["--groups", "celo,grid,scale,adapt", "--scales", "1,4", "--weight-decays", "3"]
-    argv += ["--adaptations", "0.5"]
+    argv += ["--groups", "celo,grid,scale,adapt,smooth", "--scales", "1,4", "--weight-decays", "3"]
+    argv += ["--adaptations", "0.5", "--smoothings", "0.9"]
     assert module.main([*argv, "--out", str(out)]) == 0
     train = {
         r["variant"]: float(r["final_train"])
@@ -58,11 +58,13 @@ def test_scale_and_adapt_groups_change_celoadam_steps_and_grid_trains_warmup_cos
     scaled = {"CeloAdam x1", "CeloAdam x4"}
     decayed = {"CeloAdam x1 wd=3 by progress", "CeloAdam x4 wd=3 by progress"}
     adapted = {"CeloAdam hd=0.5", "CeloAdam hd=0.5 wd=3 by progress"}
-    assert set(train) == {"CeloAdam"} | grid | scaled | decayed | adapted
+    smoothed = {"CeloAdam smooth=0.9", "CeloAdam smooth=0.9 wd=3 by progress"}
+    assert set(train) == {"CeloAdam"} | grid | scaled | decayed | adapted | smoothed
     # x1 is the release step for step (the head's bias log 1 = 0); x4 is not.
     assert train["CeloAdam x1"] == train["CeloAdam"]
     assert train["CeloAdam x4"] != train["CeloAdam"]
     assert train["CeloAdam hd=0.5"] != train["CeloAdam"]
+    assert train["CeloAdam smooth=0.9"] != train["CeloAdam"]
     assert train["WC 0.1"] != train["WC 0.00316"]
 
 
@@ -121,6 +123,8 @@ def test_bad_groups_and_weight_decays_are_errors_naming_them(repo_script, capsys
         (["--groups", "kernels"], "--groups kernels needs --scales"),
         (["--groups", "adapt"], "--groups adapt needs --adaptations"),
         (["--adaptations", "0.1,-2"], "--adaptations: every value must be a positive"),
+        (["--groups", "smooth"], "--groups smooth needs --smoothings"),
+        (["--smoothings", "0.9,1"], "--smoothings: every value must be below 1"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             module.main(argv)

@@ -146,6 +146,9 @@ class CeloAdamState:
       loss_buffer: the running loss statistics.
       log_step_adaptation: the per-tensor log step multipliers of ``step_adaptation``,
         ``[num_tensors]`` float32 (zero, and unused, without it).
+      smoothed_loss: the running mean of the training loss that ``loss_smoothing``
+        feeds the loss buffer (before its bias correction), float32 (zero, and unused,
+        without it).
     """
 
     params: PyTree
@@ -157,6 +160,7 @@ class CeloAdamState:
     lstm_hidden_state: common.LSTMState
     loss_buffer: loss_timescales.LossBufferState
     log_step_adaptation: jax.Array
+    smoothed_loss: jax.Array
 
 
 class _CeloAdamOptimizer(common.ThetaOptimizer):
@@ -189,6 +193,7 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
             lstm_hidden_state=jax.tree_util.tree_map(lambda x: jnp.tile(x, (n, 1)), init_state),
             loss_buffer=loss_timescales.loss_buffer_init(num_steps),
             log_step_adaptation=jnp.zeros((n,), jnp.float32),
+            smoothed_loss=jnp.zeros((), jnp.float32),
         )
 
     def update(self, opt_state, grads, loss=None, model_state=None, key=None, **kwargs):
@@ -207,9 +212,7 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
         if loss is None:
             raise ValueError("CeloAdam.update needs the training loss: update(..., loss=loss)")
         dtype = compute_dtype(s.params)
-        loss_buffer = loss_timescales.loss_buffer_update(
-            s.loss_buffer, jnp.asarray(loss).astype(jnp.float32)
-        )
+        loss_buffer, smoothed_loss = self._buffered_loss(s, loss)
         fraction = s.iteration.astype(jnp.float32) / s.num_steps.astype(jnp.float32)
         inputs = lopt.lstm_features(
             fraction, loss_timescales.loss_buffer_features(loss_buffer), dtype
@@ -269,7 +272,25 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
             lstm_hidden_state=lstm_state,
             loss_buffer=loss_buffer,
             log_step_adaptation=adaptation,
+            smoothed_loss=smoothed_loss,
         )
+
+    def _buffered_loss(
+        self, opt_state: CeloAdamState, loss: Any
+    ) -> tuple[loss_timescales.LossBufferState, jax.Array]:
+        """The loss buffer with this step's loss added; the running mean of ``loss_smoothing``.
+
+        With ``loss_smoothing = k`` the buffer gets the bias-corrected running mean
+        ``e / (1 - k^(t+1))``, ``e <- k e + (1 - k) loss``, instead of the minibatch loss.
+        """
+        loss = jnp.asarray(loss).astype(jnp.float32)
+        smoothed = opt_state.smoothed_loss
+        k = self.lopt.loss_smoothing
+        if k > 0.0:
+            smoothed = k * smoothed + (1 - k) * loss
+            t = (opt_state.iteration + 1).astype(jnp.float32)
+            loss = smoothed / (1 - jnp.float32(k) ** t)
+        return loss_timescales.loss_buffer_update(opt_state.loss_buffer, loss), smoothed
 
     def _tensor_steps(
         self, lr_mult: jax.Array, opt_state: CeloAdamState, grads: PyTree
@@ -365,12 +386,18 @@ class CeloAdam(lopt_base.LearnedOptimizer):
       kernel_step_mult: learnopt only: the steps of tensors of rank >= 4 (2-D
         convolution kernels, whose weights are shared across positions) are this many
         times the scheduled step; 1 (the release) changes nothing.
+      loss_smoothing: learnopt only: the scheduler's loss features read a running mean
+        of the training loss with this decay ``k`` (bias-corrected, as Adam's moments)
+        instead of each minibatch's loss; 0 (the release) smooths nothing. Minibatch
+        losses that vary widely from batch to batch (language models on mixed text)
+        otherwise read as a loss rising above its minimum, and the scheduler cuts the
+        step.
 
     Raises:
       ValueError: a size is < 1, a decay list is empty, ``weight_decay``,
         ``step_adaptation`` or ``step_adaptation_bound`` is negative or infinite,
-        ``kernel_step_mult`` is not positive, or a weight-decay option is given without
-        ``weight_decay``.
+        ``kernel_step_mult`` is not positive, ``loss_smoothing`` is not in ``[0, 1)``, or
+        a weight-decay option is given without ``weight_decay``.
     """
 
     def __init__(
@@ -396,6 +423,7 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         step_adaptation: float = 0.0,
         step_adaptation_bound: float = 2.0,
         kernel_step_mult: float = 1.0,
+        loss_smoothing: float = 0.0,
     ):
         for arg, value in (
             ("lstm_hidden_size", lstm_hidden_size),
@@ -412,6 +440,8 @@ class CeloAdam(lopt_base.LearnedOptimizer):
                 raise ValueError(f"CeloAdam: {arg} must be >= 0 and finite, got {value}")
         if not (float(kernel_step_mult) > 0.0 and math.isfinite(kernel_step_mult)):
             raise ValueError(f"CeloAdam: kernel_step_mult must be > 0, got {kernel_step_mult}")
+        if not 0.0 <= float(loss_smoothing) < 1.0:
+            raise ValueError(f"CeloAdam: loss_smoothing must be in [0, 1), got {loss_smoothing}")
         if (weight_decay_by_progress or weight_decay_head) and float(weight_decay) == 0.0:
             raise ValueError(
                 "CeloAdam: weight_decay_by_progress and weight_decay_head scale a weight "
