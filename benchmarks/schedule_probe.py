@@ -11,6 +11,11 @@ follows one of three curves of different regimes:
 - ``language-model``: ``2.3 + 3.2 exp(-t / 60)`` (far from fitting at the end);
 - ``conv``: ``0.1 + 2.2 exp(-t / 150)`` (in between).
 
+With ``--tasks``, also along real training-loss curves: the minibatch losses the first
+theta records training each named task (seed 0, ``T`` steps). The steps are those of
+that loss sequence, not of a run each theta would have made itself (its own losses
+would differ); they show how the schedule reads a real task's losses, noise included.
+
 ::
 
     python benchmarks/schedule_probe.py --theta start=CeloAdam \\
@@ -33,6 +38,9 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from learnopt.evaluation import engine, sweeps
+from learnopt.tasks import base as tasks_base
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _thetas import add_theta_argument, labelled_thetas  # noqa: E402
@@ -60,6 +68,14 @@ def step_sizes(lopt, theta, losses: np.ndarray) -> np.ndarray:
     return np.asarray(moves)
 
 
+def recorded_curve(lopt, theta, task: str, steps: int) -> np.ndarray:
+    """The minibatch training losses ``lopt`` with ``theta`` records on ``task`` (seed 0)."""
+    settings = engine.TrainingSettings(num_steps=steps, num_seeds=1)
+    sweep = sweeps.learned_sweep(lopt, theta, name="probe")
+    result = engine.TaskEvaluator(tasks_base.get_task(task), [sweep], settings=settings).run()
+    return np.asarray(result.curves["probe"].train_loss[0, 0], np.float64)
+
+
 def _without_regime_head(theta):
     rnn = dict(theta["rnn_params"])
     rnn["regime_step_size"] = jax.tree_util.tree_map(jnp.zeros_like, rnn["regime_step_size"])
@@ -71,6 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     add_theta_argument(parser)
     parser.add_argument("--steps", type=int, default=1000, help="the run length T")
     parser.add_argument("--out", default="runs/schedule-probe")
+    parser.add_argument(
+        "--tasks",
+        default="",
+        help="comma-separated tasks whose training-loss curve (the first theta's) is probed too",
+    )
     args = parser.parse_args(argv)
     if args.steps <= max(SHOWN):
         parser.error(f"--steps must be > {max(SHOWN)}")
@@ -80,11 +101,18 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(lopt, "regime_head", False):
             runs.append((f"{label} (regime head off)", lopt, _without_regime_head(theta)))
     t = np.arange(args.steps, dtype=np.float64)
+    curves = {name: fn(t) for name, fn in CURVES.items()}
+    for task in (x for x in args.tasks.split(",") if x):
+        print(f"schedule_probe: recording {runs[0][0]}'s training losses on {task}")
+        try:
+            curves[task] = recorded_curve(runs[0][1], runs[0][2], task, args.steps)
+        except KeyError as e:
+            parser.error(f"--tasks: {e.args[0]}")
     sizes = {}
     for i, (label, lopt, theta) in enumerate(runs):
-        for curve, fn in CURVES.items():
+        for curve, losses in curves.items():
             print(f"schedule_probe: {label} on the {curve} curve ({i + 1} of {len(runs)})")
-            sizes[label, curve] = step_sizes(lopt, theta, fn(t))
+            sizes[label, curve] = step_sizes(lopt, theta, losses)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "schedule_probe.csv", "w", newline="") as f:
@@ -101,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         "| curve | theta | " + " | ".join(f"step {k}" for k in SHOWN) + " |",
         "| --- | --- | " + " | ".join("---:" for _ in SHOWN) + " |",
     ]
-    for curve in CURVES:
+    for curve in curves:
         for label, _, _ in runs:
             s, ref = sizes[label, curve], sizes[first, curve]
             cells = [f"{s[k]:.3g} ({s[k] / ref[k]:.2f})" for k in SHOWN]
@@ -113,11 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(CURVES), figsize=(5 * len(CURVES), 3.6), sharey=True)
-    for ax, curve in zip(axes, CURVES, strict=True):
+    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.6), sharey=True)
+    for ax, curve in zip(axes, curves, strict=True):
         for label, _, _ in runs:
             ax.plot(sizes[label, curve], label=label)
-        ax.set_title(f"{curve} loss curve")
+        ax.set_title(f"{curve} loss curve", fontsize=9)
         ax.set_xlabel("step")
         ax.set_yscale("log")
     axes[0].set_ylabel("step size (constant gradient)")

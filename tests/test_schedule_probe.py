@@ -6,6 +6,7 @@ import csv
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from learnopt.learned_optimizers import theta_files
 from learnopt.learned_optimizers.celo_adam import CeloAdam
@@ -35,3 +36,22 @@ def test_a_regime_head_is_probed_with_and_without_it(repo_script, tmp_path):
     table = (tmp_path / "out" / "schedule_probe.md").read_text()
     assert "| memorizing | small | " in table and "(1.00)" in table
     assert (tmp_path / "out" / "schedule_probe.png").stat().st_size > 0
+
+
+def test_tasks_add_the_first_thetas_recorded_loss_curve(repo_script, tmp_path, capsys):
+    module = repo_script("benchmarks/schedule_probe.py")
+    lopt = CeloAdam(lstm_hidden_size=4)
+    path = theta_files.save(tmp_path / "t.msgpack", lopt, lopt.init(jax.random.PRNGKey(0)))
+    out = tmp_path / "out"
+    argv = ["--theta", f"small={path}", "--out", str(out), "--tasks", "ImageMLP_Digits8_Relu32"]
+    assert module.main(argv) == 0
+    rows = list(csv.DictReader(open(out / "schedule_probe.csv")))
+    assert len(rows) == (len(module.CURVES) + 1) * 1000
+    size = {(r["curve"], int(r["step"])): float(r["step_size"]) for r in rows}
+    recorded = [size["ImageMLP_Digits8_Relu32", k] for k in range(1000)]
+    # A real loss sequence differs from every fixed curve, and so do the steps read from it.
+    assert all(recorded != [size[c, k] for k in range(1000)] for c in module.CURVES)
+    assert "| ImageMLP_Digits8_Relu32 | small | " in (out / "schedule_probe.md").read_text()
+    with pytest.raises(SystemExit):
+        module.main([*argv[:4], "--tasks", "NoSuchTask"])
+    assert "--tasks: Unknown task 'NoSuchTask'" in capsys.readouterr().err
