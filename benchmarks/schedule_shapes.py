@@ -34,10 +34,14 @@ trains each task with, on the same seeds (same initializations and batches):
   (Defazio & Mishchenko 2023, arXiv:2301.07733), both from ``optax.contrib``;
 - with ``--smoothings``, Celo-Adam whose scheduler reads a running mean of the training
   loss at each decay ``k`` (``CeloAdam(loss_smoothing=k)``), alone and with each of
-  ``--weight-decays`` by progress.
+  ``--weight-decays`` by progress;
+- with ``--rms-decays``, Celo-Adam with Adam's second-moment decay ``b2`` at each value
+  (``CeloAdam(initial_rms_decays=(b2,))``; the release's is 0.999), alone and with each
+  of ``--smoothings``.
 
-``--groups`` picks which of these run (default: all but ``grid``, ``kernels`` and the
-three that need ``--weight-decays``, ``--scales`` or ``--adaptations``).
+``--groups`` picks which of these run (default: all but ``grid``, ``kernels``, ``free``
+and the groups that need ``--weight-decays``, ``--scales``, ``--adaptations``,
+``--smoothings`` or ``--rms-decays``, which run when those are given).
 
 These are measurements of what the heads can express, not tuned optimizers::
 
@@ -127,6 +131,7 @@ GROUPS = (
     "kernels",
     "free",
     "smooth",
+    "rms",
 )
 #: The groups run when ``--groups`` is not given (``weight_decay``, ``scale`` and
 #: ``adapt`` are added when their values are given).
@@ -141,6 +146,7 @@ def variants(
     adaptations: tuple[float, ...] = (),
     steps: int = 1000,
     smoothings: tuple[float, ...] = (),
+    rms_decays: tuple[float, ...] = (),
 ) -> list[sweeps.Sweep]:
     """The schedules of the module docstring, as evaluation sweeps.
 
@@ -152,7 +158,8 @@ def variants(
       scales: the step multipliers of the ``scale`` and ``kernels`` groups.
       adaptations: the step-adaptation rates of the ``adapt`` group.
       steps: the run length (the ``free`` group's schedules reach zero there).
-      smoothings: the loss-smoothing decays of the ``smooth`` group.
+      smoothings: the loss-smoothing decays of the ``smooth`` group (and of ``rms``).
+      rms_decays: the second-moment decays of the ``rms`` group.
 
     Returns:
       One sweep per variant.
@@ -204,6 +211,11 @@ def variants(
         out += _celo_sweeps(
             f"CeloAdam smooth={k:g}", released.theta, weight_decays, loss_smoothing=k
         )
+    for b2 in rms_decays if "rms" in groups else ():
+        for k in (0.0, *smoothings):
+            lopt = CeloAdam(initial_rms_decays=(b2,), loss_smoothing=k)
+            name = f"CeloAdam b2={b2:g}" + (f" smooth={k:g}" if k else "")
+            out.append(sweeps.learned_sweep(lopt, released.theta, name=name))
     if "free" in groups:
         warmup = max(1, steps // 20)
         # D-Adaptation divides by the rate-weighted sum of its steps: a rate of exactly 0
@@ -258,6 +270,11 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated loss-smoothing decays of Celo-Adam, each in (0, 1) (e.g. 0.9,0.99)",
     )
     parser.add_argument(
+        "--rms-decays",
+        default="",
+        help="comma-separated second-moment decays b2 of Celo-Adam's Adam, each in (0, 1)",
+    )
+    parser.add_argument(
         "--adaptations",
         default="",
         help="comma-separated step-adaptation rates of Celo-Adam (e.g. 0.01,0.03)",
@@ -267,11 +284,13 @@ def main(argv: list[str] | None = None) -> int:
     scales = _positive_list(parser, "--scales", args.scales)
     adaptations = _positive_list(parser, "--adaptations", args.adaptations)
     smoothings = _positive_list(parser, "--smoothings", args.smoothings)
-    if any(k >= 1.0 for k in smoothings):
-        parser.error(f"--smoothings: every value must be below 1, got {args.smoothings}")
+    rms_decays = _positive_list(parser, "--rms-decays", args.rms_decays)
+    for flag, text in (("--smoothings", args.smoothings), ("--rms-decays", args.rms_decays)):
+        if any(k >= 1.0 for k in _positive_list(parser, flag, text)):
+            parser.error(f"{flag}: every value must be below 1, got {text}")
     groups = DEFAULT_GROUPS + (("weight_decay",) if decays else ())
     groups += (("scale",) if scales else ()) + (("adapt",) if adaptations else ())
-    groups += ("smooth",) if smoothings else ()
+    groups += (("smooth",) if smoothings else ()) + (("rms",) if rms_decays else ())
     if args.groups is not None:
         groups = tuple(g for g in args.groups.split(",") if g)
         unknown = sorted(set(groups) - set(GROUPS))
@@ -286,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--groups adapt needs --adaptations")
     if "smooth" in groups and not smoothings:
         parser.error("--groups smooth needs --smoothings")
+    if "rms" in groups and not rms_decays:
+        parser.error("--groups rms needs --rms-decays")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = engine.TrainingSettings(num_steps=args.steps, num_seeds=args.seeds)
@@ -293,7 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for t in args.tasks.split(",") if t]
     for i, name in enumerate(tasks):
         print(f"schedule_shapes: {name} ({i + 1} of {len(tasks)})", file=sys.stderr, flush=True)
-        sweeps_ = variants(args.lr, groups, decays, scales, adaptations, args.steps, smoothings)
+        sweeps_ = variants(
+            args.lr, groups, decays, scales, adaptations, args.steps, smoothings, rms_decays
+        )
         rows += _task_rows(name, sweeps_, settings, args.lr, out / "tasks")
     with open(out / "schedule_shapes.csv", "w", newline="") as f:
         writer = csv.writer(f)

@@ -41,14 +41,15 @@ def test_weight_decay_group_trains_decayed_celoadam_beside_the_release(repo_scri
     assert train["CeloAdam wd=3"] != train["CeloAdam"]
 
 
-def test_scale_adapt_and_smooth_groups_change_celoadam_steps_and_grid_trains_warmup_cosine(
+def test_scale_adapt_smooth_and_rms_groups_change_celoadam_and_grid_trains_warmup_cosine(
     repo_script, tmp_path
 ):
     module = repo_script("benchmarks/schedule_shapes.py")
     out = tmp_path / "out"
     argv = ["--tasks", "ImageMLP_Digits8_Relu32", "--steps", "30", "--seeds", "1"]
-    argv += ["--groups", "celo,grid,scale,adapt,smooth", "--scales", "1,4", "--weight-decays", "3"]
-    argv += ["--adaptations", "0.5", "--smoothings", "0.9"]
+    argv += ["--groups", "celo,grid,scale,adapt,smooth,rms"]
+    argv += ["--scales", "1,4", "--weight-decays", "3"]
+    argv += ["--adaptations", "0.5", "--smoothings", "0.9", "--rms-decays", "0.95"]
     assert module.main([*argv, "--out", str(out)]) == 0
     train = {
         r["variant"]: float(r["final_train"])
@@ -59,12 +60,14 @@ def test_scale_adapt_and_smooth_groups_change_celoadam_steps_and_grid_trains_war
     decayed = {"CeloAdam x1 wd=3 by progress", "CeloAdam x4 wd=3 by progress"}
     adapted = {"CeloAdam hd=0.5", "CeloAdam hd=0.5 wd=3 by progress"}
     smoothed = {"CeloAdam smooth=0.9", "CeloAdam smooth=0.9 wd=3 by progress"}
-    assert set(train) == {"CeloAdam"} | grid | scaled | decayed | adapted | smoothed
+    rms = {"CeloAdam b2=0.95", "CeloAdam b2=0.95 smooth=0.9"}
+    assert set(train) == {"CeloAdam"} | grid | scaled | decayed | adapted | smoothed | rms
     # x1 is the release step for step (the head's bias log 1 = 0); x4 is not.
     assert train["CeloAdam x1"] == train["CeloAdam"]
     assert train["CeloAdam x4"] != train["CeloAdam"]
     assert train["CeloAdam hd=0.5"] != train["CeloAdam"]
     assert train["CeloAdam smooth=0.9"] != train["CeloAdam"]
+    assert train["CeloAdam b2=0.95"] != train["CeloAdam"]
     assert train["WC 0.1"] != train["WC 0.00316"]
 
 
@@ -125,6 +128,8 @@ def test_bad_groups_and_weight_decays_are_errors_naming_them(repo_script, capsys
         (["--adaptations", "0.1,-2"], "--adaptations: every value must be a positive"),
         (["--groups", "smooth"], "--groups smooth needs --smoothings"),
         (["--smoothings", "0.9,1"], "--smoothings: every value must be below 1"),
+        (["--groups", "rms"], "--groups rms needs --rms-decays"),
+        (["--rms-decays", "1.5"], "--rms-decays: every value must be below 1"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             module.main(argv)
