@@ -482,6 +482,15 @@ def test_loss_smoothing_feeds_the_scheduler_the_bias_corrected_running_mean():
             CeloAdam(loss_smoothing=value)
 
 
+@pytest.mark.parametrize("arg", ["initial_momentum_decays", "initial_rms_decays"])
+def test_decays_outside_0_1_are_errors_naming_them(arg):
+    """A decay of 1 made the bias correction 1 - b^t zero: NaN steps, silently."""
+    for value in ((1.0,), (0.9, 1.5), (-0.1,), (float("nan"),)):
+        with pytest.raises(ValueError, match=f"{arg} must each be in"):
+            CeloAdam(**{arg: value})
+    assert tuple(getattr(CeloAdam(**{arg: (0.0, 0.99)}), arg)) == (0.0, 0.99)
+
+
 def test_loss_buffer_decays_are_the_float64_formula_rounded_once():
     """Computed eagerly in float32, the first ``opt.init`` of a process and the later ones
     differed in the last bit of a decay, and constant losses made that two different runs."""

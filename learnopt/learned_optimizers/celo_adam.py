@@ -396,8 +396,9 @@ class CeloAdam(lopt_base.LearnedOptimizer):
     Raises:
       ValueError: a size is < 1, a decay list is empty, ``weight_decay``,
         ``step_adaptation`` or ``step_adaptation_bound`` is negative or infinite,
-        ``kernel_step_mult`` is not positive, ``loss_smoothing`` is not in ``[0, 1)``, or
-        a weight-decay option is given without ``weight_decay``.
+        ``kernel_step_mult`` is not positive, ``loss_smoothing`` or a momentum or
+        second-moment decay is not in ``[0, 1)``, or a weight-decay option is given
+        without ``weight_decay``.
     """
 
     def __init__(
@@ -451,6 +452,13 @@ class CeloAdam(lopt_base.LearnedOptimizer):
             raise ValueError(
                 "CeloAdam: initial_momentum_decays and initial_rms_decays need a value each"
             )
+        for arg, decays in (
+            ("initial_momentum_decays", initial_momentum_decays),
+            ("initial_rms_decays", initial_rms_decays),
+        ):
+            if not all(0.0 <= float(b) < 1.0 for b in decays):
+                # b = 1 makes the bias correction 1 - b^t zero: every step would be NaN.
+                raise ValueError(f"CeloAdam: {arg} must each be in [0, 1), got {tuple(decays)}")
         lopt_base.keep_arguments(self, locals())
 
     @property
