@@ -16,6 +16,7 @@ from learnopt.learned_optimizers.celo_adam import (
     with_schedule_head,
     with_weight_decay_head,
 )
+from learnopt.learned_optimizers.celo_adam_heads import with_rms_decay_head
 from learnopt.testing import conformance
 
 
@@ -226,12 +227,20 @@ _ALL_OPTIONS = dict(
     step_adaptation=0.05,
     kernel_step_mult=2.0,
     loss_smoothing=0.9,
+    rms_decay_head=True,
 )
+
+
+def _all_heads_theta(regime_bias, schedule_bias):
+    return with_rms_decay_head(
+        with_weight_decay_head(_both_heads_theta(regime_bias, schedule_bias))
+    )
 
 
 def test_head_variants_compile_once_in_every_dtype():
     lopt = CeloAdam(**_ALL_OPTIONS)
-    theta = with_weight_decay_head(_both_heads_theta(0.5, 0.3))
+    theta = _all_heads_theta(0.5, 0.3)
+    theta["rnn_params"]["rms_decay_scale"] = {"b": jnp.full((1,), 2.0)}
     for case in conformance.DTYPE_CASES:
         result = conformance.check_conformance(lambda: lopt.opt_fn(theta), case)
         assert result.ok, (case, result)
@@ -239,8 +248,9 @@ def test_head_variants_compile_once_in_every_dtype():
 
 def test_head_variants_round_trip_through_a_theta_file(tmp_path):
     lopt = CeloAdam(**_ALL_OPTIONS)
-    theta = with_weight_decay_head(_both_heads_theta(1.0, 0.25))
+    theta = _all_heads_theta(1.0, 0.25)
     theta["rnn_params"]["weight_decay_scale"] = {"b": jnp.full((1,), -0.5)}
+    theta["rnn_params"]["rms_decay_scale"] = {"b": jnp.full((1,), 1.5)}
     loaded = theta_files.load(theta_files.save(tmp_path / "t.msgpack", lopt, theta))
     rnn = loaded.theta["rnn_params"]
     assert loaded.lopt.regime_head and loaded.lopt.schedule_head
@@ -250,13 +260,17 @@ def test_head_variants_round_trip_through_a_theta_file(tmp_path):
     assert float(rnn["regime_step_size"]["b"][0]) == 1.0
     assert float(rnn["schedule_step_size"]["b"][0]) == 0.25
     assert float(rnn["weight_decay_scale"]["b"][0]) == -0.5
+    assert loaded.lopt.rms_decay_head and float(rnn["rms_decay_scale"]["b"][0]) == 1.5
     with pytest.raises(ValueError, match="already has a regime head"):
         with_regime_head(loaded.theta)
     with pytest.raises(ValueError, match="already has a schedule head"):
         with_schedule_head(loaded.theta)
     with pytest.raises(ValueError, match="already has a weight-decay scale"):
         with_weight_decay_head(loaded.theta)
-    for extend in (with_regime_head, with_schedule_head, with_weight_decay_head):
+    with pytest.raises(ValueError, match="already has a second-moment decay scale"):
+        with_rms_decay_head(loaded.theta)
+    heads = (with_regime_head, with_schedule_head, with_weight_decay_head, with_rms_decay_head)
+    for extend in heads:
         with pytest.raises(ValueError, match="not a Celo-Adam theta"):
             extend({"params": 1})
 
@@ -480,6 +494,34 @@ def test_loss_smoothing_feeds_the_scheduler_the_bias_corrected_running_mean():
     for value in (-0.1, 1.0, float("nan")):
         with pytest.raises(ValueError, match="loss_smoothing must be in"):
             CeloAdam(loss_smoothing=value)
+
+
+# ------------------------------------ learnopt's second-moment decay head (issue 32)
+
+
+def test_rms_decay_head_at_zero_is_the_release_and_at_log10_is_b2_099():
+    """A zero head is the release bit for bit; ``b = log 10`` makes ``1 - b2`` ten times
+    larger, the same steps as ``CeloAdam(initial_rms_decays=(0.99,))`` (moments and bias
+    correction alike); a huge head is clipped at ``b2 = 0.5``."""
+    params, grads, losses = _pinned_case()
+    released = pretrained.load("CeloAdam")
+    lopt = CeloAdam(rms_decay_head=True)
+    theta = lopt.extend_theta(released.theta)
+    assert set(theta["rnn_params"]) - set(released.theta["rnn_params"]) == {"rms_decay_scale"}
+    ref = _run(released.opt_fn(), params, grads, losses)
+    for k, v in _run(lopt.opt_fn(theta), params, grads, losses).items():
+        np.testing.assert_array_equal(v, ref[k])
+    theta["rnn_params"]["rms_decay_scale"] = {"b": jnp.full((1,), np.log(10.0), jnp.float32)}
+    headed = _run(lopt.opt_fn(theta), params, grads, losses)
+    b2 = _run(CeloAdam(initial_rms_decays=(0.99,)).opt_fn(released.theta), params, grads, losses)
+    for k in params:
+        np.testing.assert_allclose(headed[k], b2[k], rtol=1e-5, atol=1e-6)
+        assert not np.allclose(headed[k], ref[k], atol=1e-6)
+    theta["rnn_params"]["rms_decay_scale"] = {"b": jnp.full((1,), 50.0)}
+    clipped = _run(lopt.opt_fn(theta), params, grads, losses)
+    half = _run(CeloAdam(initial_rms_decays=(0.5,)).opt_fn(released.theta), params, grads, losses)
+    for k in params:
+        np.testing.assert_allclose(clipped[k], half[k], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("arg", ["initial_momentum_decays", "initial_rms_decays"])

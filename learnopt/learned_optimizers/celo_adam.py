@@ -57,7 +57,7 @@ gated by how far the training loss has fallen (``r`` in ``[-1, 0]``,
 
 ``theta["rnn_params"]["regime_step_size"] = {"w": [64, 1], "b": [1]}`` starts at zero, so
 at its initial value the optimizer is Celo-Adam step for step
-(:func:`with_regime_head` extends a Celo-Adam theta, e.g. the released one, that way).
+(:func:`~.with_regime_head` extends a Celo-Adam theta, e.g. the released one, that way).
 The head only acts where the loss fell by orders of magnitude; the LSTM's inputs are
 unchanged.
 
@@ -75,7 +75,7 @@ to the log multiplier:
 
 ``theta["rnn_params"]["schedule_step_size"] = {"w": [9, 1], "b": [1]}`` (10 values: a
 smooth reshaping of the schedule plus one overall scale) starts at zero, so the
-optimizer is Celo-Adam step for step until it is meta-trained (:func:`with_schedule_head`).
+optimizer is Celo-Adam step for step until it is meta-trained (:func:`~.with_schedule_head`).
 
 **learnopt's weight decay** (``weight_decay=lambda``, not in the release): AdamW's
 decoupled decay (Loshchilov & Hutter, 2019, arXiv:1711.05101) scaled by the scheduled
@@ -83,7 +83,11 @@ step, ``p <- p - lambda_p lambda_s (adam + lambda p)``; with ``weight_decay_by_p
 the decay is ``lambda * (-r)`` (``r`` the loss progress above: it acts where a net
 memorizes its data), and with ``weight_decay_head`` it is multiplied by ``exp(b)``, one
 meta-trainable value ``theta["rnn_params"]["weight_decay_scale"]["b"]`` that starts at
-zero (:func:`with_weight_decay_head`). The default, 0, is the release.
+zero (:func:`~.with_weight_decay_head`). The default, 0, is the release.
+
+**learnopt's second-moment decay head** (``rms_decay_head=True``, not in the release):
+Adam's ``1 - b2`` times ``exp(b)``, ``b = theta["rnn_params"]["rms_decay_scale"]["b"]``
+meta-trainable from zero (:func:`~.with_rms_decay_head`), ``1 - b2`` kept in ``[1e-6, 0.5]``.
 
 **learnopt's per-tensor steps** (not in the release): the scheduler gives every tensor
 of every task the same multiplier, while tasks want different steps
@@ -123,6 +127,7 @@ from learnopt.learned_optimizers import common
 from learnopt.learned_optimizers.blocks import loss_timescales
 from learnopt.learned_optimizers.celo_adam_heads import (
     with_regime_head,
+    with_rms_decay_head,
     with_schedule_head,
     with_weight_decay_head,
 )
@@ -230,13 +235,7 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
         if lopt.rnn_state_decay > 0.0:
             keep = 1.0 - lopt.rnn_state_decay
             lstm_state = jax.tree_util.tree_map(lambda x: x * keep, lstm_state)
-        # The decays are float32 arrays, as in the release's accumulators: 1 - b is then
-        # computed in float32 (1 - float32(0.999) differs from 0.001 by 1.3e-5 relative).
-        b1 = jnp.asarray(lopt.initial_momentum_decays[-1], jnp.float32)
-        b2 = jnp.asarray(lopt.initial_rms_decays[-1], jnp.float32)
-        t = (s.iteration + 1).astype(jnp.float32)
-        correct_m = 1 - lopt.initial_momentum_decays[0] ** t
-        correct_v = 1 - lopt.initial_rms_decays[0] ** t
+        b1, b2, correct_m, correct_v = self._decays((s.iteration + 1).astype(jnp.float32))
 
         decay = self._weight_decay(progress)
 
@@ -274,6 +273,26 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
             log_step_adaptation=adaptation,
             smoothed_loss=smoothed_loss,
         )
+
+    def _decays(self, t: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+        """Adam's decays ``b1``, ``b2`` and bias corrections ``1 - b^t`` at step ``t``.
+
+        The decays are float32 arrays, as in the release's accumulators: ``1 - b`` is then
+        computed in float32 (``1 - float32(0.999)`` differs from 0.001 by 1.3e-5 relative).
+        With ``rms_decay_head`` both second-moment decays (the moments' and the
+        correction's) become ``1 - clip((1 - b) exp(head), 1e-6, 0.5)``, exactly ``b`` at
+        a zero head.
+        """
+        lopt = self.lopt
+        b1 = jnp.asarray(lopt.initial_momentum_decays[-1], jnp.float32)
+        b2 = jnp.asarray(lopt.initial_rms_decays[-1], jnp.float32)
+        b2_first = jnp.asarray(lopt.initial_rms_decays[0], jnp.float32)
+        if lopt.rms_decay_head:
+            head = jnp.asarray(self.theta["rnn_params"]["rms_decay_scale"]["b"], jnp.float32)
+            scale = jnp.exp(head[0])
+            b2, b2_first = (1 - jnp.clip((1 - b) * scale, 1e-6, 0.5) for b in (b2, b2_first))
+        correct_m = 1 - lopt.initial_momentum_decays[0] ** t
+        return b1, b2, correct_m, 1 - b2_first**t
 
     def _buffered_loss(
         self, opt_state: CeloAdamState, loss: Any
@@ -386,6 +405,9 @@ class CeloAdam(lopt_base.LearnedOptimizer):
       kernel_step_mult: learnopt only: the steps of tensors of rank >= 4 (2-D
         convolution kernels, whose weights are shared across positions) are this many
         times the scheduled step; 1 (the release) changes nothing.
+      rms_decay_head: learnopt only: multiply Adam's ``1 - b2`` by ``exp(b)``, ``b`` a
+        meta-trainable scalar ``theta["rnn_params"]["rms_decay_scale"]["b"]`` that
+        starts at zero (the release's ``b2``).
       loss_smoothing: learnopt only: the scheduler's loss features read a running mean
         of the training loss with this decay ``k`` (bias-corrected, as Adam's moments)
         instead of each minibatch's loss; 0 (the release) smooths nothing. Minibatch
@@ -425,6 +447,7 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         step_adaptation_bound: float = 2.0,
         kernel_step_mult: float = 1.0,
         loss_smoothing: float = 0.0,
+        rms_decay_head: bool = False,
     ):
         for arg, value in (
             ("lstm_hidden_size", lstm_hidden_size),
@@ -537,11 +560,13 @@ class CeloAdam(lopt_base.LearnedOptimizer):
             rnn["schedule_step_size"] = common.linear_spec(num_tau, 1, zero_weights=True)
         if self.weight_decay_head:
             rnn["weight_decay_scale"] = {"b": jnp.zeros((1,), jnp.float32)}
+        if self.rms_decay_head:
+            rnn["rms_decay_scale"] = {"b": jnp.zeros((1,), jnp.float32)}
         spec = {"lstm_init_state": common.lstm_initial_state(h), "rnn_params": rnn}
         return common.draw(key, spec)
 
     def extend_theta(self, theta: Any) -> Any:
-        """Adds zero heads (``regime_head``, ``schedule_head``) a Celo-Adam theta lacks.
+        """Adds the zero heads a Celo-Adam theta lacks (those its options ask for).
 
         Args and returns as in
         :meth:`~learnopt.learned_optimizers.base.LearnedOptimizer.extend_theta`.
@@ -555,6 +580,8 @@ class CeloAdam(lopt_base.LearnedOptimizer):
             theta = with_schedule_head(theta)
         if self.weight_decay_head and "weight_decay_scale" not in rnn:
             theta = with_weight_decay_head(theta)
+        if self.rms_decay_head and "rms_decay_scale" not in rnn:
+            theta = with_rms_decay_head(theta)
         return theta
 
     #: What :meth:`opt_fn` builds from a checked theta.

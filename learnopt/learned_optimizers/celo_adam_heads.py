@@ -17,7 +17,12 @@ from learnopt.learned_optimizers.blocks import loss_timescales
 
 PyTree = Any
 
-__all__ = ["with_regime_head", "with_schedule_head", "with_weight_decay_head"]
+__all__ = [
+    "with_regime_head",
+    "with_schedule_head",
+    "with_weight_decay_head",
+    "with_rms_decay_head",
+]
 
 
 def _celo_adam_rnn(theta: PyTree, caller: str, head: str, what: str) -> dict:
@@ -90,4 +95,25 @@ def with_weight_decay_head(theta: PyTree) -> PyTree:
     )
     dtype = jnp.asarray(rnn["step_size"]["b"]).dtype
     rnn["weight_decay_scale"] = {"b": jnp.zeros((1,), dtype)}
+    return {**theta, "rnn_params": rnn}
+
+
+def with_rms_decay_head(theta: PyTree) -> PyTree:
+    """A Celo-Adam theta extended by a zero second-moment decay scale (``rms_decay_head``).
+
+    Args:
+      theta: a Celo-Adam theta (with or without the other heads).
+
+    Returns:
+      A copy with ``theta["rnn_params"]["rms_decay_scale"]["b"]`` (one value) at zero:
+      Adam's ``b2`` is the configured one until the scale is meta-trained.
+
+    Raises:
+      ValueError: ``theta`` already has the scale, or is not a Celo-Adam theta.
+    """
+    rnn = _celo_adam_rnn(
+        theta, "with_rms_decay_head", "rms_decay_scale", "second-moment decay scale"
+    )
+    dtype = jnp.asarray(rnn["step_size"]["b"]).dtype
+    rnn["rms_decay_scale"] = {"b": jnp.zeros((1,), dtype)}
     return {**theta, "rnn_params": rnn}
