@@ -356,3 +356,20 @@ _CELOADAM_WEIGHT_DECAY = {
     "outer_lr": 1e-2,
     "steps": 1000,
 }
+
+#: learnopt's second-moment decay head on the released Celo-Adam
+#: (``CeloAdam(rms_decay_head=True)``: Adam's ``1 - b2`` times ``exp(b)``, ``b`` one
+#: value from zero, the release's ``b2 = 0.999``): on meta-valid, ``b2 = 0.99`` set by
+#: hand lowered the MLPs' and the conv net's final training loss below tuned
+#: warmup-cosine Adam's or near it (the long second-moment memory keeps the step small
+#: while a memorizing net's gradients shrink), and the language models' hardly moved
+#: (``benchmarks/results/rms_shapes_2026-12-07/``). Here meta-training finds ``b`` itself:
+#: that one value learns (everything else frozen) on celoadam-weight-decay's three kinds of
+#: task (the wide MLP bucket, a conv bucket, the LSTM LM family), the meta-loss the mean
+#: of the late log losses on a fresh training batch and an outer-valid batch (the bar
+#: counts both columns), families' estimates averaged (a scalar).
+_CELOADAM_B2 = {
+    **_CELOADAM_WEIGHT_DECAY,
+    "lopt_config": {"rms_decay_head": True},
+    "meta_loss_split": "train+outer_valid",
+}

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from learnopt.run._recipe_settings import (  # the settings of each recipe
+    _CELOADAM_B2,
     _CELOADAM_HEAD_LM_VALID,
     _CELOADAM_HEAD_LM_VALID_FINE,
     _CELOADAM_HEAD_MULTI,
@@ -402,6 +403,15 @@ RECIPES: dict[str, Recipe] = {
             "fine-tuned on the wide MLP bucket, a conv bucket and the LSTM LM family "
             "(outer-valid late log loss); chosen on meta-valid every 250 steps",
             _CELOADAM_WEIGHT_DECAY,
+            dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-b2",
+            "the released CeloAdam with learnopt's second-moment decay head (Adam's 1 - b2 "
+            "times exp(b), from the release's 0.999), that one value alone fine-tuned on the "
+            "wide MLP bucket, a conv bucket and the LSTM LM family (late log loss on a "
+            "training and an outer-valid batch); chosen on meta-valid every 250 steps",
+            _CELOADAM_B2,
             dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )
