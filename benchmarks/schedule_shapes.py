@@ -20,6 +20,7 @@ trains each task with, on the same seeds (same initializations and batches):
   (``weight_decay_by_progress=True``: ``lambda * (-r)``);
 - ``grid``: warmup-cosine Adam (5% warmup) at the evaluation grid's rates around the
   tuned ones (``GRID``), so a tuned warmup-cosine baseline can be read off per task;
+  with ``--grid-rms-decay b2`` its second-moment decay is ``b2`` instead of 0.999;
 - with ``--scales``, Celo-Adam with every step times ``c`` (the schedule head's bias set
   to ``log c``), alone and with each of ``--weight-decays`` by progress;
 - ``kernels`` (with ``--scales``): Celo-Adam with only the steps of rank >= 4 tensors
@@ -147,6 +148,7 @@ def variants(
     steps: int = 1000,
     smoothings: tuple[float, ...] = (),
     rms_decays: tuple[float, ...] = (),
+    grid_rms_decay: float = 0.999,
 ) -> list[sweeps.Sweep]:
     """The schedules of the module docstring, as evaluation sweeps.
 
@@ -160,6 +162,7 @@ def variants(
       steps: the run length (the ``free`` group's schedules reach zero there).
       smoothings: the loss-smoothing decays of the ``smooth`` group (and of ``rms``).
       rms_decays: the second-moment decays of the ``rms`` group.
+      grid_rms_decay: the ``grid`` group's second-moment decay (named when not 0.999).
 
     Returns:
       One sweep per variant.
@@ -195,9 +198,10 @@ def variants(
                 name = f"CeloAdam wd={decay:g}" + (" by progress" if by_progress else "")
                 out.append(sweeps.learned_sweep(lopt, released.theta, name=name))
     if "grid" in groups:
+        tag = "" if grid_rms_decay == 0.999 else f" b2={grid_rms_decay:g}"
         for rate in GRID:
-            opt = nadamw.adam_warmup_cosine(rate)
-            out.append(sweeps.optimizer_sweep(opt, name=f"WC {rate:g}"))
+            opt = nadamw.adam_warmup_cosine(rate, beta2=grid_rms_decay)
+            out.append(sweeps.optimizer_sweep(opt, name=f"WC {rate:g}{tag}"))
     for scale in scales if "scale" in groups else ():
         theta = head_theta(released.theta, (), math.log(scale))
         out += _celo_sweeps(f"CeloAdam x{scale:g}", theta, weight_decays, schedule_head=True)
@@ -275,6 +279,12 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated second-moment decays b2 of Celo-Adam's Adam, each in (0, 1)",
     )
     parser.add_argument(
+        "--grid-rms-decay",
+        type=float,
+        default=0.999,
+        help="second-moment decay b2 of the grid group's warmup-cosine Adam (default 0.999)",
+    )
+    parser.add_argument(
         "--adaptations",
         default="",
         help="comma-separated step-adaptation rates of Celo-Adam (e.g. 0.01,0.03)",
@@ -305,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--groups adapt needs --adaptations")
     if "smooth" in groups and not smoothings:
         parser.error("--groups smooth needs --smoothings")
+    if not 0.0 < args.grid_rms_decay < 1.0:
+        parser.error(f"--grid-rms-decay must be in (0, 1), got {args.grid_rms_decay}")
     if "rms" in groups and not rms_decays:
         parser.error("--groups rms needs --rms-decays")
     out = Path(args.out)
@@ -315,7 +327,15 @@ def main(argv: list[str] | None = None) -> int:
     for i, name in enumerate(tasks):
         print(f"schedule_shapes: {name} ({i + 1} of {len(tasks)})", file=sys.stderr, flush=True)
         sweeps_ = variants(
-            args.lr, groups, decays, scales, adaptations, args.steps, smoothings, rms_decays
+            args.lr,
+            groups,
+            decays,
+            scales,
+            adaptations,
+            args.steps,
+            smoothings,
+            rms_decays,
+            args.grid_rms_decay,
         )
         rows += _task_rows(name, sweeps_, settings, args.lr, out / "tasks")
     with open(out / "schedule_shapes.csv", "w", newline="") as f:

@@ -130,6 +130,7 @@ def test_bad_groups_and_weight_decays_are_errors_naming_them(repo_script, capsys
         (["--smoothings", "0.9,1"], "--smoothings: every value must be below 1"),
         (["--groups", "rms"], "--groups rms needs --rms-decays"),
         (["--rms-decays", "1.5"], "--rms-decays: every value must be below 1"),
+        (["--grid-rms-decay", "1"], "--grid-rms-decay must be in (0, 1)"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             module.main(argv)
@@ -149,3 +150,21 @@ def test_free_group_trains_learning_rate_free_adams_to_finite_losses(repo_script
         assert float(row["final_train"]) < float("inf") and float(row["final_valid"]) > 0
     # Ten classes: log 10 = 2.30 at chance; D-Adaptation has moved below it in 80 steps.
     assert float(rows["D-Adapt AdamW WC"]["final_train"]) < 2.2
+
+
+def test_grid_rms_decay_names_and_changes_the_warmup_cosine_grid(repo_script, tmp_path):
+    module = repo_script("benchmarks/schedule_shapes.py")
+    out = tmp_path / "out"
+    argv = ["--tasks", "ImageMLP_Digits8_Relu32", "--steps", "20", "--seeds", "1"]
+    assert module.main([*argv, "--groups", "grid", "--out", str(out / "a")]) == 0
+    argv += ["--groups", "grid", "--grid-rms-decay", "0.9", "--out", str(out / "b")]
+    assert module.main(argv) == 0
+    a, b = (
+        {
+            r["variant"]: float(r["final_train"])
+            for r in csv.DictReader(open(out / x / "schedule_shapes.csv"))
+        }
+        for x in ("a", "b")
+    )
+    assert set(b) == {f"WC {rate:g} b2=0.9" for rate in module.GRID}
+    assert all(b[f"{name} b2=0.9"] != a[name] for name in a)
