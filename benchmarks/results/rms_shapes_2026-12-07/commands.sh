@@ -30,3 +30,12 @@ for T in CeloAdam $HERE/theta_b2_0.99.msgpack; do
   cp $OUT/summary.md $HERE/heldout_${NAME}_summary.md
   cp $OUT/summary.csv $HERE/heldout_${NAME}_summary.csv
 done
+
+# Fairness: is the b2 gain one that warmup-cosine Adam would have too? Its grid on the
+# same six tasks and seeds with b2 = 0.99 (folder wc_b2/; at the commit given as CODE2).
+CODE2=${CODE2:-49b6f5f}
+SRC2=/tmp/rms-shapes-wc
+[ -d $SRC2 ] || git worktree add -f --detach $SRC2 $CODE2
+cd $SRC2 && nice -n 5 $PY benchmarks/schedule_shapes.py \
+  --tasks TransformerLM_PyStdlibBytes_MultiRuntime_1,RNNLM_pystdlibbytes_Patch16_VanillaRNN64_Embed32_bs32,ImageMLP_Mnist5k_10_Silu96x48,ImageMLP_Digits8_Elu16x16x16x16,ImageMLPAE_Mnist5k_128x32x128_bs128,Conv_Digits8_16x32x32 \
+  --groups grid --grid-rms-decay 0.99 --seeds 3 --out $HERE/wc_b2
