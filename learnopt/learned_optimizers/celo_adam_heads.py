@@ -90,12 +90,7 @@ def with_weight_decay_head(theta: PyTree) -> PyTree:
     Raises:
       ValueError: ``theta`` already has the scale, or is not a Celo-Adam theta.
     """
-    rnn = _celo_adam_rnn(
-        theta, "with_weight_decay_head", "weight_decay_scale", "weight-decay scale"
-    )
-    dtype = jnp.asarray(rnn["step_size"]["b"]).dtype
-    rnn["weight_decay_scale"] = {"b": jnp.zeros((1,), dtype)}
-    return {**theta, "rnn_params": rnn}
+    return _with_scalar(theta, "with_weight_decay_head", "weight_decay_scale", "weight-decay scale")
 
 
 def with_rms_decay_head(theta: PyTree) -> PyTree:
@@ -111,9 +106,13 @@ def with_rms_decay_head(theta: PyTree) -> PyTree:
     Raises:
       ValueError: ``theta`` already has the scale, or is not a Celo-Adam theta.
     """
-    rnn = _celo_adam_rnn(
+    return _with_scalar(
         theta, "with_rms_decay_head", "rms_decay_scale", "second-moment decay scale"
     )
-    dtype = jnp.asarray(rnn["step_size"]["b"]).dtype
-    rnn["rms_decay_scale"] = {"b": jnp.zeros((1,), dtype)}
+
+
+def _with_scalar(theta: PyTree, caller: str, head: str, what: str) -> PyTree:
+    """``theta`` with ``rnn_params[head] = {"b": [0.0]}`` in the step readout's dtype."""
+    rnn = _celo_adam_rnn(theta, caller, head, what)
+    rnn[head] = {"b": jnp.zeros((1,), jnp.asarray(rnn["step_size"]["b"]).dtype)}
     return {**theta, "rnn_params": rnn}
