@@ -357,6 +357,13 @@ def test_a_setting_hyperv2_lacks_is_a_clear_error():
         celo.Celo({"lstm_hidden_size": 8})
     with pytest.raises(ValueError, match="lstm_hidden_size must be >= 1"):
         celo.Celo(lstm_hidden_size=0)
+    # A decay of 1 froze its accumulator at zero (features that never move), silently.
+    for name in ("initial_momentum_decays", "initial_rms_decays", "initial_adafactor_decays"):
+        for bad in ((0.9, 1.0), (-0.1,), ()):
+            with pytest.raises(ValueError, match=f"{name} must be values in"):
+                celo.Celo(**{name: bad})
+            with pytest.raises(ValueError, match=f"{name} must be values in"):
+                hyper_v2.HyperV2(**{name: bad})
     tau = hyper_v2.HyperV2Tau()
     assert tau.tau_features and not hyper_v2.HyperV2Tau(tau_features=False).tau_features
     assert tau.name == "HyperV2_tau" and not hyper_v2.HyperV2().tau_features

@@ -71,7 +71,8 @@ class HyperV2Config:
         training done (module docstring).
 
     Raises:
-      ValueError: a size or ``default_num_steps`` is < 1.
+      ValueError: a size or ``default_num_steps`` is < 1, or a decay list is empty or
+        has a value outside ``[0, 1)``.
     """
 
     lstm_hidden_size: int = 128
@@ -118,6 +119,11 @@ class HyperV2Config:
         for name in ("lstm_hidden_size", "ff_hidden_size", "param_inits", "default_num_steps"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"HyperV2: {name} must be >= 1, got {getattr(self, name)}")
+        for name in ("initial_momentum_decays", "initial_rms_decays", "initial_adafactor_decays"):
+            decays = tuple(getattr(self, name))
+            if not decays or not all(0.0 <= float(b) < 1.0 for b in decays):
+                # A decay of 1 freezes its accumulator at zero: features that never move.
+                raise ValueError(f"HyperV2: {name} must be values in [0, 1), got {decays}")
         normal = dict(
             lstm_hidden_size=int(self.lstm_hidden_size),
             ff_hidden_size=int(self.ff_hidden_size),
