@@ -37,8 +37,8 @@ trains each task with, on the same seeds (same initializations and batches):
   loss at each decay ``k`` (``CeloAdam(loss_smoothing=k)``), alone and with each of
   ``--weight-decays`` by progress;
 - with ``--rms-decays``, Celo-Adam with Adam's second-moment decay ``b2`` at each value
-  (``CeloAdam(initial_rms_decays=(b2,))``; the release's is 0.999), alone and with each
-  of ``--smoothings``.
+  (``CeloAdam(initial_rms_decays=(b2,))``; the release's is 0.999), alone, with each
+  of ``--smoothings`` and with each of ``--weight-decays`` by progress.
 
 ``--groups`` picks which of these run (default: all but ``grid``, ``kernels``, ``free``
 and the groups that need ``--weight-decays``, ``--scales``, ``--adaptations``,
@@ -156,7 +156,7 @@ def variants(
       lr: warmup-cosine's peak rate.
       groups: which variants (``GROUPS``).
       weight_decays: the decays of the ``weight_decay`` group (and, by progress, of
-        ``scale``, ``kernels`` and ``adapt``).
+        ``scale``, ``kernels``, ``adapt``, ``smooth`` and ``rms``).
       scales: the step multipliers of the ``scale`` and ``kernels`` groups.
       adaptations: the step-adaptation rates of the ``adapt`` group.
       steps: the run length (the ``free`` group's schedules reach zero there).
@@ -219,6 +219,12 @@ def variants(
         for k in (0.0, *smoothings):
             lopt = CeloAdam(initial_rms_decays=(b2,), loss_smoothing=k)
             name = f"CeloAdam b2={b2:g}" + (f" smooth={k:g}" if k else "")
+            out.append(sweeps.learned_sweep(lopt, released.theta, name=name))
+        for decay in weight_decays:
+            lopt = CeloAdam(
+                initial_rms_decays=(b2,), weight_decay=decay, weight_decay_by_progress=True
+            )
+            name = f"CeloAdam b2={b2:g} wd={decay:g} by progress"
             out.append(sweeps.learned_sweep(lopt, released.theta, name=name))
     if "free" in groups:
         warmup = max(1, steps // 20)

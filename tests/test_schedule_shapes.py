@@ -60,7 +60,7 @@ def test_scale_adapt_smooth_and_rms_groups_change_celoadam_and_grid_trains_warmu
     decayed = {"CeloAdam x1 wd=3 by progress", "CeloAdam x4 wd=3 by progress"}
     adapted = {"CeloAdam hd=0.5", "CeloAdam hd=0.5 wd=3 by progress"}
     smoothed = {"CeloAdam smooth=0.9", "CeloAdam smooth=0.9 wd=3 by progress"}
-    rms = {"CeloAdam b2=0.95", "CeloAdam b2=0.95 smooth=0.9"}
+    rms = {"CeloAdam b2=0.95", "CeloAdam b2=0.95 smooth=0.9", "CeloAdam b2=0.95 wd=3 by progress"}
     assert set(train) == {"CeloAdam"} | grid | scaled | decayed | adapted | smoothed | rms
     # x1 is the release step for step (the head's bias log 1 = 0); x4 is not.
     assert train["CeloAdam x1"] == train["CeloAdam"]
