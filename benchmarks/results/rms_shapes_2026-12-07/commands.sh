@@ -39,3 +39,13 @@ SRC2=/tmp/rms-shapes-wc
 cd $SRC2 && nice -n 5 $PY benchmarks/schedule_shapes.py \
   --tasks TransformerLM_PyStdlibBytes_MultiRuntime_1,RNNLM_pystdlibbytes_Patch16_VanillaRNN64_Embed32_bs32,ImageMLP_Mnist5k_10_Silu96x48,ImageMLP_Digits8_Elu16x16x16x16,ImageMLPAE_Mnist5k_128x32x128_bs128,Conv_Digits8_16x32x32 \
   --groups grid --grid-rms-decay 0.99 --seeds 3 --out $HERE/wc_b2
+
+# Then: weight decay 0.1 by progress on top of b2 = 0.99 (can the valid column's decay
+# and b2's training-loss gain go together?), the same six tasks and seeds (folder
+# b2_wd/; at the commit given as CODE3).
+CODE3=${CODE3:-6bbd6df}
+SRC3=/tmp/rms-shapes-wd
+[ -d $SRC3 ] || git worktree add -f --detach $SRC3 $CODE3
+cd $SRC3 && nice -n 5 $PY benchmarks/schedule_shapes.py \
+  --tasks TransformerLM_PyStdlibBytes_MultiRuntime_1,RNNLM_pystdlibbytes_Patch16_VanillaRNN64_Embed32_bs32,ImageMLP_Mnist5k_10_Silu96x48,ImageMLP_Digits8_Elu16x16x16x16,ImageMLPAE_Mnist5k_128x32x128_bs128,Conv_Digits8_16x32x32 \
+  --groups rms --rms-decays 0.99 --weight-decays 0.1 --seeds 3 --out $HERE/b2_wd
