@@ -216,16 +216,11 @@ def variants(
             f"CeloAdam smooth={k:g}", released.theta, weight_decays, loss_smoothing=k
         )
     for b2 in rms_decays if "rms" in groups else ():
-        for k in (0.0, *smoothings):
+        name = f"CeloAdam b2={b2:g}"
+        out += _celo_sweeps(name, released.theta, weight_decays, initial_rms_decays=(b2,))
+        for k in smoothings:
             lopt = CeloAdam(initial_rms_decays=(b2,), loss_smoothing=k)
-            name = f"CeloAdam b2={b2:g}" + (f" smooth={k:g}" if k else "")
-            out.append(sweeps.learned_sweep(lopt, released.theta, name=name))
-        for decay in weight_decays:
-            lopt = CeloAdam(
-                initial_rms_decays=(b2,), weight_decay=decay, weight_decay_by_progress=True
-            )
-            name = f"CeloAdam b2={b2:g} wd={decay:g} by progress"
-            out.append(sweeps.learned_sweep(lopt, released.theta, name=name))
+            out.append(sweeps.learned_sweep(lopt, released.theta, name=f"{name} smooth={k:g}"))
     if "free" in groups:
         warmup = max(1, steps // 20)
         # D-Adaptation divides by the rate-weighted sum of its steps: a rate of exactly 0
@@ -301,9 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     adaptations = _positive_list(parser, "--adaptations", args.adaptations)
     smoothings = _positive_list(parser, "--smoothings", args.smoothings)
     rms_decays = _positive_list(parser, "--rms-decays", args.rms_decays)
-    for flag, text in (("--smoothings", args.smoothings), ("--rms-decays", args.rms_decays)):
-        if any(k >= 1.0 for k in _positive_list(parser, flag, text)):
-            parser.error(f"{flag}: every value must be below 1, got {text}")
+    for flag, values in (("--smoothings", smoothings), ("--rms-decays", rms_decays)):
+        if any(k >= 1.0 for k in values):
+            parser.error(f"{flag}: every value must be below 1, got {values}")
     groups = DEFAULT_GROUPS + (("weight_decay",) if decays else ())
     groups += (("scale",) if scales else ()) + (("adapt",) if adaptations else ())
     groups += (("smooth",) if smoothings else ()) + (("rms",) if rms_decays else ())
