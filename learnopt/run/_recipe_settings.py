@@ -376,3 +376,28 @@ _CELOADAM_B2 = {
     "lopt_config": {"rms_decay_head": True},
     "meta_loss_split": "train+outer_valid",
 }
+
+#: celoadam-b2's two scalars by whole-run evolution strategies: PES at 20-step
+#: truncations did not move ``b`` (recipe 16), whose effect (and weight decay's) builds up
+#: over a whole run. Here FullES perturbs both log scales (std 0.3) over complete
+#: 1000-step inner runs (the heldout horizon), 2 antithetic pairs per family and step,
+#: from the hand-set diagnostic's ``b2 = 0.99`` (7/9 heldout train wins against tuned
+#: warmup-cosine Adam, 4/9 valid) and a weight decay of 0.03 by progress (recipe 15's
+#: 0.1 bought the valid column at the train column's cost); the step-size head and the
+#: rest frozen, the meta-loss celoadam-b2's (late log loss, training + outer-valid).
+_CELOADAM_B2_WD_ES = {
+    **{k: v for k, v in _CELOADAM_B2.items() if k != "trunc_length"},
+    "lopt_config": {
+        "initial_rms_decays": [0.99],
+        "rms_decay_head": True,
+        "weight_decay": 0.03,
+        "weight_decay_by_progress": True,
+        "weight_decay_head": True,
+    },
+    "trainer": "full_es",
+    "total_length": 1000,
+    "num_tasks": 4,
+    "std": 0.3,
+    "outer_lr": 0.1,
+    "steps": 40,
+}

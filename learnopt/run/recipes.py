@@ -33,6 +33,7 @@ from typing import Any
 
 from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_B2,
+    _CELOADAM_B2_WD_ES,
     _CELOADAM_HEAD_LM_VALID,
     _CELOADAM_HEAD_LM_VALID_FINE,
     _CELOADAM_HEAD_MULTI,
@@ -413,6 +414,15 @@ RECIPES: dict[str, Recipe] = {
             "training and an outer-valid batch); chosen on meta-valid every 250 steps",
             _CELOADAM_B2,
             dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-b2-wd-es",
+            "the released CeloAdam at b2 = 0.99 with weight decay 0.03 by progress, the "
+            "second-moment decay's and the weight decay's log scales (two values) "
+            "meta-trained by evolution strategies over whole 1000-step runs on "
+            "celoadam-b2's three kinds of task; chosen on meta-valid every 10 steps",
+            _CELOADAM_B2_WD_ES,
+            dict(every=10, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )
 }
