@@ -381,6 +381,18 @@ def test_compile_time_does_not_grow_with_unroll_length():
     assert t100 < 2.0 * t10
 
 
+def test_antithetic_copies_do_not_hold_a_whole_runs_batches_twice(repo_script):
+    """The + and - copies share batches, tiled step by step inside the scan.
+
+    Tiled up front (before), a FullES estimate held the whole run's batches twice more as
+    temporaries (temporaries / batches 2.0; 2.5 GB at 1000 steps on the MLP bucket).
+    """
+    bench = repo_script("benchmarks/bench_whole_run_memory.py")
+    row = bench.measure("ImageMLP_Digits8_Relu32", 60, 2, "LearnableAdam")
+    assert row["batches_mb"] > 0.5  # 60 steps x 2 runs x 3 splits of 64 8x8 images
+    assert row["temporary_over_batches"] < 0.5, row
+
+
 # ----------------------------------------------------------------------------------------
 # VectorizedLOptTruncatedStep: reset_done, staggered starts
 # ----------------------------------------------------------------------------------------
