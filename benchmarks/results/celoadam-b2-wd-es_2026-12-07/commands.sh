@@ -41,3 +41,9 @@ OUT=$ROOT/runs/heldout-$NAME-start
 [ -f $OUT/done ] || { (cd $SRC && nice -n 5 $PY -m learnopt evaluate --theta $HERE/theta_start.msgpack \
   --seeds 2 --baselines Adam,AdamWarmupCosine --out $OUT --overwrite) && touch $OUT/done; }
 cp $OUT/summary.md $HERE/heldout_start_summary.md; cp $OUT/summary.csv $HERE/heldout_start_summary.csv
+# Diagnostic, not the recipe's result (its chosen theta is the start): the final theta
+# (step 50) on heldout the same way.
+OUT=$ROOT/runs/heldout-$NAME-final
+[ -f $OUT/done ] || { (cd $SRC && nice -n 5 $PY -m learnopt evaluate --theta $HERE/theta_final.msgpack \
+  --seeds 2 --baselines Adam,AdamWarmupCosine --out $OUT --overwrite) && touch $OUT/done; }
+cp $OUT/summary.md $HERE/heldout_final_summary.md; cp $OUT/summary.csv $HERE/heldout_final_summary.csv
