@@ -406,3 +406,9 @@ _CELOADAM_B2_WD_ES = {
     "outer_lr": 0.1,
     "steps": 50,
 }
+
+#: celoadam-b2-wd-es with the meta-loss on the outer-valid split alone: on training and
+#: outer-valid batches the log objective rewarded memorizing (b2 0.933, decay 0.009) and
+#: meta-valid rejected every theta it passed through; this asks the two values for the
+#: validation loss the selection and the bar's valid column read. 30 steps.
+_CELOADAM_B2_WD_ES_VALID = {**_CELOADAM_B2_WD_ES, "meta_loss_split": "outer_valid", "steps": 30}

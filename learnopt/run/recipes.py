@@ -34,6 +34,7 @@ from typing import Any
 from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_B2,
     _CELOADAM_B2_WD_ES,
+    _CELOADAM_B2_WD_ES_VALID,
     _CELOADAM_HEAD_LM_VALID,
     _CELOADAM_HEAD_LM_VALID_FINE,
     _CELOADAM_HEAD_MULTI,
@@ -422,6 +423,13 @@ RECIPES: dict[str, Recipe] = {
             "meta-trained by evolution strategies over whole 1000-step runs on "
             "celoadam-b2's three kinds of task; chosen on meta-valid every 10 steps",
             _CELOADAM_B2_WD_ES,
+            dict(every=10, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-b2-wd-es-valid",
+            "celoadam-b2-wd-es with the meta-loss on the outer-valid split alone (the late "
+            "log validation loss), 30 steps; chosen on meta-valid every 10 steps",
+            _CELOADAM_B2_WD_ES_VALID,
             dict(every=10, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )

@@ -1,0 +1,41 @@
+# Recipe celoadam-b2-wd-es-valid (learnopt/run/_recipe_settings.py,
+# _CELOADAM_B2_WD_ES_VALID): celoadam-b2-wd-es (the released CeloAdam at b2 = 0.99 with
+# weight decay 0.03 by progress, the two log scales by FullES over whole 1000-step runs)
+# with the meta-loss on the outer-valid split alone; 30 steps, meta-valid every 10 steps
+# (3 seeds, start included), then the chosen theta evaluated once on heldout (2 seeds)
+# against Adam and warmup-cosine Adam tuned over the default 9-rate grid (cached). Its
+# start is celoadam-b2-wd-es's (heldout: ../celoadam-b2-wd-es_2026-12-07/heldout_start_summary.md).
+# Run from a worktree of the commit given as CODE. Resumable: meta-training resumes from
+# its checkpoints, each finished step below is skipped.
+cd "$(dirname "$0")/../../.."
+ROOT=$PWD
+PY=$ROOT/.venv/bin/python
+CODE=${CODE:-41989d0}
+SRC=/tmp/celoadam-b2-wd-es-valid
+[ -d $SRC ] || git worktree add -f --detach $SRC $CODE
+NAME=celoadam-b2-wd-es-valid
+RUN=$ROOT/runs/$NAME
+HERE=$ROOT/benchmarks/results/${NAME}_2026-12-07
+(cd $SRC && $PY -c "from learnopt.evaluation import fingerprint as f; h = f.source_hash()[:12]; print('baseline key', h); assert h == 'e212edafc052'") || exit 1
+if [ ! -f $RUN/done ]; then
+  if [ -f $RUN/config.json ]; then
+    (cd $SRC && nice -n 5 $PY -m learnopt meta-train --resume $RUN)
+  else
+    (cd $SRC && nice -n 5 $PY -m learnopt meta-train --recipe $NAME --checkpoint-every 5 --out $RUN)
+  fi && touch $RUN/done
+  rc=$?; echo "$(date) meta-train rc=$rc"; [ $rc = 0 ] || exit $rc
+fi
+cp $RUN/eval.csv $RUN/eval.png $RUN/meta_loss.png $RUN/config.json $RUN/metrics.csv $HERE/ 2>/dev/null
+cp $RUN/theta.msgpack $HERE/theta_final.msgpack
+STEP=$($PY -c "from learnopt import checkpoints as c; print(c.load_theta_metadata('$RUN/theta_best.msgpack')['meta_training']['step'])")
+cp $RUN/theta_best.msgpack $HERE/theta_chosen_step$STEP.msgpack
+OUT=$ROOT/runs/heldout-$NAME-chosen
+[ -f $OUT/done ] || { (cd $SRC && nice -n 5 $PY -m learnopt evaluate --theta $RUN/theta_best.msgpack \
+  --seeds 2 --baselines Adam,AdamWarmupCosine --out $OUT --overwrite) && touch $OUT/done; }
+cp $OUT/summary.md $HERE/heldout_chosen_summary.md; cp $OUT/summary.csv $HERE/heldout_chosen_summary.csv
+# Diagnostic, not the recipe's result unless chosen: the final theta (step 30) on heldout
+# the same way.
+OUT=$ROOT/runs/heldout-$NAME-final
+[ -f $OUT/done ] || { (cd $SRC && nice -n 5 $PY -m learnopt evaluate --theta $HERE/theta_final.msgpack \
+  --seeds 2 --baselines Adam,AdamWarmupCosine --out $OUT --overwrite) && touch $OUT/done; }
+cp $OUT/summary.md $HERE/heldout_final_summary.md; cp $OUT/summary.csv $HERE/heldout_final_summary.csv
