@@ -10,7 +10,7 @@
 cd "$(dirname "$0")/../../.."
 ROOT=$PWD
 PY=$ROOT/.venv/bin/python
-CODE=${CODE:-41989d0}
+CODE=${CODE:-f9edeb5}
 SRC=/tmp/celoadam-b2-wd-es-valid
 [ -d $SRC ] || git worktree add -f --detach $SRC $CODE
 NAME=celoadam-b2-wd-es-valid
