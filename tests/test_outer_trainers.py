@@ -389,7 +389,7 @@ def test_antithetic_copies_do_not_hold_a_whole_runs_batches_twice(repo_script):
     """
     bench = repo_script("benchmarks/bench_whole_run_memory.py")
     row = bench.measure("ImageMLP_Digits8_Relu32", 60, 2, "LearnableAdam")
-    assert row["batches_mb"] > 0.5  # 60 steps x 2 runs x 3 splits of 64 8x8 images
+    assert row["batches_mb"] > 0.5  # 60 steps x 2 runs x 3 splits of 128 8x8 images
     assert row["temporary_over_batches"] < 0.5, row
 
 

@@ -505,8 +505,8 @@ class VectorizedLOptTruncatedStep(PopulationQueries):
         """
         step_keys = jax.random.split(key, num_steps)
         # The copies share batches: each step's are tiled inside the scan, so a whole
-        # unroll's batches are never held twice (a 1000-step FullES estimate on 20x20
-        # images held 2.5 GB twice).
+        # unroll's batches are held once (tiled up front, a 1000-step FullES estimate on
+        # 20x20 images held 2.5 GB more; benchmarks/bench_whole_run_memory.py).
         train = None if data is None else data["train"]
         meta = None if data is None else data.get("meta")
         theta_axis = 0 if theta_is_vector else None

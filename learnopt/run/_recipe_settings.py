@@ -381,8 +381,8 @@ _CELOADAM_B2 = {
 #: truncations did not move ``b`` (recipe 16), whose effect (and weight decay's) builds up
 #: over a whole run. Here FullES perturbs both log scales (std 0.3) over complete
 #: 1000-step inner runs (the heldout horizon), one antithetic pair per family and step
-#: (two pairs: the whole run's batches, 2.5 GB for the MLP bucket, are materialized per
-#: estimate, and the process peaked at 23.6 GB, killed by the 23 GB machine),
+#: (two pairs were killed for memory at 23.6 GB on this 23 GB machine, before the
+#: antithetic copies' batches were tiled step by step; kept at one as it was measured),
 #: from the hand-set diagnostic's ``b2 = 0.99`` (7/9 heldout train wins against tuned
 #: warmup-cosine Adam, 4/9 valid) and a weight decay of 0.03 by progress (recipe 15's
 #: 0.1 bought the valid column at the train column's cost); the step-size head and the
