@@ -35,6 +35,7 @@ from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_B2,
     _CELOADAM_B2_WD_ES,
     _CELOADAM_B2_WD_ES_VALID,
+    _CELOADAM_B2_WD_HEAD_LM,
     _CELOADAM_HEAD_LM_VALID,
     _CELOADAM_HEAD_LM_VALID_FINE,
     _CELOADAM_HEAD_MULTI,
@@ -431,6 +432,14 @@ RECIPES: dict[str, Recipe] = {
             "log validation loss), 30 steps; chosen on meta-valid every 10 steps",
             _CELOADAM_B2_WD_ES_VALID,
             dict(every=10, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-b2-wd-head-lm",
+            "celoadam-head-lm-valid (the 65-value head on the two LM families) on "
+            "celoadam-b2-wd-es's hand-set start (b2 0.99, weight decay 0.03 by progress); "
+            "chosen on meta-valid every 250 steps",
+            _CELOADAM_B2_WD_HEAD_LM,
+            dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )
 }
