@@ -25,7 +25,7 @@ from learnopt import _validate, distributed
 from learnopt.canonical import settle_dtypes
 from learnopt.learned_optimizers import base as lopt_base
 from learnopt.optimizers import base as opt_base
-from learnopt.outer_trainers import outer_update, population_sharding
+from learnopt.outer_trainers import memory_check, outer_update, population_sharding
 from learnopt.outer_trainers import worker as worker_lib
 from learnopt.outer_trainers.gradient_estimator import GradientEstimator, is_host_style
 from learnopt.outer_trainers.outer_update import GradientLearner, GradientLearnerState
@@ -193,6 +193,12 @@ class SingleMachineGradientLearner:
 
         Returns:
           The :class:`SingleMachineState` (placed on the mesh, if there is one).
+
+        Raises:
+          memory_check.BatchesDoNotFitError: one outer step's batches (a whole run's, for
+            the full-run estimators) need more memory than is available; checked before
+            they are fetched where the datasets can report their position, and before
+            anything compiles (``LEARNOPT_SKIP_MEMORY_CHECK=1`` turns it off).
         """
         _validate.prng_key("key", key)
         k_learner, k_est = jax.random.split(key)
@@ -218,8 +224,19 @@ class SingleMachineGradientLearner:
             )
             est_states = jax.jit(init, out_shardings=shardings)(*args)
         state = SingleMachineState(learner_state, est_states)
+        # Before a whole run's batches are fetched and anything compiles: a clear error,
+        # not the out-of-memory killer later.
+        check = not memory_check.skipped()
+        devices = 1 if self.mesh is None else self.mesh.size
+        ahead = memory_check.whole_run_bytes(self) if check else None
+        if ahead is not None:
+            memory_check.check_batches_fit(ahead, self.gradient_estimators, num_devices=devices)
+        host_datas = self.get_datas()
+        if check:
+            sizes = [memory_check.nbytes(d) for d in host_datas]
+            memory_check.check_batches_fit(sizes, self.gradient_estimators, num_devices=devices)
         datas = population_sharding.abstract_datas(
-            self.get_datas(), self.gradient_estimators, self._multiprocess
+            host_datas, self.gradient_estimators, self._multiprocess
         )
         if self.mesh is not None:
             state = self._shard(state, datas)
