@@ -38,7 +38,10 @@ trains each task with, on the same seeds (same initializations and batches):
   ``--weight-decays`` by progress;
 - with ``--rms-decays``, Celo-Adam with Adam's second-moment decay ``b2`` at each value
   (``CeloAdam(initial_rms_decays=(b2,))``; the release's is 0.999), alone, with each
-  of ``--smoothings`` and with each of ``--weight-decays`` by progress.
+  of ``--smoothings`` and with each of ``--weight-decays`` by progress;
+- with ``--celoadam NAME=JSON`` (repeatable), ``custom``: Celo-Adam built with the JSON
+  object's constructor arguments (``'{"initial_rms_decays": [0.99], "weight_decay":
+  0.03}'``) on the released theta, named ``NAME``.
 
 ``--groups`` picks which of these run (default: all but ``grid``, ``kernels``, ``free``
 and the groups that need ``--weight-decays``, ``--scales``, ``--adaptations``,
@@ -133,6 +136,7 @@ GROUPS = (
     "free",
     "smooth",
     "rms",
+    "custom",
 )
 #: The groups run when ``--groups`` is not given (``weight_decay``, ``scale`` and
 #: ``adapt`` are added when their values are given).
@@ -149,6 +153,7 @@ def variants(
     smoothings: tuple[float, ...] = (),
     rms_decays: tuple[float, ...] = (),
     grid_rms_decay: float = 0.999,
+    custom: dict[str, dict[str, Any]] | None = None,
 ) -> list[sweeps.Sweep]:
     """The schedules of the module docstring, as evaluation sweeps.
 
@@ -163,6 +168,7 @@ def variants(
       smoothings: the loss-smoothing decays of the ``smooth`` group (and of ``rms``).
       rms_decays: the second-moment decays of the ``rms`` group.
       grid_rms_decay: the ``grid`` group's second-moment decay (named when not 0.999).
+      custom: the ``custom`` group: a name and ``CeloAdam`` constructor arguments each.
 
     Returns:
       One sweep per variant.
@@ -221,6 +227,8 @@ def variants(
         for k in smoothings:
             lopt = CeloAdam(initial_rms_decays=(b2,), loss_smoothing=k)
             out.append(sweeps.learned_sweep(lopt, released.theta, name=f"{name} smooth={k:g}"))
+    for name, options in (custom or {}).items() if "custom" in groups else ():
+        out.append(sweeps.learned_sweep(CeloAdam(**options), released.theta, name=name))
     if "free" in groups:
         warmup = max(1, steps // 20)
         # D-Adaptation divides by the rate-weighted sum of its steps: a rate of exactly 0
@@ -290,7 +298,16 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="comma-separated step-adaptation rates of Celo-Adam (e.g. 0.01,0.03)",
     )
+    parser.add_argument(
+        "--celoadam",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help="a custom Celo-Adam variant: its name and its constructor arguments as a JSON "
+        "object, on the released theta (repeatable; the custom group)",
+    )
     args = parser.parse_args(argv)
+    custom = _custom_variants(parser, args.celoadam)
     decays = _positive_list(parser, "--weight-decays", args.weight_decays)
     scales = _positive_list(parser, "--scales", args.scales)
     adaptations = _positive_list(parser, "--adaptations", args.adaptations)
@@ -302,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     groups = DEFAULT_GROUPS + (("weight_decay",) if decays else ())
     groups += (("scale",) if scales else ()) + (("adapt",) if adaptations else ())
     groups += (("smooth",) if smoothings else ()) + (("rms",) if rms_decays else ())
+    groups += ("custom",) if custom else ()
     if args.groups is not None:
         groups = tuple(g for g in args.groups.split(",") if g)
         unknown = sorted(set(groups) - set(GROUPS))
@@ -320,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--grid-rms-decay must be in (0, 1), got {args.grid_rms_decay}")
     if "rms" in groups and not rms_decays:
         parser.error("--groups rms needs --rms-decays")
+    if "custom" in groups and not custom:
+        parser.error("--groups custom needs --celoadam NAME=JSON")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = engine.TrainingSettings(num_steps=args.steps, num_seeds=args.seeds)
@@ -337,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             smoothings,
             rms_decays,
             args.grid_rms_decay,
+            custom,
         )
         rows += _task_rows(name, sweeps_, settings, args.lr, out / "tasks")
     with open(out / "schedule_shapes.csv", "w", newline="") as f:
@@ -405,6 +426,27 @@ def _task_rows(
     path.write_text(json.dumps({"key": key, "rows": rows}))
     print(f"  {time.time() - start:.0f} s", file=sys.stderr, flush=True)
     return rows
+
+
+def _custom_variants(parser: argparse.ArgumentParser, given: list[str]) -> dict[str, dict]:
+    """``--celoadam NAME=JSON`` values as ``{name: constructor arguments}``; checked."""
+    out = {}
+    for text in given:
+        name, sep, config = text.partition("=")
+        if not sep or not name:
+            parser.error(f"--celoadam: expected NAME=JSON, got {text!r}")
+        try:
+            options = json.loads(config)
+        except json.JSONDecodeError as e:
+            parser.error(f"--celoadam {name}: not JSON ({e}): {config}")
+        if not isinstance(options, dict):
+            parser.error(f"--celoadam {name}: expected a JSON object, got {config}")
+        try:
+            CeloAdam(**options)
+        except (TypeError, ValueError) as e:
+            parser.error(f"--celoadam {name}: {e}")
+        out[name] = options
+    return out
 
 
 def _positive_list(parser: argparse.ArgumentParser, flag: str, text: str) -> tuple[float, ...]:

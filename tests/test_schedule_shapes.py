@@ -168,3 +168,39 @@ def test_grid_rms_decay_names_and_changes_the_warmup_cosine_grid(repo_script, tm
     )
     assert set(b) == {f"WC {rate:g} b2=0.9" for rate in module.GRID}
     assert all(b[f"{name} b2=0.9"] != a[name] for name in a)
+
+
+def test_custom_group_builds_celoadam_from_json_and_the_release_config_is_the_release(
+    repo_script, tmp_path
+):
+    module = repo_script("benchmarks/schedule_shapes.py")
+    out = tmp_path / "out"
+    argv = ["--tasks", "ImageMLP_Digits8_Relu32", "--steps", "20", "--seeds", "1"]
+    argv += ["--groups", "celo,custom", "--celoadam", "same={}", "--out", str(out)]
+    argv += ["--celoadam", 'b2={"initial_rms_decays": [0.9], "weight_decay": 0.3}']
+    assert module.main(argv) == 0
+    train = {
+        r["variant"]: float(r["final_train"])
+        for r in csv.DictReader(open(out / "schedule_shapes.csv"))
+    }
+    assert set(train) == {"CeloAdam", "same", "b2"}
+    assert train["same"] == train["CeloAdam"]
+    assert train["b2"] != train["CeloAdam"]
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ("nameless", "expected NAME=JSON"),
+        ("x={bad", "--celoadam x: not JSON"),
+        ("x=[1]", "--celoadam x: expected a JSON object"),
+        ('x={"no_such_argument": 1}', "--celoadam x: "),
+        ('x={"initial_rms_decays": [1.5]}', "--celoadam x: "),
+    ],
+)
+def test_bad_custom_variants_are_errors_naming_them(repo_script, capsys, value, match):
+    module = repo_script("benchmarks/schedule_shapes.py")
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--celoadam", value])
+    assert exit_info.value.code == 2
+    assert match in capsys.readouterr().err
