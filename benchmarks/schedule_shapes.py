@@ -432,7 +432,9 @@ def _custom_variants(parser: argparse.ArgumentParser, given: list[str]) -> dict[
     """``--celoadam NAME=JSON`` values as ``{name: constructor arguments}``; checked."""
     out = {}
     for text in given:
-        name, sep, config = text.partition("=")
+        # The JSON object starts at the first "={", so a name may hold "=" ("b1=0.95").
+        cut = text.find("={")
+        name, sep, config = (text[:cut], "=", text[cut + 1 :]) if cut > 0 else text.partition("=")
         if not sep or not name:
             parser.error(f"--celoadam: expected NAME=JSON, got {text!r}")
         try:

@@ -177,15 +177,15 @@ def test_custom_group_builds_celoadam_from_json_and_the_release_config_is_the_re
     out = tmp_path / "out"
     argv = ["--tasks", "ImageMLP_Digits8_Relu32", "--steps", "20", "--seeds", "1"]
     argv += ["--groups", "celo,custom", "--celoadam", "same={}", "--out", str(out)]
-    argv += ["--celoadam", 'b2={"initial_rms_decays": [0.9], "weight_decay": 0.3}']
+    argv += ["--celoadam", 'b2=0.9={"initial_rms_decays": [0.9], "weight_decay": 0.3}']
     assert module.main(argv) == 0
     train = {
         r["variant"]: float(r["final_train"])
         for r in csv.DictReader(open(out / "schedule_shapes.csv"))
     }
-    assert set(train) == {"CeloAdam", "same", "b2"}
+    assert set(train) == {"CeloAdam", "same", "b2=0.9"}
     assert train["same"] == train["CeloAdam"]
-    assert train["b2"] != train["CeloAdam"]
+    assert train["b2=0.9"] != train["CeloAdam"]
 
 
 @pytest.mark.parametrize(
