@@ -6,7 +6,7 @@
 cd "$(dirname "$0")/../../.."
 ROOT=$PWD
 PY=$ROOT/.venv/bin/python
-CODE=${CODE:-482f03e}
+CODE=${CODE:-53d1d99}
 SRC=/tmp/lm-shapes
 [ -d $SRC ] || git worktree add -f --detach $SRC $CODE
 HERE=$ROOT/benchmarks/results/lm_shapes_2026-12-07
