@@ -239,7 +239,11 @@ def variants(
             "D-Adapt AdamW WC": optax.contrib.dadapt_adamw(shape),
         }
         out += [sweeps.optimizer_sweep(OptaxOptimizer(tx), name=n) for n, tx in free.items()]
-    return out
+    # Groups can share a variant (frontier's and grid's "WC 0.01"): train it once.
+    unique: dict[str, sweeps.Sweep] = {}
+    for sweep in out:
+        unique.setdefault(sweep.name, sweep)
+    return list(unique.values())
 
 
 def _celo_sweeps(

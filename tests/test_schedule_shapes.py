@@ -204,3 +204,12 @@ def test_bad_custom_variants_are_errors_naming_them(repo_script, capsys, value, 
         module.main(["--celoadam", value])
     assert exit_info.value.code == 2
     assert match in capsys.readouterr().err
+
+
+def test_groups_that_share_a_variant_train_it_once(repo_script):
+    module = repo_script("benchmarks/schedule_shapes.py")
+    names = [s.name for s in module.variants(0.0316, ("frontier", "grid"))]
+    assert len(names) == len(set(names))
+    assert "WC 0.01" in names and "Adam 0.01" in names
+    # Each variant where it first came: frontier's, then the rest of the grid.
+    assert names.index("Adam 0.01") < names.index("WC 0.01") < names.index("WC 0.1")
