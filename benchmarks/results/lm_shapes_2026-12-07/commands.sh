@@ -6,12 +6,12 @@
 cd "$(dirname "$0")/../../.."
 ROOT=$PWD
 PY=$ROOT/.venv/bin/python
-CODE=${CODE:-53d1d99}
+CODE=${CODE:-de08e90}
 SRC=/tmp/lm-shapes
 [ -d $SRC ] || git worktree add -f --detach $SRC $CODE
 HERE=$ROOT/benchmarks/results/lm_shapes_2026-12-07
 HS='"initial_rms_decays": [0.99], "weight_decay": 0.03, "weight_decay_by_progress": true'
-cd $SRC && nice -n 5 $PY benchmarks/schedule_shapes.py \
+cd $SRC && PYTHONPATH=$SRC nice -n 5 $PY benchmarks/schedule_shapes.py \
   --tasks TransformerLM_PyStdlibBytes_MultiRuntime_1,RNNLM_pystdlibbytes_Patch16_VanillaRNN64_Embed32_bs32 \
   --groups frontier,grid,custom --seeds 3 --out $HERE \
   --celoadam "start={$HS}" \
