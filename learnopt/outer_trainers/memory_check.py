@@ -7,10 +7,10 @@ copies). For the truncated estimators they are a truncation's worth and small; f
 full-run estimators (``FullES``, ``FullGrad``) they are a whole inner run's, and grow with
 its length and the population: 1,000 steps of two runs of the 20x20-pixel MLP bucket on
 the training and outer-valid splits take 1.23 GB (``benchmarks/bench_whole_run_memory.py``),
-so ``--total-length 20000`` asks for 49 GB. Without a check such a run is ended by the
-operating system's out-of-memory killer after its compile, with nothing said;
-:func:`check_batches_fit` raises first, naming the bytes, the estimators and what to
-change.
+so ``--total-length 20000`` takes 24.6 GB of batches, 49 GB held twice. Without a check
+such a run is ended by the operating system's out-of-memory killer after its compile,
+with nothing said; :func:`check_batches_fit` raises first, naming the bytes, the
+estimators and what to change.
 """
 
 from __future__ import annotations

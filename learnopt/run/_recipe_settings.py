@@ -420,7 +420,7 @@ _CELOADAM_B2_WD_ES_VALID = {**_CELOADAM_B2_WD_ES, "meta_loss_split": "outer_vali
 #: loss on the outer-valid split) on recipe 17's hand-set start: ``b2 = 0.99`` and weight
 #: decay 0.03 by progress. That start wins 6/9 and 6/9 heldout tasks against tuned
 #: warmup-cosine Adam and 8/9, 7/9 against tuned Adam; of its losses only the
-#: Transformer's are small enough for a head to move (0.3-0.6%), and the LM head is the
+#: Transformer's are small enough for a head to move (0.3-0.7%), and the LM head is the
 #: one ingredient that moved heldout's Transformer below tuned warmup-cosine Adam's valid
 #: loss (celoadam-head-lm-valid: 2.459 -> 2.442). 1,000 steps, meta-valid every 250.
 #: Gave: chosen at step 750 (0.252 against the start's 0.254, the ELU MLP's valid loss);
