@@ -22,10 +22,12 @@ from typing import Any
 import jax
 
 __all__ = [
+    "SKIP_ENV",
     "BatchesDoNotFitError",
     "available_host_bytes",
     "check_batches_fit",
     "nbytes",
+    "skipped",
     "whole_run_bytes",
 ]
 
@@ -36,7 +38,11 @@ SKIP_ENV = "LEARNOPT_SKIP_MEMORY_CHECK"
 
 
 def skipped() -> bool:
-    """Whether :data:`SKIP_ENV` turns the check off."""
+    """Whether :data:`SKIP_ENV` turns the check off.
+
+    Returns:
+      True where the variable is set to anything but "" or "0".
+    """
     return os.environ.get(SKIP_ENV, "") not in ("", "0")
 
 
@@ -117,7 +123,15 @@ def _describe(estimator: Any) -> str:
 
 
 def nbytes(tree: Any) -> int:
-    """Bytes of the arrays of a pytree (batches as ``get_datas()`` returns them)."""
+    """Bytes of the arrays of a pytree.
+
+    Args:
+      tree: batches as ``get_datas()`` returns them (numpy or JAX arrays; other leaves
+        count 0).
+
+    Returns:
+      The sum of the leaves' ``nbytes``.
+    """
     return sum(int(getattr(leaf, "nbytes", 0)) for leaf in jax.tree_util.tree_leaves(tree))
 
 
