@@ -39,6 +39,7 @@ def measure(family: str, length: int, num_tasks: int, lopt_name: str) -> dict:
     """
     import jax
 
+    from learnopt.outer_trainers import memory_check
     from learnopt.run import build
 
     lopt = build.build_lopt(lopt_name, {})
@@ -56,7 +57,7 @@ def measure(family: str, length: int, num_tasks: int, lopt_name: str) -> dict:
     estimate = jax.jit(lambda th, k, s, d: est.compute_gradient_estimate(th, k, s, d))
     compiled = estimate.lower(theta, jax.random.PRNGKey(2), state, datas).compile()
     memory = compiled.memory_analysis()
-    batches = sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves(datas))
+    batches = memory_check.nbytes(datas)
     return {
         "family": family,
         "lopt": lopt_name,

@@ -48,7 +48,7 @@ def test_a_whole_run_too_large_for_memory_is_refused_before_its_batches_are_fetc
     with pytest.raises(memory_check.BatchesDoNotFitError) as info:
         learner.init(jax.random.PRNGKey(0))
     message = str(info.value)
-    assert "FullES, whole runs of 10000000 steps, 2 runs" in message
+    assert "FullES, whole runs of 10000000 steps, num_tasks=2" in message
     assert "total_length" in message and "host memory available" in message
     assert fetched == []
 

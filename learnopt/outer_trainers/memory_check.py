@@ -117,8 +117,8 @@ def _describe(estimator: Any) -> str:
     parts = [name]
     if horizon is not None:
         parts.append(f"whole runs of {horizon} steps")
-    if runs is not None:
-        parts.append(f"{runs} runs")
+    if runs is not None:  # task samples (ES: antithetic pairs, which share batches)
+        parts.append(f"num_tasks={runs}")
     return ", ".join(parts)
 
 
