@@ -228,6 +228,7 @@ _ALL_OPTIONS = dict(
     kernel_step_mult=2.0,
     loss_smoothing=0.9,
     rms_decay_head=True,
+    weight_decay_roles=("input", "hidden"),
 )
 
 
@@ -257,6 +258,7 @@ def test_head_variants_round_trip_through_a_theta_file(tmp_path):
     assert loaded.lopt.weight_decay == 0.1 and loaded.lopt.weight_decay_by_progress
     assert loaded.lopt.step_adaptation == 0.05 and loaded.lopt.step_adaptation_bound == 2.0
     assert loaded.lopt.kernel_step_mult == 2.0 and loaded.lopt.loss_smoothing == 0.9
+    assert tuple(loaded.lopt.weight_decay_roles) == ("input", "hidden")
     assert float(rnn["regime_step_size"]["b"][0]) == 1.0
     assert float(rnn["schedule_step_size"]["b"][0]) == 0.25
     assert float(rnn["weight_decay_scale"]["b"][0]) == -0.5
@@ -376,9 +378,44 @@ def test_weight_decay_head_multiplies_the_decay_by_exp_of_its_value():
         np.testing.assert_allclose(headed[k], plain[k], rtol=1e-5, atol=1e-7)
 
 
+def test_weight_decay_roles_decay_only_the_tensors_of_those_roles():
+    """``("input",)`` on an MLP: the first matrix (it reads the data) moves as under
+    full decay, the hidden and output matrices and the bias as without decay."""
+    rng = np.random.default_rng(3)
+    shapes = {"w0": (6, 8), "b0": (8,), "w1": (8, 8), "w2": (8, 3)}
+    params = {k: jnp.asarray(rng.normal(size=s) * 0.3, jnp.float32) for k, s in shapes.items()}
+    grads = [
+        {k: jnp.asarray(rng.normal(size=s) * 0.1, jnp.float32) for k, s in shapes.items()}
+        for _ in range(5)
+    ]
+    losses = [2.0 * 0.5**i for i in range(5)]
+    theta = pretrained.load("CeloAdam").theta
+    plain = _run(CeloAdam().opt_fn(theta), params, grads, losses)
+    full = _run(CeloAdam(weight_decay=0.5).opt_fn(theta), params, grads, losses)
+    inputs = CeloAdam(weight_decay=0.5, weight_decay_roles=["input"])
+    only = _run(inputs.opt_fn(theta), params, grads, losses)
+    assert inputs.weight_decay_roles == ("input",)
+    assert float(jnp.max(jnp.abs(full["w0"] - plain["w0"]))) > 1e-4  # decay moved it
+    np.testing.assert_allclose(only["w0"], full["w0"], rtol=1e-6, atol=1e-8)
+    for k in ("b0", "w1", "w2"):
+        np.testing.assert_allclose(only[k], plain[k], rtol=1e-6, atol=1e-8)
+    hidden = _run(
+        CeloAdam(weight_decay=0.5, weight_decay_roles=("hidden", "output")).opt_fn(theta),
+        params,
+        grads,
+        losses,
+    )
+    np.testing.assert_allclose(hidden["w0"], plain["w0"], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(hidden["w2"], full["w2"], rtol=1e-6, atol=1e-8)
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
+        (dict(weight_decay_roles=("input",)), "give weight_decay > 0"),
+        (dict(weight_decay=0.1, weight_decay_roles=()), "non-empty list of roles"),
+        (dict(weight_decay=0.1, weight_decay_roles="input"), "non-empty list of roles"),
+        (dict(weight_decay=0.1, weight_decay_roles=("inputs",)), r"\['inputs'\] are not roles"),
         (dict(weight_decay=-0.1), "weight_decay must be >= 0"),
         (dict(weight_decay=float("nan")), "weight_decay must be >= 0"),
         (dict(weight_decay=float("inf")), "weight_decay must be >= 0 and finite"),

@@ -84,6 +84,10 @@ the decay is ``lambda * (-r)`` (``r`` the loss progress above: it acts where a n
 memorizes its data), and with ``weight_decay_head`` it is multiplied by ``exp(b)``, one
 meta-trainable value ``theta["rnn_params"]["weight_decay_scale"]["b"]`` that starts at
 zero (:func:`~.with_weight_decay_head`). The default, 0, is the release.
+``weight_decay_roles`` limits the decay to tensors of the given roles
+(:func:`~learnopt.learned_optimizers.width_aware.tensor_roles`: ``"input"``,
+``"hidden"``, ``"output"``, ``"vector"``, read from the shapes), e.g. ``("input",)``
+for the matrices that read the data, where a wide MLP on few images memorizes them.
 
 **learnopt's second-moment decay head** (``rms_decay_head=True``, not in the release):
 Adam's ``1 - b2`` times ``exp(b)``, ``b = theta["rnn_params"]["rms_decay_scale"]["b"]``
@@ -123,7 +127,7 @@ import jax.numpy as jnp
 from learnopt import _validate
 from learnopt.canonical import compute_dtype, leaf_compute_dtype
 from learnopt.learned_optimizers import base as lopt_base
-from learnopt.learned_optimizers import common
+from learnopt.learned_optimizers import common, width_aware
 from learnopt.learned_optimizers.blocks import loss_timescales
 from learnopt.learned_optimizers.celo_adam_heads import (
     with_regime_head,
@@ -238,6 +242,7 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
         b1, b2, correct_m, correct_v = self._decays((s.iteration + 1).astype(jnp.float32))
 
         decay = self._weight_decay(progress)
+        decayed = self._decayed_tensors(s.params)
 
         def one(p, g, m, v, i):
             cd = m.dtype
@@ -252,7 +257,7 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
             pc = p.astype(cd)
             if lopt.param_scale_mult:
                 step = step * jnp.sqrt(jnp.mean(jnp.square(pc)) + 1e-9)
-            if decay is not None:
+            if decay is not None and decayed[i]:
                 step = step + lr * decay.astype(cd) * pc
             return (pc - step).astype(p.dtype), m, v
 
@@ -348,6 +353,15 @@ class _CeloAdamOptimizer(common.ThetaOptimizer):
         a = jnp.clip(a + lopt.step_adaptation * cos, -bound, bound)
         return lr_mult * jnp.exp(a).astype(lr_mult.dtype), a
 
+    def _decayed_tensors(self, params: PyTree) -> list[bool]:
+        """Per tensor (in leaf order): whether weight decay acts on it (its role's in
+        ``weight_decay_roles``; every tensor without them). Read from shapes at trace time."""
+        roles = self.lopt.weight_decay_roles
+        if roles is None:
+            return [True] * len(jax.tree_util.tree_leaves(params))
+        kinds = jax.tree_util.tree_leaves(width_aware.tensor_roles(params))
+        return [kind in roles for kind in kinds]
+
     def _weight_decay(self, progress: jax.Array) -> jax.Array | None:
         """The decay ``lambda`` of this step (float32), or None without weight decay."""
         lopt = self.lopt
@@ -398,6 +412,10 @@ class CeloAdam(lopt_base.LearnedOptimizer):
       weight_decay_head: learnopt only: multiply ``lambda`` by ``exp(b)``, ``b`` a
         meta-trainable scalar ``theta["rnn_params"]["weight_decay_scale"]["b"]`` that
         starts at zero.
+      weight_decay_roles: learnopt only: decay only the tensors of these roles
+        (``"input"``, ``"hidden"``, ``"output"``, ``"vector"``, as
+        :func:`~learnopt.learned_optimizers.width_aware.tensor_roles` reads them from
+        the shapes); None (the default) decays every tensor.
       step_adaptation: learnopt only: the rate ``beta`` of the per-tensor hypergradient
         step multiplier (module docstring); 0 (the release) adapts nothing.
       step_adaptation_bound: learnopt only: the multiplier stays within
@@ -419,8 +437,9 @@ class CeloAdam(lopt_base.LearnedOptimizer):
       ValueError: a size is < 1, a decay list is empty, ``weight_decay``,
         ``step_adaptation`` or ``step_adaptation_bound`` is negative or infinite,
         ``kernel_step_mult`` is not positive, ``loss_smoothing`` or a momentum or
-        second-moment decay is not in ``[0, 1)``, or a weight-decay option is given
-        without ``weight_decay``.
+        second-moment decay is not in ``[0, 1)``, a weight-decay option is given
+        without ``weight_decay``, or ``weight_decay_roles`` is empty or names an unknown
+        role.
     """
 
     def __init__(
@@ -443,6 +462,7 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         weight_decay: float = 0.0,
         weight_decay_by_progress: bool = False,
         weight_decay_head: bool = False,
+        weight_decay_roles: Sequence[str] | None = None,
         step_adaptation: float = 0.0,
         step_adaptation_bound: float = 2.0,
         kernel_step_mult: float = 1.0,
@@ -466,11 +486,26 @@ class CeloAdam(lopt_base.LearnedOptimizer):
             raise ValueError(f"CeloAdam: kernel_step_mult must be > 0, got {kernel_step_mult}")
         if not 0.0 <= float(loss_smoothing) < 1.0:
             raise ValueError(f"CeloAdam: loss_smoothing must be in [0, 1), got {loss_smoothing}")
-        if (weight_decay_by_progress or weight_decay_head) and float(weight_decay) == 0.0:
+        if (
+            weight_decay_by_progress or weight_decay_head or weight_decay_roles is not None
+        ) and float(weight_decay) == 0.0:
             raise ValueError(
-                "CeloAdam: weight_decay_by_progress and weight_decay_head scale a weight "
-                "decay: give weight_decay > 0 as well"
+                "CeloAdam: weight_decay_by_progress, weight_decay_head and "
+                "weight_decay_roles shape a weight decay: give weight_decay > 0 as well"
             )
+        if weight_decay_roles is not None:
+            if isinstance(weight_decay_roles, str) or not weight_decay_roles:
+                raise ValueError(
+                    "CeloAdam: weight_decay_roles must be a non-empty list of roles from "
+                    f"{width_aware.TENSOR_ROLES}, got {weight_decay_roles!r}"
+                )
+            unknown = [r for r in weight_decay_roles if r not in width_aware.TENSOR_ROLES]
+            if unknown:
+                raise ValueError(
+                    f"CeloAdam: weight_decay_roles {unknown} are not roles; roles are "
+                    f"{width_aware.TENSOR_ROLES}"
+                )
+            weight_decay_roles = tuple(weight_decay_roles)
         if not initial_momentum_decays or not initial_rms_decays:
             raise ValueError(
                 "CeloAdam: initial_momentum_decays and initial_rms_decays need a value each"
