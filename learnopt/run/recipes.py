@@ -36,6 +36,7 @@ from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_B2_WD_ES,
     _CELOADAM_B2_WD_ES_VALID,
     _CELOADAM_B2_WD_HEAD_LM,
+    _CELOADAM_B2_WD_HIDDEN_OUTPUT,
     _CELOADAM_HEAD_LM_VALID,
     _CELOADAM_HEAD_LM_VALID_FINE,
     _CELOADAM_HEAD_MULTI,
@@ -439,6 +440,15 @@ RECIPES: dict[str, Recipe] = {
             "celoadam-b2-wd-es's hand-set start (b2 0.99, weight decay 0.03 by progress); "
             "chosen on meta-valid every 250 steps",
             _CELOADAM_B2_WD_HEAD_LM,
+            dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-b2-wd-hidden-output",
+            "the released CeloAdam at b2 = 0.99 with weight decay 0.1 by progress on the "
+            "hidden and output matrices only, its log scale alone fine-tuned as in "
+            "celoadam-weight-decay on training and outer-valid batches; chosen on "
+            "meta-valid every 250 steps",
+            _CELOADAM_B2_WD_HIDDEN_OUTPUT,
             dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )
