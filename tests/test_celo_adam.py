@@ -585,3 +585,26 @@ def test_loss_buffer_decays_are_the_float64_formula_rounded_once():
         jax.tree_util.tree_leaves(first), jax.tree_util.tree_leaves(second), strict=True
     ):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_checkpoint_from_before_smoothed_loss_is_refused_naming_the_field(tmp_path, request):
+    """A run checkpointed with CeloAdam inner states before ``smoothed_loss`` existed (stop
+    50 added it) cannot resume silently with a made-up value: the restore names it."""
+    import flax.serialization
+
+    from learnopt import checkpoints
+
+    params, _, _ = _pinned_case()
+    opt = pretrained.load("CeloAdam").opt_fn()
+    state = opt.init(params, num_steps=20)
+    old = flax.serialization.to_state_dict(state)
+    del old["smoothed_loss"]
+    ck = checkpoints.RunCheckpointer(tmp_path / "checkpoints")
+    request.addfinalizer(ck.close)
+    ck.save(3, old, {"note": "older layout"})
+    with pytest.raises(checkpoints.CheckpointError, match=r"missing \['smoothed_loss'\]"):
+        ck.restore(state)
+    ck.save(4, flax.serialization.to_state_dict(state), {})  # today's layout restores
+    restored, meta = ck.restore(state, step=4)
+    assert meta["step"] == 4
+    np.testing.assert_array_equal(restored.smoothed_loss, state.smoothed_loss)
