@@ -46,7 +46,8 @@ print("OK", spread)
 
 
 def test_pmap_pes_on_4_devices_is_pes_on_their_population():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
+    env = dict(os.environ, XLA_FLAGS=flags.strip())
     env["JAX_PLATFORMS"] = "cpu"
     out = subprocess.run(
         [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=600

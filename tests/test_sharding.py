@@ -13,7 +13,8 @@ import textwrap
 SCRIPT = textwrap.dedent(
     """
     import json, os
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    os.environ["XLA_FLAGS"] = flags.strip()
     import jax, numpy as np
     from jax.sharding import Mesh, PartitionSpec
     from learnopt.learned_optimizers import base as lopt_base
