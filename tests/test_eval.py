@@ -574,9 +574,11 @@ def test_the_default_baselines_are_tuned_adam_tuned_warmup_cosine_opt_list_and_t
         ["QuadraticTask"], candidate, baselines, num_steps=10, num_seeds=1
     )
     curves = result.tasks[0].curves
-    # The reference is the warmup + cosine schedule at one rate: the same runs.
-    np.testing.assert_array_equal(
-        curves["Reference"].train_loss[0], curves["AdamWarmupCosine"].train_loss[0]
+    # The reference is the warmup + cosine schedule at one rate: the same runs, up to
+    # float32 rounding between the batched sweep's program and the single run's (one ulp
+    # where XLA fuses them differently; another schedule differs by far more).
+    np.testing.assert_allclose(
+        curves["Reference"].train_loss[0], curves["AdamWarmupCosine"].train_loss[0], rtol=1e-6
     )
     # Warmup: the schedule's first step is at rate 0, so the loss is unchanged by it.
     assert (

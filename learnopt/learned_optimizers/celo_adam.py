@@ -116,7 +116,6 @@ float64 params), bfloat16 params cast back after each step.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -130,6 +129,7 @@ from learnopt.learned_optimizers import base as lopt_base
 from learnopt.learned_optimizers import common, width_aware
 from learnopt.learned_optimizers.blocks import loss_timescales
 from learnopt.learned_optimizers.celo_adam_heads import (
+    check_options,
     with_regime_head,
     with_rms_decay_head,
     with_schedule_head,
@@ -469,54 +469,7 @@ class CeloAdam(lopt_base.LearnedOptimizer):
         loss_smoothing: float = 0.0,
         rms_decay_head: bool = False,
     ):
-        for arg, value in (
-            ("lstm_hidden_size", lstm_hidden_size),
-            ("default_num_steps", default_num_steps),
-        ):
-            if int(value) < 1:
-                raise ValueError(f"CeloAdam: {arg} must be >= 1, got {value}")
-        for arg, value in (
-            ("weight_decay", weight_decay),
-            ("step_adaptation", step_adaptation),
-            ("step_adaptation_bound", step_adaptation_bound),
-        ):
-            if not (float(value) >= 0.0 and math.isfinite(value)):
-                raise ValueError(f"CeloAdam: {arg} must be >= 0 and finite, got {value}")
-        if not (float(kernel_step_mult) > 0.0 and math.isfinite(kernel_step_mult)):
-            raise ValueError(f"CeloAdam: kernel_step_mult must be > 0, got {kernel_step_mult}")
-        if not 0.0 <= float(loss_smoothing) < 1.0:
-            raise ValueError(f"CeloAdam: loss_smoothing must be in [0, 1), got {loss_smoothing}")
-        if (
-            weight_decay_by_progress or weight_decay_head or weight_decay_roles is not None
-        ) and float(weight_decay) == 0.0:
-            raise ValueError(
-                "CeloAdam: weight_decay_by_progress, weight_decay_head and "
-                "weight_decay_roles shape a weight decay: give weight_decay > 0 as well"
-            )
-        if weight_decay_roles is not None:
-            if isinstance(weight_decay_roles, str) or not weight_decay_roles:
-                raise ValueError(
-                    "CeloAdam: weight_decay_roles must be a non-empty list of roles from "
-                    f"{width_aware.TENSOR_ROLES}, got {weight_decay_roles!r}"
-                )
-            unknown = [r for r in weight_decay_roles if r not in width_aware.TENSOR_ROLES]
-            if unknown:
-                raise ValueError(
-                    f"CeloAdam: weight_decay_roles {unknown} are not roles; roles are "
-                    f"{width_aware.TENSOR_ROLES}"
-                )
-            weight_decay_roles = tuple(weight_decay_roles)
-        if not initial_momentum_decays or not initial_rms_decays:
-            raise ValueError(
-                "CeloAdam: initial_momentum_decays and initial_rms_decays need a value each"
-            )
-        for arg, decays in (
-            ("initial_momentum_decays", initial_momentum_decays),
-            ("initial_rms_decays", initial_rms_decays),
-        ):
-            if not all(0.0 <= float(b) < 1.0 for b in decays):
-                # b = 1 makes the bias correction 1 - b^t zero: every step would be NaN.
-                raise ValueError(f"CeloAdam: {arg} must each be in [0, 1), got {tuple(decays)}")
+        weight_decay_roles = check_options(locals())
         lopt_base.keep_arguments(self, locals())
 
     @property
