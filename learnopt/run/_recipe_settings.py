@@ -449,7 +449,8 @@ _CELOADAM_B2_WD_HEAD_LM = {
 #: start (0.244; 0.247-0.254 after; recipe 17's hand-set start 0.254); heldout, the start:
 #: 5/9 train, 8/9 valid vs tuned warmup-cosine Adam, 7/9, 7/9 vs tuned Adam (the ReLU
 #: MLP's valid 0.471 -> 0.383 and the Transformer's 2.453 -> 2.443 against recipe 17's
-#: start; the GELU MLP's training loss 2.6e-5 -> 5.7e-5 and the conv nets' lose).
+#: start; the GELU MLP's training loss 2.6e-5 -> 5.7e-5 and the conv nets' lose); on 4
+#: seeds 6/9, 5/9 vs warmup-cosine Adam, as recipe 17's start (7/9, 5/9): seed noise.
 _CELOADAM_B2_WD_HIDDEN_OUTPUT = {
     **_CELOADAM_WEIGHT_DECAY,
     "lopt_config": {
