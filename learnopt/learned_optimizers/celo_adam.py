@@ -86,8 +86,9 @@ meta-trainable value ``theta["rnn_params"]["weight_decay_scale"]["b"]`` that sta
 zero (:func:`~.with_weight_decay_head`). The default, 0, is the release.
 ``weight_decay_roles`` limits the decay to tensors of the given roles
 (:func:`~learnopt.learned_optimizers.width_aware.tensor_roles`: ``"input"``,
-``"hidden"``, ``"output"``, ``"vector"``, read from the shapes), e.g. ``("input",)``
-for the matrices that read the data, where a wide MLP on few images memorizes them.
+``"hidden"``, ``"output"``, ``"vector"``, read from the shapes), e.g. ``("hidden",
+"output")`` (recipe ``celoadam-b2-wd-hidden-output``; on meta-valid's MLPs decay on the
+input matrices alone cost more training loss for the same validation gain).
 
 **learnopt's second-moment decay head** (``rms_decay_head=True``, not in the release):
 Adam's ``1 - b2`` times ``exp(b)``, ``b = theta["rnn_params"]["rms_decay_scale"]["b"]``
