@@ -40,8 +40,9 @@ PES = dict(
 FULL_GRAD = dict(
     task="ImageMLP_Digits8_Relu32", trainer="full_grad", total_length=4, num_tasks=4, steps=6
 )
-# XLA options that only make CPU compilation faster (values are compared, not speed).
-FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+# The session's XLA_FLAGS (conftest.py adds the options that only make CPU compilation
+# faster), which every process of these tests inherits.
+FAST_COMPILE = os.environ.get("XLA_FLAGS", "")
 
 SCRIPT = textwrap.dedent(
     """

@@ -83,8 +83,6 @@ def nb_data_dir(tmp_path_factory):
 def test_notebook_runs_in_quick_mode(name, tmp_path, nb_data_dir, monkeypatch):
     monkeypatch.setenv("LEARNOPT_FAST", "1")
     monkeypatch.setenv("LEARNOPT_DATA_DIR", str(nb_data_dir))
-    flags = os.environ.get("XLA_FLAGS", "")
-    monkeypatch.setenv("XLA_FLAGS", f"{flags} --xla_backend_optimization_level=0".strip())
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     for cell in _code_cells(nb):
         cell.outputs, cell.execution_count = [], None
