@@ -462,3 +462,26 @@ _CELOADAM_B2_WD_HIDDEN_OUTPUT = {
     },
     "meta_loss_split": "train+outer_valid",
 }
+
+#: Whole-run evolution strategies from the release itself: can meta-training find what
+#: the hand probes found (``b2 = 0.99`` and decay ~0.1 on the hidden and output matrices,
+#: recipes 17 and 20's hand-set starts, which beat the release on most heldout tasks)?
+#: celoadam-b2-wd-es-valid moved both the way the probes did from a start near them (b2
+#: 0.99 -> 0.984, decay 0.03 -> 0.05, the outer-valid late log loss) where PES at 20-step
+#: truncations had not moved b2 from the release's 0.999 (celoadam-b2). Here FullES starts
+#: at the release: b2 0.999 and a decay of 0.01 by progress on the hidden and output
+#: matrices (a tenth of recipe 20's; its log scale needs room to move both ways), both log
+#: scales from zero, the meta-loss on the outer-valid split, a larger outer rate (0.15)
+#: for the 2.3 log units between 0.999 and 0.99.
+_CELOADAM_ES_FROM_RELEASE = {
+    **_CELOADAM_B2_WD_ES_VALID,
+    "lopt_config": {
+        "rms_decay_head": True,
+        "weight_decay": 0.01,
+        "weight_decay_by_progress": True,
+        "weight_decay_head": True,
+        "weight_decay_roles": ["hidden", "output"],
+    },
+    "outer_lr": 0.15,
+    "steps": 50,
+}

@@ -37,6 +37,7 @@ from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_B2_WD_ES_VALID,
     _CELOADAM_B2_WD_HEAD_LM,
     _CELOADAM_B2_WD_HIDDEN_OUTPUT,
+    _CELOADAM_ES_FROM_RELEASE,
     _CELOADAM_HEAD_LM_VALID,
     _CELOADAM_HEAD_LM_VALID_FINE,
     _CELOADAM_HEAD_MULTI,
@@ -450,6 +451,16 @@ RECIPES: dict[str, Recipe] = {
             "meta-valid every 250 steps",
             _CELOADAM_B2_WD_HIDDEN_OUTPUT,
             dict(every=250, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-es-from-release",
+            "the released CeloAdam (b2 0.999) with a small weight decay (0.01 by progress, "
+            "hidden and output matrices), the second-moment decay's and the weight decay's "
+            "log scales meta-trained from zero by evolution strategies over whole 1000-step "
+            "runs (outer-valid late log loss) on celoadam-b2's three kinds of task; chosen "
+            "on meta-valid every 10 steps",
+            _CELOADAM_ES_FROM_RELEASE,
+            dict(every=10, steps=1000, at_start=True, seeds=3, select_by="valid"),
         ),
     )
 }
