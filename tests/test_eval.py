@@ -562,6 +562,73 @@ def test_the_summary_against_each_baseline_on_train_and_valid_is_what_hand_arith
     )
 
 
+def _seeded_task(task, cand, points, steps=20):
+    """Curves with several seeds: ``cand`` and each point are per-seed ``(train, valid)``."""
+
+    def curves(name, pts, values):
+        train = np.asarray([[np.full(steps, t) for t, _ in p] for p in pts], np.float32)
+        valid = np.asarray([[[2.0, v] for _, v in p] for p in pts], np.float32)
+        return evaluation.Curves(name, tuple(f"p{i}" for i in range(len(pts))), values,
+                                 train, np.asarray([0, steps]), valid)  # fmt: skip
+
+    return evaluation.TaskResult(
+        task=task,
+        curves={
+            "cand": curves("cand", [cand], {}),
+            "Adam": curves("Adam", points, {"learning_rate": (1e-3, 1e-2)}),
+        },
+        num_steps=steps, num_seeds=len(cand), eval_every=steps, valid_split="outer_valid",
+        valid_batches=1, seconds=0.0,
+    )  # fmt: skip
+
+
+def test_tasks_won_or_lost_on_every_seed_pair_the_seeds_against_the_tuned_rate():
+    nan = float("nan")
+    tasks = [
+        # Seed-mean: the candidate loses train (0.4 > 0.233) but is lower on 2 of 3 seeds;
+        # valid lower on every seed. The tuned rate is p0 (p1's mean train is higher).
+        _seeded_task("a", [(0.1, 1.0), (0.1, 1.0), (1.0, 1.0)],
+                     [[(0.2, 2.0), (0.2, 2.0), (0.3, 2.0)], [(0.9, 0.1), (0.9, 0.1), (0.9, 0.1)]]),
+        # Lower on every seed (train); valid higher on every seed.
+        _seeded_task("b", [(0.1, 3.0), (0.2, 3.0), (0.3, 3.0)],
+                     [[(0.5, 1.0), (0.5, 1.0), (0.5, 1.0)], [(0.6, 1.0), (0.6, 1.0), (0.6, 1.0)]]),
+        # A diverged candidate seed is a loss on that seed; the others are won.
+        _seeded_task("c", [(nan, 1.0), (0.1, 0.5), (0.1, 0.5)],
+                     [[(0.3, 0.9), (0.3, 0.9), (0.3, 0.9)], [(0.4, 0.9), (0.4, 0.9), (0.4, 0.9)]]),
+    ]  # fmt: skip
+    summaries = [evaluation.summarize_task(t, "cand", ["Adam"]) for t in tasks]
+    comps = [s.comparisons["Adam"] for s in summaries]
+    assert [s.baselines["Adam"].index for s in summaries] == [0, 0, 0]
+    assert [(c.seeds_won, c.seeds_won_valid, c.seeds) for c in comps] == [
+        (2, 3, 3),
+        (3, 0, 3),
+        (2, 2, 3),
+    ]
+    assert [c.wins for c in comps] == [False, True, False]  # seed means: c's is NaN
+    result = evaluation.SuiteResult("cand", ("Adam",), tasks, summaries, {
+        "num_steps": 20, "num_seeds": 3, "select_by": "final", "window": 2,
+        "valid_split": "outer_valid", "valid_batches": 1,
+    })  # fmt: skip
+    a = result.aggregate()["Adam"]
+    assert (a["wins_every_seed"], a["losses_every_seed"]) == (1, 0)
+    assert (a["wins_valid_every_seed"], a["losses_valid_every_seed"]) == (1, 1)
+    text = result.markdown()
+    assert "Paired by seed (each of the 3 seeds" in text
+    assert "| tuned Adam | 1 / 0 | 1 / 1 |" in text
+    rows = evaluation.summary_rows(result)
+    row = next(r for r in rows if r["task"] == "a" and r["optimizer"] == "Adam")
+    assert (row["seeds_won"], row["seeds_won_valid"]) == (2, 3)
+    # One seed: nothing is counted as won or lost on every seed, and no such table.
+    one = [_seeded_task("d", [(0.1, 0.1)], [[(0.5, 0.5)], [(0.6, 0.6)]])]
+    one_result = evaluation.SuiteResult(
+        "cand", ("Adam",), one, [evaluation.summarize_task(one[0], "cand", ["Adam"])],
+        {**result.settings, "num_seeds": 1},
+    )  # fmt: skip
+    assert one_result.aggregate()["Adam"]["wins_every_seed"] == 0
+    assert one_result.summaries[0].comparisons["Adam"].seeds_won == 1
+    assert "Paired by seed" not in one_result.markdown()
+
+
 def test_the_default_baselines_are_tuned_adam_tuned_warmup_cosine_opt_list_and_the_reference():
     assert evaluation.default_baselines() == ("Adam", "AdamWarmupCosine", "OptList", "Reference")
     ref_lr = evaluation.REFERENCE_SCHEDULE_LR

@@ -54,6 +54,8 @@ SUMMARY_COLUMNS = (
     "log_loss_diff",
     "normalized_valid",
     "log_valid_diff",
+    "seeds_won",
+    "seeds_won_valid",
 )
 
 CURVE_COLUMNS = ("task", "optimizer", "setting", "seed", "split", "step", "loss")
@@ -81,6 +83,7 @@ def _row(task, optimizer, role, setting, lr, stats, at_edge, comp) -> dict[str, 
     row = dict(task=task, optimizer=optimizer, role=role, setting=setting, learning_rate=lr)
     row.update(diverged_seeds=stats.diverged, at_edge=at_edge, reaches_final=int(comp.reaches))
     row.update(wins=int(comp.wins), wins_valid=int(comp.wins_valid))
+    row.update(seeds_won=comp.seeds_won, seeds_won_valid=comp.seeds_won_valid)
     row.update({column: getattr(stats, column) for column in _STATS_COLUMNS})
     row.update({column: getattr(comp, column) for column in _COMPARISON_COLUMNS})
     return {column: row[column] for column in SUMMARY_COLUMNS}

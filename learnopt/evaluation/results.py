@@ -42,6 +42,7 @@ __all__ = [
     "TaskSummary",
     "SuiteResult",
     "summarize_task",
+    "seed_finals",
     "summary_markdown",
 ]
 
@@ -150,9 +151,8 @@ class PointStats:
           Its :class:`PointStats`.
         """
         train = np.asarray(curves.train_loss[index], np.float64)  # [seeds, steps]
-        finals = np.mean(train[:, -final_window:], axis=-1)
+        finals, valid = seed_finals(curves, index, final_window)
         finite = np.all(np.isfinite(train), axis=-1)
-        valid = np.asarray(curves.valid_loss[index, :, -1], np.float64)
         return PointStats(
             label=curves.labels[index],
             final_train=finite_or_nan(np.mean(finals)),
@@ -161,6 +161,31 @@ class PointStats:
             final_valid=finite_or_nan(np.mean(valid)),
             diverged=int(np.sum(~finite)),
         )
+
+
+def seed_finals(curves: Curves, index: int, final_window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each seed's final train and final valid loss at sweep point ``index``.
+
+    Args:
+      curves: one sweep's curves.
+      index: the sweep point.
+      final_window: the steps a final train loss averages (:func:`windows`).
+
+    Returns:
+      ``(final_train, final_valid)``, float64 arrays of one value per seed: the mean
+      train loss of the last ``final_window`` steps and the valid loss after the last
+      step.
+    """
+    train = np.asarray(curves.train_loss[index], np.float64)  # [seeds, steps]
+    valid = np.asarray(curves.valid_loss[index, :, -1], np.float64)
+    return np.mean(train[:, -final_window:], axis=-1), valid
+
+
+def _seeds_lower(candidate: np.ndarray, baseline: np.ndarray) -> int:
+    """On how many seeds the candidate's loss is below the baseline's on the same seed."""
+    return sum(
+        rank_key(float(c)) < rank_key(float(b)) for c, b in zip(candidate, baseline, strict=True)
+    )
 
 
 @dataclasses.dataclass
@@ -205,6 +230,13 @@ class Comparison:
         better; NaN when undefined, e.g. a loss <= 0 or a diverged run).
       normalized_valid: ``final_valid(candidate) / final_valid(baseline)``.
       log_valid_diff: ``ln final_valid(candidate) - ln final_valid(baseline)``.
+      seeds_won: on how many seeds the candidate's final train loss is below the tuned
+        baseline's on the same seed. Seed ``s`` of every sweep starts from the same
+        parameters and sees the same batches, so the seeds pair up: a task won (or lost)
+        on every seed is a margin a new pair of seeds is unlikely to reverse, where the
+        seed-mean ``wins`` can turn on one seed. A diverged seed counts as a loss.
+      seeds_won_valid: the same for the final valid loss.
+      seeds: the seeds compared (the evaluation's ``num_seeds``).
     """
 
     baseline: str
@@ -216,6 +248,9 @@ class Comparison:
     log_loss_diff: float = math.nan
     normalized_valid: float = math.nan
     log_valid_diff: float = math.nan
+    seeds_won: int = 0
+    seeds_won_valid: int = 0
+    seeds: int = 0
 
 
 @dataclasses.dataclass
@@ -275,6 +310,7 @@ def summarize_task(
     _, final_window = windows(result.num_steps)
     cand_curves = result.curves[candidate]
     cand = PointStats.of(cand_curves, 0, final_window)
+    cand_train, cand_valid = seed_finals(cand_curves, 0, final_window)
     cand_mean = np.mean(cand_curves.train_loss[0], axis=0)
 
     tuned: dict[str, TunedBaseline] = {}
@@ -292,6 +328,7 @@ def summarize_task(
         s, reaches = speedup(cand_mean, base_mean, final_window)
         fb, fc = tb.stats.final_train, cand.final_train
         vb, vc = tb.stats.final_valid, cand.final_valid
+        base_train, base_valid = seed_finals(curves, best, final_window)
         comparisons[name] = Comparison(
             baseline=name,
             normalized_loss=_ratio(fc, fb),
@@ -302,6 +339,9 @@ def summarize_task(
             log_loss_diff=_log_diff(fc, fb),
             normalized_valid=_ratio(vc, vb),
             log_valid_diff=_log_diff(vc, vb),
+            seeds_won=_seeds_lower(cand_train, base_train),
+            seeds_won_valid=_seeds_lower(cand_valid, base_valid),
+            seeds=len(cand_train),
         )
     best_baseline = min(tuned, key=lambda n: rank_key(tuned[n].stats.final_train))
     return TaskSummary(
@@ -364,7 +404,10 @@ class SuiteResult:
         Returns:
           ``{baseline or "best": {"tasks", "wins", "wins_valid", "reaches",
           "geomean_normalized_loss", "geomean_normalized_valid", "mean_log_loss_diff",
-          "mean_log_valid_diff", "geomean_speedup", "median_speedup"}}``.
+          "mean_log_valid_diff", "wins_every_seed", "losses_every_seed",
+          "wins_valid_every_seed", "losses_valid_every_seed", "geomean_speedup",
+          "median_speedup"}}``: the ``*_every_seed`` counts are the tasks won or lost on
+          every seed (:attr:`Comparison.seeds_won`; 0 with one seed).
         """
         out: dict[str, dict[str, float]] = {}
         for name in (*self.baselines, "best"):
@@ -378,6 +421,14 @@ class SuiteResult:
                 "geomean_normalized_valid": geomean(c.normalized_valid for c in comps),
                 "mean_log_loss_diff": _nanmean([c.log_loss_diff for c in comps]),
                 "mean_log_valid_diff": _nanmean([c.log_valid_diff for c in comps]),
+                "wins_every_seed": sum(c.seeds > 1 and c.seeds_won == c.seeds for c in comps),
+                "losses_every_seed": sum(c.seeds > 1 and c.seeds_won == 0 for c in comps),
+                "wins_valid_every_seed": sum(
+                    c.seeds > 1 and c.seeds_won_valid == c.seeds for c in comps
+                ),
+                "losses_valid_every_seed": sum(
+                    c.seeds > 1 and c.seeds_won_valid == 0 for c in comps
+                ),
                 "geomean_speedup": geomean(c.speedup for c in comps),
                 "median_speedup": float(np.median([c.speedup for c in comps]))
                 if comps
@@ -412,6 +463,27 @@ def _baseline_label(name: str, result: SuiteResult) -> str:
     if first is not None and len(first.grid) == 1:
         return f"{name} (untuned, {first.label})"
     return f"tuned {name}"
+
+
+def _every_seed_lines(result: SuiteResult) -> list[str]:
+    """The suite's tasks won and lost on every seed (seeds paired), per baseline."""
+    n = result.settings["num_seeds"]
+    lines = [
+        "",
+        f"Paired by seed (each of the {n} seeds starts every optimizer from the same "
+        "parameters and batches): tasks where the candidate is lower on every seed / higher "
+        "on every seed; the rest could turn on the seeds drawn:",
+        "",
+        "| against | train: lower / higher on every seed | valid: lower / higher on every seed |",
+        "| --- | ---: | ---: |",
+    ]
+    for name, a in result.aggregate().items():
+        label = "best baseline per task" if name == "best" else _baseline_label(name, result)
+        lines.append(
+            f"| {label} | {a['wins_every_seed']} / {a['losses_every_seed']} | "
+            f"{a['wins_valid_every_seed']} / {a['losses_valid_every_seed']} |"
+        )
+    return lines
 
 
 def summary_markdown(result: SuiteResult) -> str:
@@ -467,6 +539,8 @@ def summary_markdown(result: SuiteResult) -> str:
             f"{_signed(a['mean_log_loss_diff'])} | {_signed(a['mean_log_valid_diff'])} | "
             f"{_g(a['geomean_speedup'], 3)}x | {_g(a['median_speedup'], 3)}x |"
         )
+    if s0["num_seeds"] > 1:
+        lines += _every_seed_lines(result)
     names = list(result.baselines)
     lines += [
         "",
