@@ -746,9 +746,13 @@ def test_baseline_cache_key_hashes_the_source_baselines_can_run(tmp_path):
     # A learned optimizer's code is not in the key: baselines never run it.
     (copy / "learned_optimizers" / "celo.py").write_text("# changed\n")
     (copy / "cli" / "args.py").write_text("# changed\n")
+    # Nor is the code that only reads finished curves (tables, figures, report files).
+    for rel in ("results.py", "metrics.py", "report.py", "figures.py"):
+        (copy / "evaluation" / rel).write_text("# changed\n")
     assert cache._hash_sources(copy) == before
     # Code a baseline runs is: optimizers, tasks, the evaluation itself, top-level modules.
-    for rel in ("optimizers/adam.py", "tasks/base.py", "evaluation/engine.py", "canonical.py"):
+    code = ("optimizers/adam.py", "tasks/base.py", "evaluation/engine.py", "evaluation/cache.py")
+    for rel in (*code, "evaluation/sweeps.py", "canonical.py"):
         path = copy / rel
         original = path.read_bytes()
         path.write_bytes(original + b"\n")
