@@ -17,7 +17,8 @@ as one ``.npz`` file, ``<task>__<sweep>__<digest>.npz``, whose digest is a hash 
 * every :class:`~learnopt.evaluation.engine.TrainingSettings` field (steps, seeds,
   evaluation cadence, valid split and batches, seed, dtype, layout);
 * a hash of the ``learnopt`` source a baseline's training can run (every file but those
-  of ``NOT_IN_BASELINES``: learned optimizers, meta-training, the command line), the
+  of ``NOT_IN_BASELINES``: learned optimizers, meta-training, the command line, the
+  evaluation's tables and figures read from finished curves), the
   JAX version and the backend.
 
 Changed code, data or settings never reuse old curves, while a change to a learned
