@@ -143,6 +143,10 @@ def test_selection_by_the_validation_loss_scores_the_final_valid_losses():
     ]
     assert periodic.eval_score(rows, "valid") == pytest.approx(4.0)  # sqrt(2 * 8)
     assert periodic.eval_score([rows[0], {**rows[1], "final_valid": math.nan}], "valid") == math.inf
+    # Both columns: the geometric mean of the train score (2.0) and the valid score (4.0).
+    assert periodic.eval_score(rows, "train+valid") == pytest.approx(math.sqrt(8.0))
+    broken = [rows[0], {**rows[1], "normalized_loss": math.nan, "final_train": math.nan}]
+    assert periodic.eval_score(broken, "train+valid") == math.inf
     callback = periodic.PeriodicEval(2, ["QuadraticTask"], select_by="valid", progress=False)
     assert periodic.from_settings(periodic.settings(callback)).select_by == "valid"
     older = {k: v for k, v in periodic.settings(callback).items() if k != "select_by"}

@@ -302,7 +302,7 @@ class EvaluateConfig:
 
 
 #: What the periodic evaluation's best theta minimizes (``PeriodicEvalConfig.select_by``).
-EVAL_SELECT_CHOICES = ("train", "valid")
+EVAL_SELECT_CHOICES = ("train", "valid", "train+valid")
 
 
 @document_settings
@@ -379,7 +379,7 @@ class PeriodicEvalConfig:
         "what theta_best.msgpack minimizes: 'train' (the geometric mean over the tasks of "
         "the final training loss / tuned Adam's) or 'valid' (the geometric mean of the "
         "final validation losses, for a run whose meta-objective is the validation loss) "
-        "(default: {default})",
+        "or 'train+valid' (the geometric mean of the two) (default: {default})",
         flag="--eval-select",
         metavar="WHAT",
         choices=EVAL_SELECT_CHOICES,

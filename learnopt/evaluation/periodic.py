@@ -116,8 +116,8 @@ class PeriodicEval:
         (:class:`~learnopt.evaluation.cache.BaselineCache`); ``"default"`` (the default)
         is ``learnopt evaluate``'s folder
         (:func:`~learnopt.evaluation.cache.default_cache_dir`), None keeps nothing.
-      select_by: what the best theta minimizes, ``"train"`` (the default) or
-        ``"valid"`` (see :func:`eval_score`).
+      select_by: what the best theta minimizes, ``"train"`` (the default),
+        ``"valid"`` or ``"train+valid"`` (see :func:`eval_score`).
 
     Attributes:
       best_score: the lowest :func:`eval_score` so far (``inf`` before any).
@@ -492,19 +492,23 @@ def eval_score(rows: Sequence[Mapping[str, Any]], select_by: str = "train") -> f
     tuned Adam's) when every row has one, else of the ``final_train`` losses (an
     evaluation without a baseline). With ``"valid"``, of the ``final_valid`` losses: the
     tasks' scales cancel when two evaluations of the same tasks are compared, as the
-    ratio of two geometric means is the geometric mean of the ratios. A task that
+    ratio of two geometric means is the geometric mean of the ratios. With
+    ``"train+valid"``, the geometric mean of the two (every task's two columns weigh
+    alike, as the heldout bar counts wins on both). A task that
     diverged (or has no positive finite figure) makes the score ``inf``, so a theta that
     breaks one task is never the best.
 
     Args:
       rows: the rows of one evaluation (one per task, keyed by :data:`EVAL_COLUMNS`).
-      select_by: ``"train"`` or ``"valid"``.
+      select_by: ``"train"``, ``"valid"`` or ``"train+valid"``.
 
     Returns:
       The score; ``inf`` for no rows.
     """
     if not rows:
         return math.inf
+    if select_by == "train+valid":
+        return math.sqrt(eval_score(rows, "train") * eval_score(rows, "valid"))
     if select_by == "valid":
         values = [float(r.get("final_valid", math.nan)) for r in rows]
         if not all(math.isfinite(v) and v > 0 for v in values):
