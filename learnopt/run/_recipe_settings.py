@@ -485,3 +485,13 @@ _CELOADAM_ES_FROM_RELEASE = {
     "outer_lr": 0.15,
     "steps": 50,
 }
+
+#: celoadam-es-from-release with the meta-loss on a training and an outer-valid batch
+#: (the bar counts both columns; on the outer-valid split alone decay rose and b2 hardly
+#: moved) and theta_best chosen on meta-valid by both columns (``--eval-select
+#: train+valid``): does the training half push b2 from the release's 0.999 toward the
+#: 0.99 the hand probes chose, as it pushed recipe 18 from 0.99 to 0.933?
+_CELOADAM_ES_FROM_RELEASE_BOTH = {
+    **_CELOADAM_ES_FROM_RELEASE,
+    "meta_loss_split": "train+outer_valid",
+}

@@ -38,6 +38,7 @@ from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_B2_WD_HEAD_LM,
     _CELOADAM_B2_WD_HIDDEN_OUTPUT,
     _CELOADAM_ES_FROM_RELEASE,
+    _CELOADAM_ES_FROM_RELEASE_BOTH,
     _CELOADAM_HEAD_LM_VALID,
     _CELOADAM_HEAD_LM_VALID_FINE,
     _CELOADAM_HEAD_MULTI,
@@ -461,6 +462,13 @@ RECIPES: dict[str, Recipe] = {
             "on meta-valid every 10 steps",
             _CELOADAM_ES_FROM_RELEASE,
             dict(every=10, steps=1000, at_start=True, seeds=3, select_by="valid"),
+        ),
+        Recipe(
+            "celoadam-es-from-release-both",
+            "celoadam-es-from-release with the meta-loss on a training and an outer-valid "
+            "batch; chosen on meta-valid every 10 steps by both columns (train+valid)",
+            _CELOADAM_ES_FROM_RELEASE_BOTH,
+            dict(every=10, steps=1000, at_start=True, seeds=3, select_by="train+valid"),
         ),
     )
 }
