@@ -98,8 +98,9 @@ def spread_rows(folder: Path | list[Path], baseline: str, window: int | None = N
     Returns:
       One dict per task and column (``"train"``, ``"valid"``): ``task``, ``column``,
       ``baseline_setting``, ``seeds``, ``margin`` (log candidate - log baseline, seed
-      means), ``spread`` (the largest seed-to-seed log difference of either), ``won``
-      and ``within_noise``.
+      means), ``spread`` (the largest seed-to-seed log difference of either), ``won``,
+      ``within_noise`` and ``seeds_won`` (on how many seeds the candidate is lower than
+      the baseline on the same seed).
     """
     folders = [Path(f) for f in (folder if isinstance(folder, list | tuple) else [folder])]
     windows = [_window(f) if window is None else window for f in folders]
@@ -130,10 +131,12 @@ def spread_rows(folder: Path | list[Path], baseline: str, window: int | None = N
         for col, a, b in (("train", mine[0], theirs[0]), ("valid", mine[1], theirs[1])):
             margin = math.log(a.mean() / b.mean())
             spread = max(_spread(a), _spread(b))
+            # Seeds pair up (seed s of every optimizer: the same init and batches).
+            seeds_won = int(np.sum(np.nan_to_num(a, nan=np.inf) < np.nan_to_num(b, nan=np.inf)))
             out.append(
                 dict(task=task, column=col, baseline_setting=setting, seeds=len(a),
                      margin=margin, spread=spread, won=margin < 0,
-                     within_noise=abs(margin) < spread)
+                     within_noise=abs(margin) < spread, seeds_won=seeds_won)
             )  # fmt: skip
     return out
 
@@ -168,8 +171,11 @@ def main(argv: list[str] | None = None) -> int:
             mine = [r for r in table if r["entry"] == label and r["column"] == col]
             wins = sum(r["won"] for r in mine)
             noisy = sum(r["within_noise"] for r in mine)
+            every = sum(r["seeds_won"] == r["seeds"] for r in mine)
+            none = sum(r["seeds_won"] == 0 for r in mine)
             print(f"{label}, {col}: {wins}/{len(mine)} won; {noisy}/{len(mine)} margins within "
-                  "the seed spread")  # fmt: skip
+                  f"the seed spread; lower on every seed on {every}, higher on every seed on "
+                  f"{none}")  # fmt: skip
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         with open(args.out / "seed_spread.csv", "w", newline="") as f:

@@ -48,6 +48,8 @@ def test_the_margin_is_the_seed_means_log_ratio_and_the_spread_the_widest_seed_p
     assert rows["valid"]["margin"] == pytest.approx(math.log(3.0 / 3.0))
     assert rows["valid"]["spread"] == pytest.approx(math.log(2.0))  # the baseline's seeds
     assert not rows["valid"]["won"]
+    # Paired by seed: train 1.0 < 2.0 on seed 0, 2.0 = 2.0 on seed 1; valid 3 > 2, 3 < 4.
+    assert (rows["train"]["seeds_won"], rows["valid"]["seeds_won"]) == (1, 1)
 
 
 def test_a_missing_baseline_is_named_and_the_csv_is_written(tmp_path, capsys, repo_script):
@@ -56,7 +58,9 @@ def test_a_missing_baseline_is_named_and_the_csv_is_written(tmp_path, capsys, re
     with pytest.raises(ValueError, match="no tuned 'Adam' rows"):
         module.spread_rows(folder, "Adam")
     assert module.main(["--baseline", "B", "--out", str(tmp_path / "o"), f"C={folder}"]) == 0
-    assert "C, train: 1/1 won; 1/1 margins within the seed spread" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "C, train: 1/1 won; 1/1 margins within the seed spread" in printed
+    assert "lower on every seed on 0, higher on every seed on 0" in printed
     assert len(list(csv.DictReader(open(tmp_path / "o" / "seed_spread.csv")))) == 2
 
 
@@ -76,5 +80,6 @@ def test_evaluations_on_other_seeds_pool_and_the_baseline_is_tuned_on_the_pooled
     assert rows["train"]["baseline_setting"] == "lr=0.1"
     assert rows["train"]["margin"] == pytest.approx(math.log(((1 + 2 + 3 + 3) / 4) / 2.0))
     assert rows["valid"]["margin"] == pytest.approx(math.log(3.0 / 3.0))
+    assert rows["train"]["seeds_won"] == 1  # (1, 2, 3, 3) against (2, 2, 2, 2), seed by seed
     alone = {r["column"]: r for r in module.spread_rows(second, "B", window=5)}
     assert alone["train"]["seeds"] == 2 and alone["train"]["baseline_setting"] == "lr=0.1"
