@@ -495,6 +495,10 @@ _CELOADAM_ES_FROM_RELEASE = {
 #: moved) and theta_best chosen on meta-valid by both columns (``--eval-select
 #: train+valid``): does the training half push b2 from the release's 0.999 toward the
 #: 0.99 the hand probes chose, as it pushed recipe 18 from 0.99 to 0.933?
+#: Gave: the decay fell (0.01 -> 0.0012 at step 40, chosen), b2 0.999 -> 0.9981; meta-valid
+#: 0.358 -> 0.331 (the conv net's training loss). Heldout vs tuned warmup-cosine Adam 5/9
+#: train, 6/9 valid, vs tuned Adam 8/9, 7/9; below its start on 6/9, 4/9 (the final theta
+#: 5/9, 6/9), every image-task difference within the seed spread.
 _CELOADAM_ES_FROM_RELEASE_BOTH = {
     **_CELOADAM_ES_FROM_RELEASE,
     "meta_loss_split": "train+outer_valid",
