@@ -132,7 +132,9 @@ def spread_rows(folder: Path | list[Path], baseline: str, window: int | None = N
             margin = math.log(a.mean() / b.mean())
             spread = max(_spread(a), _spread(b))
             # Seeds pair up (seed s of every optimizer: the same init and batches).
-            seeds_won = int(np.sum(np.nan_to_num(a, nan=np.inf) < np.nan_to_num(b, nan=np.inf)))
+            # A non-finite final ranks last, as the evaluation's rank_key ranks it.
+            ranked = [np.where(np.isfinite(x), x, np.inf) for x in (a, b)]
+            seeds_won = int(np.sum(ranked[0] < ranked[1]))
             out.append(
                 dict(task=task, column=col, baseline_setting=setting, seeds=len(a),
                      margin=margin, spread=spread, won=margin < 0,
