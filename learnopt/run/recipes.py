@@ -39,6 +39,7 @@ from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_B2_WD_HIDDEN_OUTPUT,
     _CELOADAM_ES_FROM_RELEASE,
     _CELOADAM_ES_FROM_RELEASE_BOTH,
+    _CELOADAM_ES_FROM_RELEASE_BROAD,
     _CELOADAM_HEAD_LM_VALID,
     _CELOADAM_HEAD_LM_VALID_FINE,
     _CELOADAM_HEAD_MULTI,
@@ -468,6 +469,14 @@ RECIPES: dict[str, Recipe] = {
             "celoadam-es-from-release with the meta-loss on a training and an outer-valid "
             "batch; chosen on meta-valid every 10 steps by both columns (train+valid)",
             _CELOADAM_ES_FROM_RELEASE_BOTH,
+            dict(every=10, steps=1000, at_start=True, seeds=3, select_by="train+valid"),
+        ),
+        Recipe(
+            "celoadam-es-from-release-broad",
+            "celoadam-es-from-release-both with a broader perturbation (std 0.8), so that "
+            "the perturbed runs reach b2 = 0.99 from the release's 0.999 within three "
+            "deviations",
+            _CELOADAM_ES_FROM_RELEASE_BROAD,
             dict(every=10, steps=1000, at_start=True, seeds=3, select_by="train+valid"),
         ),
     )
