@@ -52,7 +52,16 @@ evaluate() {  # evaluate LABEL THETA [extra flags]: heldout, summary copied into
 for L in start start-seed100; do  # the start's evaluations are recipe 22's
   [ -d $ROOT/runs/heldout-$NAME-$L ] || cp -r $ROOT/runs/heldout-celoadam-es-from-release-both-$L $ROOT/runs/heldout-$NAME-$L
 done
-cmp $HERE/theta_start.msgpack $ROOT/benchmarks/results/celoadam-es-from-release-both_2026-12-07/theta_start.msgpack || exit 1
+(cd $SRC && PYTHONPATH=$SRC $PY -c "  # the same theta and configuration as recipe 22's start
+import jax, numpy as np
+from learnopt.learned_optimizers import theta_files as f
+a = '$HERE/theta_start.msgpack'
+b = '$ROOT/benchmarks/results/celoadam-es-from-release-both_2026-12-07/theta_start.msgpack'
+ma, mb = f.read_metadata(a), f.read_metadata(b)
+assert {k: v for k, v in ma.items() if k != 'created'} == {k: v for k, v in mb.items() if k != 'created'}
+same = jax.tree_util.tree_map(lambda x, y: bool(np.array_equal(x, y)), f.load(a).theta, f.load(b).theta)
+assert jax.tree_util.tree_all(same)
+") || exit 1
 evaluate chosen $RUN/theta_best.msgpack --seeds 2
 evaluate start $HERE/theta_start.msgpack --seeds 2
 evaluate final $HERE/theta_final.msgpack --seeds 2
