@@ -10,28 +10,21 @@ batches) and the mean outer-valid loss (5 batches) at the end.
 Usage: python iterate_average.py THETA TASK[,TASK...]
 """
 
-import os
 import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _diagnostics import STEPS as T
+from _diagnostics import load_theta, start, valid_loss_fn
 
-from learnopt import pretrained
-from learnopt.learned_optimizers import theta_files
-from learnopt.tasks import base as tasks_base
-
-T = 1000
 DECAYS = (0.9, 0.98, 0.995)
 
 
 def run(opt, task_name, seed):
-    task = tasks_base.get_task(task_name)
-    params, ms = task.init_with_state(jax.random.PRNGKey(seed))
-    train, valid = task.datasets.train, task.datasets.outer_valid
-    valid_batches = [next(valid) for _ in range(5)]
-    state = opt.init(params, ms, num_steps=T)
-    averages = [params for _ in DECAYS]
+    task, state, train, valid_batches = start(task_name, opt, seed)
+    valid_loss = valid_loss_fn(task, valid_batches)
+    averages = [opt.get_params_state(state)[0] for _ in DECAYS]
 
     @jax.jit
     def step(state, averages, batch, k):
@@ -45,11 +38,6 @@ def run(opt, task_name, seed):
             for d, a in zip(DECAYS, averages, strict=True)
         ]
         return new, averages, loss, average_losses
-
-    @jax.jit
-    def valid_loss(p, ms):
-        key = jax.random.PRNGKey(1)
-        return jnp.mean(jnp.stack([task.loss_with_state(p, ms, key, b)[0] for b in valid_batches]))
 
     losses, average_losses = [], []
     for t in range(T):
@@ -66,8 +54,7 @@ def run(opt, task_name, seed):
 
 
 def main():
-    spec = sys.argv[1]
-    trained = theta_files.load(spec) if os.path.exists(spec) else pretrained.load(spec)
+    trained = load_theta(sys.argv[1])
     opt = trained.lopt.opt_fn(trained.theta)
     for task_name in sys.argv[2].split(","):
         r = np.array([run(opt, task_name, seed) for seed in (0, 1)])

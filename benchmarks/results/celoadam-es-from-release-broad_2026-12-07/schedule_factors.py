@@ -22,11 +22,8 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from learnopt.learned_optimizers import theta_files
-from learnopt.tasks import base as tasks_base
-
-T = 1000
+from _diagnostics import STEPS as T
+from _diagnostics import load_theta, start, valid_loss_fn
 
 
 def factor(kind, tau):
@@ -45,11 +42,8 @@ def factor(kind, tau):
 
 
 def run(opt, task_name, kind, seed):
-    task = tasks_base.get_task(task_name)
-    params, ms = task.init_with_state(jax.random.PRNGKey(seed))
-    train, valid = task.datasets.train, task.datasets.outer_valid
-    valid_batches = [next(valid) for _ in range(5)]
-    state = opt.init(params, ms, num_steps=T)
+    task, state, train, valid_batches = start(task_name, opt, seed)
+    valid_loss = valid_loss_fn(task, valid_batches)
 
     @jax.jit
     def step(state, batch, k):
@@ -61,21 +55,15 @@ def run(opt, task_name, kind, seed):
         scaled = jax.tree_util.tree_map(lambda a, b: a + f * (b - a), state.params, new.params)
         return new.replace(params=scaled), loss
 
-    @jax.jit
-    def valid_loss(state):
-        p, ms = opt.get_params_state(state)
-        key = jax.random.PRNGKey(1)
-        return jnp.mean(jnp.stack([task.loss_with_state(p, ms, key, b)[0] for b in valid_batches]))
-
     losses = []
     for t in range(T):
         state, loss = step(state, next(train), jax.random.PRNGKey(1000 * seed + t))
         losses.append(float(loss))
-    return np.mean(losses[-100:]), float(valid_loss(state))
+    return np.mean(losses[-100:]), float(valid_loss(*opt.get_params_state(state)))
 
 
 def main():
-    trained = theta_files.load(sys.argv[1])
+    trained = load_theta(sys.argv[1])
     opt = trained.lopt.opt_fn(trained.theta)
     for task_name in sys.argv[2].split(","):
         for kind in sys.argv[3].split(","):

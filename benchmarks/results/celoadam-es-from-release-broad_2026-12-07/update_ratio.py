@@ -16,22 +16,17 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from learnopt.learned_optimizers import theta_files
-from learnopt.tasks import base as tasks_base
-
-T = 1000
+from _diagnostics import STEPS as T
+from _diagnostics import load_theta, start, valid_loss_fn
 
 
 def main():
-    trained = theta_files.load(sys.argv[1])
-    task = tasks_base.get_task(sys.argv[2] if len(sys.argv) > 2 else "ImageMLP_Mnist5k_28_Relu128")
+    trained = load_theta(sys.argv[1])
     opt = trained.lopt.opt_fn(trained.theta)
     b1 = trained.lopt.initial_momentum_decays[-1]
-    params, ms = task.init_with_state(jax.random.PRNGKey(0))
-    train, valid = task.datasets.train, task.datasets.outer_valid
-    valid_batches = [next(valid) for _ in range(5)]
-    state = opt.init(params, ms, num_steps=T)
+    task_name = sys.argv[2] if len(sys.argv) > 2 else "ImageMLP_Mnist5k_28_Relu128"
+    task, state, train, valid_batches = start(task_name, opt, 0)
+    valid_loss = valid_loss_fn(task, valid_batches)
 
     @jax.jit
     def step(state, batch, key):
@@ -55,12 +50,6 @@ def main():
         )
         return new, loss, jnp.max(jnp.stack(ratios)), jnp.median(jnp.stack(lrs))
 
-    @jax.jit
-    def valid_loss(state):
-        p, ms = opt.get_params_state(state)
-        key = jax.random.PRNGKey(1)
-        return jnp.mean(jnp.stack([task.loss_with_state(p, ms, key, b)[0] for b in valid_batches]))
-
     rows = []
     for t in range(T):
         state, loss, r, lr = step(state, next(train), jax.random.PRNGKey(t))
@@ -70,7 +59,7 @@ def main():
             print(
                 f"{t + 1:5d} loss {np.mean(a[:, 0]):.4g} ratio max {np.max(a[:, 1]):.3g} "
                 f"med {np.median(a[:, 1]):.3g} lr {np.median(a[:, 2]):.3g} "
-                f"valid {float(valid_loss(state)):.4g}",
+                f"valid {float(valid_loss(*opt.get_params_state(state))):.4g}",
                 flush=True,
             )
 

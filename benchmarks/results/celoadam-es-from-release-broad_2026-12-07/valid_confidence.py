@@ -13,20 +13,15 @@ Usage (from the repository root, learnopt installed):
 """
 
 import argparse
-import os
 import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _diagnostics import STEPS, load_theta, start
 
-from learnopt import pretrained
-from learnopt.learned_optimizers import theta_files
 from learnopt.optimizers import nadamw
 from learnopt.optimizers.base import OPTIMIZERS
-from learnopt.tasks import base as tasks_base
-
-STEPS = 1000
 
 
 def make_opt(spec):
@@ -34,16 +29,13 @@ def make_opt(spec):
         return nadamw.adam_warmup_cosine(float(spec[2:]))
     if spec.startswith("adam"):
         return OPTIMIZERS.get("Adam", learning_rate=float(spec[4:]))
-    trained = theta_files.load(spec) if os.path.exists(spec) else pretrained.load(spec)
+    trained = load_theta(spec)
     return trained.lopt.opt_fn(trained.theta)
 
 
 def run(spec, seed, task_name):
-    opt, task = make_opt(spec), tasks_base.get_task(task_name)
-    params, model_state = task.init_with_state(jax.random.PRNGKey(seed))
-    train, valid = task.datasets.train, task.datasets.outer_valid
-    valid_batches = [next(valid) for _ in range(5)]
-    state = opt.init(params, model_state, num_steps=STEPS)
+    opt = make_opt(spec)
+    task, state, train, valid_batches = start(task_name, opt, seed)
 
     @jax.jit
     def step(state, batch, key):
