@@ -516,3 +516,18 @@ _CELOADAM_ES_FROM_RELEASE_BOTH = {
 #: (seeds 100-101: 7/9, 5/9; 4 seeds pooled 6/9, 6/9), below the released CeloAdam on
 #: 5/9, 8/9; vs tuned warmup-cosine Adam 5/9, 6/9, vs tuned Adam 8/9, 6/9.
 _CELOADAM_ES_FROM_RELEASE_BROAD = {**_CELOADAM_ES_FROM_RELEASE_BOTH, "std": 0.8}
+
+#: celoadam-es-from-release-broad with learnopt's schedule head (10 values, a learned
+#: function of the fraction of training added to the log step, from zero) trained beside
+#: the two log scales, at std 0.3: the head's 10 values perturb the log step by about
+#: ``sqrt(10) * std`` where every input saturates (0.95 at 0.3; 2.5 at 0.8 would put the
+#: perturbed runs at 12x or 1/12 of the step). Run as the second phase from recipe 23's
+#: chosen theta (``--init-theta``), whose two scales it starts from: the broad
+#: perturbation is what made whole-run ES add something, and the schedule is the value
+#: that moves every task at once (heldout's Transformer is lost to tuned Adam at a third
+#: of the released schedule's peak).
+_CELOADAM_ES_SCHEDULE = {
+    **_CELOADAM_ES_FROM_RELEASE_BROAD,
+    "lopt_config": {**_CELOADAM_ES_FROM_RELEASE["lopt_config"], "schedule_head": True},
+    "std": 0.3,
+}

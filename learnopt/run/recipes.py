@@ -40,6 +40,7 @@ from learnopt.run._recipe_settings import (  # the settings of each recipe
     _CELOADAM_ES_FROM_RELEASE,
     _CELOADAM_ES_FROM_RELEASE_BOTH,
     _CELOADAM_ES_FROM_RELEASE_BROAD,
+    _CELOADAM_ES_SCHEDULE,
     _CELOADAM_HEAD_LM_VALID,
     _CELOADAM_HEAD_LM_VALID_FINE,
     _CELOADAM_HEAD_MULTI,
@@ -477,6 +478,14 @@ RECIPES: dict[str, Recipe] = {
             "the perturbed runs reach b2 = 0.99 from the release's 0.999 within three "
             "deviations",
             _CELOADAM_ES_FROM_RELEASE_BROAD,
+            dict(every=10, steps=1000, at_start=True, seeds=3, select_by="train+valid"),
+        ),
+        Recipe(
+            "celoadam-es-schedule",
+            "celoadam-es-from-release-broad with learnopt's schedule head (10 values) "
+            "trained beside the two log scales at std 0.3; the second phase from "
+            "celoadam-es-from-release-broad's chosen theta (--init-theta)",
+            _CELOADAM_ES_SCHEDULE,
             dict(every=10, steps=1000, at_start=True, seeds=3, select_by="train+valid"),
         ),
     )
