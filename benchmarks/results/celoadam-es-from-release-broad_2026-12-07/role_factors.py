@@ -17,8 +17,7 @@ import sys
 
 import jax
 import numpy as np
-from _diagnostics import STEPS as T
-from _diagnostics import load_theta, start, valid_loss_fn
+from _diagnostics import load_theta, run_scaled
 
 from learnopt.learned_optimizers import width_aware
 
@@ -36,26 +35,7 @@ def factors(spec, params):
 
 
 def run(opt, task_name, spec, seed):
-    task, state, train, valid_batches = start(task_name, opt, seed)
-    valid_loss = valid_loss_fn(task, valid_batches)
-    fs = factors(spec, state.params)
-
-    @jax.jit
-    def step(state, batch, k):
-        p, ms = opt.get_params_state(state)
-        grad_fn = jax.value_and_grad(task.loss_with_state, has_aux=True)
-        (loss, ms), g = grad_fn(p, ms, k, batch)
-        new = opt.update(state, g, loss, model_state=ms)
-        scaled = jax.tree_util.tree_map(
-            lambda a, b, f: a + f * (b - a), state.params, new.params, fs
-        )
-        return new.replace(params=scaled), loss
-
-    losses = []
-    for t in range(T):
-        state, loss = step(state, next(train), jax.random.PRNGKey(1000 * seed + t))
-        losses.append(float(loss))
-    return np.mean(losses[-100:]), float(valid_loss(*opt.get_params_state(state)))
+    return run_scaled(opt, task_name, seed, lambda state: factors(spec, state.params))
 
 
 def main():

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from _diagnostics import STEPS as T
-from _diagnostics import load_theta, start, valid_loss_fn
+from _diagnostics import load_theta, run_scaled
 
 
 def factor(kind, tau):
@@ -42,24 +42,11 @@ def factor(kind, tau):
 
 
 def run(opt, task_name, kind, seed):
-    task, state, train, valid_batches = start(task_name, opt, seed)
-    valid_loss = valid_loss_fn(task, valid_batches)
-
-    @jax.jit
-    def step(state, batch, k):
-        p, ms = opt.get_params_state(state)
-        grad_fn = jax.value_and_grad(task.loss_with_state, has_aux=True)
-        (loss, ms), g = grad_fn(p, ms, k, batch)
-        new = opt.update(state, g, loss, model_state=ms)
+    def factors(state):
         f = factor(kind, state.iteration / T)
-        scaled = jax.tree_util.tree_map(lambda a, b: a + f * (b - a), state.params, new.params)
-        return new.replace(params=scaled), loss
+        return jax.tree_util.tree_map(lambda _: f, state.params)
 
-    losses = []
-    for t in range(T):
-        state, loss = step(state, next(train), jax.random.PRNGKey(1000 * seed + t))
-        losses.append(float(loss))
-    return np.mean(losses[-100:]), float(valid_loss(*opt.get_params_state(state)))
+    return run_scaled(opt, task_name, seed, factors)
 
 
 def main():
